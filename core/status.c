@@ -1,0 +1,68 @@
+/* status.c — names and messages of statuses, generated from SLUICE_STATUS_LIST; version. */
+#include <string.h>
+
+#include "base.h"
+
+static const char *const status_names[] = {
+#define SL_STATUS_NAME_(name, msg) "SLUICE_" #name,
+    SLUICE_STATUS_LIST(SL_STATUS_NAME_)
+#undef SL_STATUS_NAME_
+};
+static const char *const status_messages[] = {
+#define SL_STATUS_MSG_(name, msg) msg,
+    SLUICE_STATUS_LIST(SL_STATUS_MSG_)
+#undef SL_STATUS_MSG_
+};
+
+SLUICE_API const char *sluice_status_name(sluice_status status) {
+    if ((unsigned)status >= SL_ARRAY_LEN(status_names)) return "SLUICE_UNKNOWN_STATUS";
+    return status_names[status];
+}
+
+SLUICE_API const char *sluice_strerror(sluice_status status) {
+    if ((unsigned)status >= SL_ARRAY_LEN(status_messages)) return "unknown status";
+    return status_messages[status];
+}
+
+SLUICE_API int sluice_version_number(void) { return SLUICE_VERSION_NUMBER; }
+SLUICE_API const char *sluice_version_string(void) { return SLUICE_VERSION_STRING; }
+
+static const struct {
+    const char *name;
+    size_t size;
+} type_table[SLUICE_TYPE_COUNT_] = {
+    [SLUICE_BOOL] = {"bool", 1}, [SLUICE_I8] = {"i8", 1},   [SLUICE_I16] = {"i16", 2},
+    [SLUICE_I32] = {"i32", 4},   [SLUICE_I64] = {"i64", 8}, [SLUICE_U8] = {"u8", 1},
+    [SLUICE_U16] = {"u16", 2},   [SLUICE_U32] = {"u32", 4}, [SLUICE_U64] = {"u64", 8},
+    [SLUICE_F16] = {"f16", 2},   [SLUICE_F32] = {"f32", 4}, [SLUICE_F64] = {"f64", 8},
+};
+
+SLUICE_API const char *sluice_type_name(sluice_type type) {
+    if ((unsigned)type >= SLUICE_TYPE_COUNT_) return NULL;
+    return type_table[type].name;
+}
+
+SLUICE_API size_t sluice_type_size(sluice_type type) {
+    if ((unsigned)type >= SLUICE_TYPE_COUNT_) return 0;
+    return type_table[type].size;
+}
+
+SLUICE_API sluice_status sluice_type_from_name(const char *name, sluice_type *out) {
+    if (!name || !out) return SLUICE_ERR_INVALID_ARGUMENT;
+    for (int t = 0; t < SLUICE_TYPE_COUNT_; t++) {
+        if (strcmp(type_table[t].name, name) == 0) {
+            *out = (sluice_type)t;
+            return SLUICE_OK;
+        }
+    }
+    return SLUICE_ERR_INVALID_ARGUMENT;
+}
+
+SLUICE_API const char *sluice_backend_name(sluice_backend backend) {
+    switch (backend) {
+    case SLUICE_BACKEND_AUTO: return "auto";
+    case SLUICE_BACKEND_CPU: return "cpu";
+    case SLUICE_BACKEND_CUDA: return "cuda";
+    }
+    return NULL;
+}

@@ -1,0 +1,338 @@
+/* sluice.h — the public C API of sluice, an embeddable stream-processing library.
+ *
+ * This header is the reference manual. Read it top to bottom once:
+ *
+ *   1. Versions, statuses, types.
+ *   2. Contexts: the owner of everything else, of the allocator and of diagnostics.
+ *   3. Pipelines: YAML files (schema v1, see pipelines/SCHEMA.md) loaded and checked.
+ *   4. Sessions: a stream of batches pushed through a pipeline; outputs pulled.
+ *   5. Batches: the columns a session hands back.
+ *
+ * Conventions
+ *   - Every function that can fail returns a sluice_status; SLUICE_OK is 0.
+ *   - Out-parameters come first after the object acted on, are written only on success,
+ *     and are set to NULL/0 on failure where they are pointers.
+ *   - The library never prints, exits or aborts. Details of the last failure are kept in
+ *     the context (sluice_context_diagnostic*), with file:line:column for pipeline files.
+ *   - Freeing or closing NULL is harmless.
+ *   - Lengths and offsets are 64-bit everywhere.
+ *
+ * Thread safety
+ *   A context, and every pipeline, session and batch made from it, is used by one thread at
+ *   a time: the caller serialises all calls that reach the same context. Different contexts
+ *   share nothing and may be used from different threads at once (one context per thread is
+ *   the intended pattern; CUDA sessions on different streams then run concurrently).
+ *   sluice_version*, sluice_status_name, sluice_strerror, sluice_type_* and
+ *   sluice_backend_available are safe from any thread.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SLUICE_BUILDING_LIBRARY) && defined(__GNUC__)
+#define SLUICE_API __attribute__((visibility("default")))
+#else
+#define SLUICE_API
+#endif
+
+/* ---------------------------------------------------------------- 1. versions */
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_PATCH 0
+#define SLUICE_VERSION_STRING "0.1.0"
+/* MAJOR*10000 + MINOR*100 + PATCH, comparable with sluice_version_number(). */
+#define SLUICE_VERSION_NUMBER \
+    (SLUICE_VERSION_MAJOR * 10000 + SLUICE_VERSION_MINOR * 100 + SLUICE_VERSION_PATCH)
+
+/* The version of the library actually linked (may differ from the header's). */
+SLUICE_API int sluice_version_number(void);
+SLUICE_API const char *sluice_version_string(void);
+
+/* ---------------------------------------------------------------- statuses */
+
+/* One list generates the enum, the names and the messages (see core/status.c). */
+#define SLUICE_STATUS_LIST(X)                                                              \
+    X(OK, "success")                                                                       \
+    X(ERR_INVALID_ARGUMENT, "invalid argument (NULL pointer or value out of range)")      \
+    X(ERR_MISUSE, "API called in the wrong state")                                         \
+    X(ERR_NO_MEMORY, "out of memory")                                                      \
+    X(ERR_IO, "cannot read or write a file")                                               \
+    X(ERR_LIMIT, "input exceeds a documented limit")                                       \
+    X(ERR_YAML_SYNTAX, "YAML syntax error")                                                \
+    X(ERR_SCHEMA_VERSION, "missing or unsupported 'sluice:' schema version")               \
+    X(ERR_MISSING_KEY, "a required key is missing")                                        \
+    X(ERR_UNKNOWN_STAGE, "unknown stage kind")                                             \
+    X(ERR_UNKNOWN_KEY, "unknown key")                                                      \
+    X(ERR_DUPLICATE_KEY, "key given twice")                                                \
+    X(ERR_BAD_VALUE, "a key has a value of the wrong shape or out of range")               \
+    X(ERR_DUPLICATE_COLUMN, "column defined twice")                                        \
+    X(ERR_UNKNOWN_COLUMN, "unknown column")                                                \
+    X(ERR_UNKNOWN_PARAM, "unknown parameter")                                              \
+    X(ERR_UNKNOWN_OPERATOR, "unknown scan operator")                                       \
+    X(ERR_TYPE, "type error")                                                              \
+    X(ERR_EXPR_SYNTAX, "expression syntax error")                                          \
+    X(ERR_NOT_ASSOCIATIVE, "declared operator is not associative")                         \
+    X(ERR_BAD_IDENTITY, "declared operator's identity is not an identity")                 \
+    X(ERR_UNKNOWN_OUTPUT, "unknown output column")                                         \
+    X(ERR_BATCH_MISSING_COLUMN, "batch lacks a column the pipeline needs")                 \
+    X(ERR_BATCH_TYPE, "batch column has the wrong type")                                   \
+    X(ERR_BATCH_LENGTH, "batch columns have mismatched lengths")                           \
+    X(ERR_BAD_OFFSETS, "malformed offsets (must start at 0, not decrease, end at n)")      \
+    X(ERR_DATA, "malformed input data")                                                    \
+    X(ERR_BACKEND_UNAVAILABLE, "backend not available on this machine or build")           \
+    X(ERR_COMPILE, "run-time kernel compilation failed")                                   \
+    X(ERR_CUDA, "CUDA error")
+
+typedef enum sluice_status {
+#define SLUICE_STATUS_ENUM_(name, msg) SLUICE_##name,
+    SLUICE_STATUS_LIST(SLUICE_STATUS_ENUM_)
+#undef SLUICE_STATUS_ENUM_
+    SLUICE_STATUS_COUNT_
+} sluice_status;
+
+/* "SLUICE_ERR_TYPE" etc.; "SLUICE_UNKNOWN_STATUS" for values outside the enum. Never NULL. */
+SLUICE_API const char *sluice_status_name(sluice_status status);
+/* A one-line description of the status. Never NULL. */
+SLUICE_API const char *sluice_strerror(sluice_status status);
+
+/* ---------------------------------------------------------------- types */
+
+typedef enum sluice_type {
+    SLUICE_BOOL, /* one byte, 0 or 1 */
+    SLUICE_I8, SLUICE_I16, SLUICE_I32, SLUICE_I64,
+    SLUICE_U8, SLUICE_U16, SLUICE_U32, SLUICE_U64,
+    SLUICE_F16, /* IEEE binary16, stored as its 16 bits */
+    SLUICE_F32, SLUICE_F64,
+    SLUICE_TYPE_COUNT_
+} sluice_type;
+
+/* "bool", "i8", … "f64"; NULL for a value outside the enum. */
+SLUICE_API const char *sluice_type_name(sluice_type type);
+/* Bytes per element; 0 for a value outside the enum. */
+SLUICE_API size_t sluice_type_size(sluice_type type);
+/* Parses "f32" etc. Returns SLUICE_ERR_INVALID_ARGUMENT for an unknown name. */
+SLUICE_API sluice_status sluice_type_from_name(const char *name, sluice_type *out);
+
+/* ---------------------------------------------------------------- backends */
+
+typedef enum sluice_backend {
+    SLUICE_BACKEND_AUTO, /* CUDA when built in and a device is present, else CPU */
+    SLUICE_BACKEND_CPU,
+    SLUICE_BACKEND_CUDA
+} sluice_backend;
+
+/* 1 when the backend can run here (CUDA: built in, driver loads, a device exists). */
+SLUICE_API int sluice_backend_available(sluice_backend backend);
+/* "auto", "cpu", "cuda"; NULL outside the enum. */
+SLUICE_API const char *sluice_backend_name(sluice_backend backend);
+
+/* ---------------------------------------------------------------- 2. contexts */
+
+typedef struct sluice_context sluice_context;
+typedef struct sluice_pipeline sluice_pipeline;
+typedef struct sluice_session sluice_session;
+typedef struct sluice_batch sluice_batch;
+
+/* Host allocator hooks. Every host allocation of the library goes through these (device
+ * memory does not). alloc(size) returns NULL on failure; realloc follows C's realloc
+ * (NULL pointer means alloc; on failure the old block stays valid); free(NULL) is harmless
+ * and is never called by the library anyway. Alignment as malloc's. */
+typedef struct sluice_allocator {
+    void *(*alloc)(size_t size, void *opaque);
+    void *(*realloc)(void *ptr, size_t size, void *opaque);
+    void (*free)(void *ptr, void *opaque);
+    void *opaque;
+} sluice_allocator;
+
+#define SLUICE_CONTEXT_OPTIONS_VERSION 1
+typedef struct sluice_context_options {
+    unsigned version;            /* SLUICE_CONTEXT_OPTIONS_VERSION */
+    const sluice_allocator *allocator; /* NULL: malloc/realloc/free. Copied. */
+    int cpu_threads;             /* CPU backend worker threads; 0: one per core */
+    const char *kernel_cache_dir;/* CUDA kernel cache; NULL: $SLUICE_CACHE_DIR, else
+                                    $XDG_CACHE_HOME/sluice, else ~/.cache/sluice; "" disables */
+} sluice_context_options;
+#define SLUICE_CONTEXT_OPTIONS_INIT {SLUICE_CONTEXT_OPTIONS_VERSION, NULL, 0, NULL}
+
+/* Creates a context. options may be NULL (defaults). Errors: SLUICE_ERR_INVALID_ARGUMENT
+ * (out NULL, unknown options version), SLUICE_ERR_NO_MEMORY. */
+SLUICE_API sluice_status sluice_context_create(sluice_context **out,
+                                               const sluice_context_options *options);
+/* Destroys the context. Every pipeline, session and batch made from it must have been
+ * freed first; those still alive are freed here too (handles to them become invalid). */
+SLUICE_API void sluice_context_destroy(sluice_context *ctx);
+
+/* A diagnostic: what went wrong and, for pipeline files, where. Owned by the context; valid
+ * until the next call that fails or clears diagnostics on the same context. */
+typedef struct sluice_diagnostic {
+    sluice_status status;
+    const char *message;     /* one line, says what to change; never NULL */
+    const char *file;        /* pipeline path, "<string>" for text, NULL when not a file */
+    int line, column;        /* 1-based; 0 when unknown */
+    const char *source_line; /* the offending line of the file without newline, or NULL */
+} sluice_diagnostic;
+
+/* The diagnostics of the last failed call on this context (a load can report many; the
+ * call's status is that of the first). Count 0 after a successful call. */
+SLUICE_API size_t sluice_context_diagnostic_count(const sluice_context *ctx);
+/* NULL when index >= count. */
+SLUICE_API const sluice_diagnostic *sluice_context_diagnostic(const sluice_context *ctx,
+                                                              size_t index);
+/* Formats as "FILE:LINE:COL: error: MESSAGE\n  SOURCE\n  ^\n" (parts omitted when
+ * unknown) into buf (always NUL-terminated when cap > 0). Returns the length the full text
+ * needs, excluding the NUL, as snprintf does. */
+SLUICE_API size_t sluice_diagnostic_format(const sluice_diagnostic *diag, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- 3. pipelines */
+
+/* Loads and checks a pipeline file. On failure *out is NULL and the context holds one
+ * diagnostic per problem found (all of them, not only the first), each with file:line:col.
+ * The pipeline is immutable once loaded. Errors: every pipeline status in the list above,
+ * SLUICE_ERR_IO, SLUICE_ERR_LIMIT, SLUICE_ERR_NO_MEMORY. */
+SLUICE_API sluice_status sluice_pipeline_load_file(sluice_context *ctx, const char *path,
+                                                   sluice_pipeline **out);
+/* The same from text in memory; `name` is used as the file name in diagnostics (NULL:
+ * "<string>"). The text is copied. */
+SLUICE_API sluice_status sluice_pipeline_load_string(sluice_context *ctx, const char *text,
+                                                     size_t length, const char *name,
+                                                     sluice_pipeline **out);
+SLUICE_API void sluice_pipeline_free(sluice_pipeline *pipeline);
+
+/* The pipeline's `name:`. Owned by the pipeline. */
+SLUICE_API const char *sluice_pipeline_name(const sluice_pipeline *pipeline);
+
+typedef enum sluice_column_role {
+    SLUICE_ROLE_DATA,   /* one value per row */
+    SLUICE_ROLE_OFFSETS /* k+1 non-decreasing i64: a ragged batch's segment bounds */
+} sluice_column_role;
+
+typedef struct sluice_column_info {
+    const char *name; /* owned by the pipeline */
+    sluice_type type;
+    sluice_column_role role;
+} sluice_column_info;
+
+/* The input columns a batch must carry, in declaration order. */
+SLUICE_API size_t sluice_pipeline_input_count(const sluice_pipeline *pipeline);
+SLUICE_API sluice_status sluice_pipeline_input(const sluice_pipeline *pipeline, size_t index,
+                                               sluice_column_info *out);
+/* The output columns every result batch carries, in order. */
+SLUICE_API size_t sluice_pipeline_output_count(const sluice_pipeline *pipeline);
+SLUICE_API sluice_status sluice_pipeline_output(const sluice_pipeline *pipeline, size_t index,
+                                                sluice_column_info *out);
+
+typedef struct sluice_param_info {
+    const char *name;          /* owned by the pipeline */
+    sluice_type type;
+    const char *default_text;  /* the default as written in the file */
+} sluice_param_info;
+SLUICE_API size_t sluice_pipeline_param_count(const sluice_pipeline *pipeline);
+SLUICE_API sluice_status sluice_pipeline_param(const sluice_pipeline *pipeline, size_t index,
+                                               sluice_param_info *out);
+
+/* Writes the plan for `backend` as text: the stages, the fusion groups and the predicted
+ * number of full passes over memory. The text is allocated with the context's allocator and
+ * freed with sluice_free_text. *passes_out (may be NULL) receives the predicted passes. */
+SLUICE_API sluice_status sluice_pipeline_explain(const sluice_pipeline *pipeline,
+                                                 sluice_backend backend, char **text_out,
+                                                 int *passes_out);
+SLUICE_API void sluice_free_text(sluice_context *ctx, char *text);
+
+/* ---------------------------------------------------------------- 4. sessions */
+
+/* A column handed to a session, or read from a result batch. For an offsets input, length is
+ * k+1 (the number of segments plus one) and data holds int64_t values. */
+typedef struct sluice_column {
+    const char *name;
+    sluice_type type;
+    const void *data;
+    int64_t length;
+} sluice_column;
+
+typedef struct sluice_param_value {
+    const char *name;
+    const char *text; /* parsed by the parameter's type, e.g. "12.5", "-3", "true" */
+} sluice_param_value;
+
+#define SLUICE_SESSION_OPTIONS_VERSION 1
+typedef struct sluice_session_options {
+    unsigned version;               /* SLUICE_SESSION_OPTIONS_VERSION */
+    sluice_backend backend;         /* default SLUICE_BACKEND_AUTO */
+    int64_t max_batch_rows;         /* scratch is sized for this many rows; bigger batches
+                                       are cut internally. 0: 1<<22 */
+    const sluice_param_value *params; /* overrides of the file's defaults */
+    size_t param_count;
+} sluice_session_options;
+#define SLUICE_SESSION_OPTIONS_INIT {SLUICE_SESSION_OPTIONS_VERSION, SLUICE_BACKEND_AUTO, 0, NULL, 0}
+
+/* Opens a session over a pipeline. Scratch memory is sized and allocated here, once.
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_UNKNOWN_PARAM, SLUICE_ERR_BAD_VALUE (a
+ * param text that does not parse as its type), SLUICE_ERR_BACKEND_UNAVAILABLE,
+ * SLUICE_ERR_COMPILE, SLUICE_ERR_CUDA, SLUICE_ERR_NO_MEMORY. */
+SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
+                                             const sluice_session_options *options,
+                                             sluice_session **out);
+/* Closes the session and frees its memory; outputs not pulled are lost. */
+SLUICE_API void sluice_session_close(sluice_session *session);
+/* The backend actually running the session (never AUTO). */
+SLUICE_API sluice_backend sluice_session_backend(const sluice_session *session);
+
+/* Changes a parameter between pushes; it applies to rows pushed afterwards.
+ * Errors: SLUICE_ERR_UNKNOWN_PARAM, SLUICE_ERR_BAD_VALUE. */
+SLUICE_API sluice_status sluice_session_set_param(sluice_session *session, const char *name,
+                                                  const char *text);
+
+/* Pushes one batch: one sluice_column per pipeline input (any order, matched by name;
+ * extra columns are an error). The data is read during the call only; the caller keeps
+ * ownership. A zero-row batch is valid. Stream-wide state (running scan totals, compaction
+ * offsets, open segments) carries to the next push: the session's output does not depend on
+ * how the stream is cut into batches, except that an offsets input describes whole segments
+ * of its own batch.
+ * On failure (bad batch: SLUICE_ERR_BATCH_*, SLUICE_ERR_BAD_OFFSETS; or resources) the batch
+ * is rejected as a whole: the session is unchanged, stays usable, and outputs already
+ * produced remain available to pull. */
+SLUICE_API sluice_status sluice_session_push(sluice_session *session,
+                                             const sluice_column *columns, size_t count);
+
+/* Ends the stream: a stream-wide sort emits its rows now, a pending segment is closed.
+ * After flush, push is SLUICE_ERR_MISUSE until sluice_session_reset. */
+SLUICE_API sluice_status sluice_session_flush(sluice_session *session);
+/* Drops all stream state and pending outputs; the session starts a new stream. */
+SLUICE_API sluice_status sluice_session_reset(sluice_session *session);
+
+/* Takes the next result batch, in stream order. *out is NULL when none is ready (not an
+ * error). The caller owns the batch and frees it with sluice_batch_free. */
+SLUICE_API sluice_status sluice_session_pull(sluice_session *session, sluice_batch **out);
+
+/* One-shot: open a session with `options`, push the columns as one batch, flush, and
+ * concatenate every output into one batch in *out (caller frees). */
+SLUICE_API sluice_status sluice_run(sluice_pipeline *pipeline,
+                                    const sluice_session_options *options,
+                                    const sluice_column *columns, size_t count,
+                                    sluice_batch **out);
+
+/* ---------------------------------------------------------------- 5. batches */
+
+SLUICE_API int64_t sluice_batch_rows(const sluice_batch *batch);
+SLUICE_API size_t sluice_batch_column_count(const sluice_batch *batch);
+/* Fills *out with the column's view (data owned by the batch, on the host unless the
+ * session was asked to leave outputs on the device, see sluice_cuda.h).
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT for an index out of range. */
+SLUICE_API sluice_status sluice_batch_column(const sluice_batch *batch, size_t index,
+                                             sluice_column *out);
+/* The same by name; SLUICE_ERR_UNKNOWN_COLUMN when absent. */
+SLUICE_API sluice_status sluice_batch_column_by_name(const sluice_batch *batch,
+                                                     const char *name, sluice_column *out);
+SLUICE_API void sluice_batch_free(sluice_batch *batch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_H */
