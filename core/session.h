@@ -54,9 +54,16 @@ struct sluice_batch {
 /* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
  * per column (64-byte aligned, from the context's allocator). NULL on allocation failure. */
 sluice_batch *sl_batch_new_host(sluice_context *ctx, const sluice_pipeline *p, int64_t rows);
+/* Concatenates host result batches of one pipeline into a new batch (sluice_run). */
+sluice_status sl_batch_concat(sluice_context *ctx, const sluice_pipeline *p, sluice_batch **parts,
+                              size_t nparts, sluice_batch **out);
 /* Appends a finished batch to the session's output queue (takes ownership; on allocation
  * failure frees it and returns SLUICE_ERR_NO_MEMORY). */
 sluice_status sl_session_emit(sluice_session *s, sluice_batch *b);
+
+/* Validates and pushes a batch; on_device: the column pointers are device memory (CUDA). */
+sluice_status sl_session_push(sluice_session *s, const sluice_column *columns, size_t count,
+                              bool on_device);
 
 /* The backend interface. Every function gets a session whose plan and params are set.
  * Transactional rule: when push or flush fails, the backend leaves its carried state as it
