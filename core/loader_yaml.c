@@ -1,0 +1,276 @@
+/* loader_yaml.c — reads pipeline YAML into a small tree of scalars, lists and mappings that
+ * keeps every node's line and column. Built from libyaml's event API rather than its
+ * document API so that nesting depth is limited before anything deep is built, and so that
+ * duplicate mapping keys (which libyaml accepts) are caught here. */
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "context.h"
+#include "loader.h"
+
+static sl_srcloc mark_loc(yaml_mark_t m) {
+    return (sl_srcloc){(int)m.line + 1, (int)m.column + 1};
+}
+
+void ld_node_free(sluice_context *ctx, ld_node *n) {
+    if (!n) return;
+    int nitems = n->kind == LD_MAPPING ? 2 * n->count : n->count;
+    for (int i = 0; i < nitems; i++) ld_node_free(ctx, n->items[i]);
+    sl_free(ctx, n->items);
+    sl_free(ctx, n->text);
+    sl_free(ctx, n);
+}
+
+/* An open list or mapping while its events arrive. */
+typedef struct frame {
+    ld_node *node;
+    int items, cap; /* items appended so far (keys and values counted separately) */
+} frame;
+
+typedef struct reader {
+    sluice_context *ctx;
+    frame stack[SL_MAX_YAML_DEPTH + 1];
+    int depth;
+    ld_node *root;
+} reader;
+
+static bool append_child(reader *r, ld_node *child) {
+    if (r->depth == 0) {
+        r->root = child;
+        return true;
+    }
+    frame *f = &r->stack[r->depth - 1];
+    if (f->items == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 8;
+        ld_node **items = sl_realloc(r->ctx, f->node->items, (size_t)cap * sizeof *items);
+        if (!items) return false;
+        f->node->items = items;
+        f->cap = cap;
+    }
+    f->node->items[f->items++] = child;
+    return true;
+}
+
+typedef struct key_ref {
+    const char *text;
+    int index;
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b) {
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->text, y->text);
+    if (c) return c;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reports and removes repeated keys of a finished mapping (the first one stays). Sorting
+ * keeps this O(n log n) for hostile files with very many keys. Returns false on OOM. */
+static bool drop_duplicate_keys(reader *r, ld_node *map) {
+    int n = map->count;
+    if (n < 2) return true;
+    key_ref *refs = sl_alloc(r->ctx, (size_t)n * sizeof *refs);
+    int *dups = sl_alloc(r->ctx, (size_t)n * sizeof *dups);
+    if (!refs || !dups) {
+        sl_free(r->ctx, refs);
+        sl_free(r->ctx, dups);
+        return false;
+    }
+    for (int i = 0; i < n; i++) refs[i] = (key_ref){map->items[2 * i]->text, i};
+    qsort(refs, (size_t)n, sizeof *refs, key_ref_cmp);
+    int ndups = 0;
+    for (int i = 1; i < n; i++)
+        if (strcmp(refs[i].text, refs[i - 1].text) == 0) dups[ndups++] = refs[i].index;
+    if (ndups) {
+        qsort(dups, (size_t)ndups, sizeof *dups, int_cmp);
+        for (int d = 0; d < ndups; d++) {
+            const ld_node *key = map->items[2 * dups[d]];
+            const ld_node *first = NULL;
+            for (int i = 0; i < n && !first; i++)
+                if (strcmp(map->items[2 * i]->text, key->text) == 0) first = map->items[2 * i];
+            sl_diag(r->ctx, SLUICE_ERR_DUPLICATE_KEY, key->loc,
+                    "key '%s' is given twice in this mapping (first at line %d); keep one",
+                    key->text, first->loc.line);
+        }
+        /* compact the pairs, freeing the dropped ones */
+        int out = 0, d = 0;
+        for (int i = 0; i < n; i++) {
+            if (d < ndups && dups[d] == i) {
+                d++;
+                ld_node_free(r->ctx, map->items[2 * i]);
+                ld_node_free(r->ctx, map->items[2 * i + 1]);
+                continue;
+            }
+            map->items[2 * out] = map->items[2 * i];
+            map->items[2 * out + 1] = map->items[2 * i + 1];
+            out++;
+        }
+        map->count = out;
+    }
+    sl_free(r->ctx, refs);
+    sl_free(r->ctx, dups);
+    return true;
+}
+
+static void free_reader(reader *r) {
+    /* open frames are children of their parents, so freeing the root frees them all; a
+     * frame with no root yet (depth > 0 always has stack[0] as root) is covered too. */
+    if (r->root) {
+        ld_node_free(r->ctx, r->root);
+    } else if (r->depth > 0) {
+        ld_node_free(r->ctx, r->stack[0].node);
+    }
+    r->root = NULL;
+    r->depth = 0;
+}
+
+sluice_status ld_yaml_read(sluice_context *ctx, const char *text, size_t length, ld_node **root) {
+    *root = NULL;
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, length);
+
+    reader r = {.ctx = ctx};
+    sluice_status st = SLUICE_OK;
+    int documents = 0;
+    bool done = false;
+    while (!done && st == SLUICE_OK) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            if (parser.error == YAML_MEMORY_ERROR) {
+                st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory parsing YAML");
+            } else {
+                sl_srcloc loc = mark_loc(parser.problem_mark);
+                if (parser.context)
+                    st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc, "YAML syntax error: %s %s",
+                                 parser.problem ? parser.problem : "malformed YAML",
+                                 parser.context);
+                else
+                    st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc, "YAML syntax error: %s",
+                                 parser.problem ? parser.problem : "malformed YAML");
+            }
+            break;
+        }
+        sl_srcloc loc = mark_loc(ev.start_mark);
+        ld_node *node = NULL;
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+            done = true;
+            break;
+        case YAML_DOCUMENT_START_EVENT:
+            if (++documents > 1)
+                st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc,
+                             "a pipeline file holds one YAML document; remove this second one");
+            break;
+        case YAML_ALIAS_EVENT:
+            st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc,
+                         "YAML aliases (*%s) are not supported in pipeline files; write the "
+                         "value out", (const char *)ev.data.alias.anchor);
+            break;
+        case YAML_SCALAR_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT: {
+            if (r.depth > 0 && r.stack[r.depth - 1].node->kind == LD_MAPPING &&
+                r.stack[r.depth - 1].items % 2 == 0 && ev.type != YAML_SCALAR_EVENT) {
+                st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc,
+                             "a mapping key must be a plain name, not a list or mapping");
+                break;
+            }
+            node = sl_calloc(ctx, 1, sizeof *node);
+            if (!node) {
+                st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading YAML");
+                break;
+            }
+            node->loc = loc;
+            if (ev.type == YAML_SCALAR_EVENT) {
+                node->kind = LD_SCALAR;
+                node->len = ev.data.scalar.length;
+                node->text = sl_strndup(ctx, (const char *)ev.data.scalar.value, node->len);
+                node->quoted = ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE &&
+                               ev.data.scalar.style != YAML_ANY_SCALAR_STYLE;
+                if (!node->text) {
+                    sl_free(ctx, node);
+                    st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading YAML");
+                    break;
+                }
+            } else {
+                node->kind = ev.type == YAML_MAPPING_START_EVENT ? LD_MAPPING : LD_SEQUENCE;
+            }
+            if (!append_child(&r, node)) {
+                ld_node_free(ctx, node);
+                st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading YAML");
+                break;
+            }
+            if (node->kind != LD_SCALAR) {
+                if (r.depth == SL_MAX_YAML_DEPTH) {
+                    st = sl_diag(ctx, SLUICE_ERR_LIMIT, loc,
+                                 "YAML nesting deeper than %d levels; pipeline files are "
+                                 "limited to %d", SL_MAX_YAML_DEPTH, SL_MAX_YAML_DEPTH);
+                    break;
+                }
+                r.stack[r.depth++] = (frame){node, 0, 0};
+            }
+            break;
+        }
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: {
+            frame *f = &r.stack[--r.depth];
+            if (f->node->kind == LD_MAPPING) {
+                f->node->count = f->items / 2;
+                if (!drop_duplicate_keys(&r, f->node))
+                    st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading YAML");
+            } else {
+                f->node->count = f->items;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    /* frames still open hold their item counts in the frame only: settle them so freeing
+     * walks exactly the children that exist */
+    for (int d = 0; d < r.depth; d++) {
+        frame *f = &r.stack[d];
+        f->node->count = f->node->kind == LD_MAPPING ? f->items / 2 : f->items;
+        if (f->node->kind == LD_MAPPING && f->items % 2) {
+            ld_node_free(ctx, f->node->items[f->items - 1]);
+        }
+    }
+    if (st != SLUICE_OK) {
+        free_reader(&r);
+        return st;
+    }
+    *root = r.root;
+    return SLUICE_OK;
+}
+
+/* ---- tree queries ---------------------------------------------------------------------- */
+
+const ld_node *ld_get(const ld_node *map, const char *name) {
+    if (!map || map->kind != LD_MAPPING) return NULL;
+    for (int i = 0; i < map->count; i++)
+        if (strcmp(ld_key(map, i)->text, name) == 0) return ld_val(map, i);
+    return NULL;
+}
+
+bool ld_is_null(const ld_node *n) {
+    if (!n || n->kind != LD_SCALAR || n->quoted) return false;
+    return n->len == 0 || strcmp(n->text, "~") == 0 || strcmp(n->text, "null") == 0;
+}
+
+const char *ld_shape(const ld_node *n) {
+    if (!n) return "nothing";
+    if (n->kind == LD_MAPPING) return "a mapping";
+    if (n->kind == LD_SEQUENCE) return "a list";
+    if (ld_is_null(n)) return "an empty value";
+    return "a single value";
+}

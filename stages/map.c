@@ -1,0 +1,50 @@
+/* map.c — the `map` stage: new columns from expressions, one per key, elementwise. Also the
+ * shared parser of NAME: EXPRESSION definitions that `flag` reuses. A later key of the same
+ * map may read an earlier one. */
+#include "stages/registry.h"
+
+void sl_stage_parse_definitions(sl_loader *L, const ld_node *body, sl_srcloc kind_loc,
+                                const char *kind_name, bool predicates) {
+    if (body->kind != LD_MAPPING || body->count == 0) {
+        ld_error(L, SLUICE_ERR_BAD_VALUE, body->kind == LD_SCALAR ? body->loc : kind_loc,
+                 "the %s stage takes NAME: %s pairs (e.g. `%s: {%s}`), not %s", kind_name,
+                 predicates ? "PREDICATE" : "EXPRESSION", kind_name,
+                 predicates ? "keep: x > 0" : "r2: x*x + y*y", ld_shape(body));
+        return;
+    }
+    if (!ld_add_stage(L, SL_STAGE_MAP, kind_name, kind_loc)) return;
+    int si = L->p->nstages - 1;
+    sl_map *map = &L->p->stages[si].map;
+    map->columns = sl_calloc(L->ctx, (size_t)body->count, sizeof *map->columns);
+    map->exprs = sl_calloc(L->ctx, (size_t)body->count, sizeof *map->exprs);
+    if (!map->columns || !map->exprs) {
+        ld_oom(L);
+        return;
+    }
+    for (int i = 0; i < body->count && !L->oom; i++) {
+        const ld_node *name = ld_key(body, i), *value = ld_val(body, i);
+        sl_expr *e = ld_expr(L, value, NULL);
+        if (e && predicates && e->type != SLUICE_BOOL) {
+            ld_error(L, SLUICE_ERR_TYPE, value->loc,
+                     "flag '%s' must be a predicate (bool), but this expression is %s; compare "
+                     "it (e.g. `... != 0`) or use a map stage", name->text,
+                     sluice_type_name(e->type));
+            sl_expr_free(L->ctx, e);
+            e = NULL;
+        }
+        sluice_type t = e ? e->type : (predicates ? SLUICE_BOOL : SLUICE_F64);
+        int c = ld_define_column(L, name, name->text, t, false, e == NULL);
+        if (c < 0 || !e) {
+            if (e) sl_expr_free(L->ctx, e);
+            continue;
+        }
+        map = &L->p->stages[si].map;
+        map->columns[map->count] = c;
+        map->exprs[map->count] = e;
+        map->count++;
+    }
+}
+
+void sl_stage_parse_map(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
+    sl_stage_parse_definitions(L, body, kind_loc, "map", false);
+}
