@@ -1,0 +1,579 @@
+/* backend.c — the CPU backend's sl_backend_ops: a session's groups (fused sweeps and radix
+ * sorts) wired together, their carries and stream-sort buffers, and the transactional
+ * push/flush of core/session.h (a failed call restores every carry and buffer it touched and
+ * emits nothing).
+ *
+ * A batch flows through the plan's groups in order. Each group reads the columns the previous
+ * one wrote (indexed by column id) and writes the columns still needed after it: into the
+ * session's result batch when it is the last group, into its own scratch otherwise. A sort
+ * `per: stream` appends the rows reaching it to its buffer; flush sorts the buffer and runs
+ * the groups after it. */
+#include <string.h>
+
+#include "context.h"
+#include "cpu/fused.h"
+#include "cpu/sort.h"
+#include "cpu/threads.h"
+#include "session.h"
+#include "sortkey.h"
+
+typedef struct cpu_group {
+    sl_group_kind kind;
+    /* FUSED */
+    sl_cpu_fused *fused;
+    sl_cpu_carry *carries, *saved;
+    /* SORT */
+    const sl_sort *sort;
+    int nin, *in;          /* columns reaching the sort (its buffer's columns) */
+    int nmove, *move;      /* columns it moves (needed after it) */
+    void **sbuf;           /* per column id: stream buffer (per: stream) */
+    int64_t sbuf_rows, sbuf_cap, saved_rows;
+    /* output scratch when not the last group: per column id */
+    void **scratch;
+    int64_t scratch_cap;
+    int nout;
+    const int *out;
+} cpu_group;
+
+typedef struct cpu_impl {
+    sl_cpu_pool *pool;
+    int ngroups;
+    cpu_group *groups;
+    int nstages;
+    bool **need_after;
+    /* radix sort scratch: two image buffers (8 bytes a row), two permutations */
+    void *img[2], *perm[2];
+    int64_t sort_cap;
+} cpu_impl;
+
+static sluice_status oom(sluice_context *ctx, const char *what, int64_t rows) {
+    return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: %s for %lld rows", what,
+                    (long long)rows);
+}
+
+/* ---- liveness: which columns are still used after each stage ------------------------------ */
+
+static void mark_read(void *payload, int column) { ((bool *)payload)[column] = true; }
+
+static sluice_status compute_need(sluice_context *ctx, const sluice_pipeline *p, cpu_impl *im) {
+    im->nstages = p->nstages;
+    im->need_after = sl_calloc(ctx, (size_t)p->nstages + 1, sizeof(bool *));
+    bool *need = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(bool));
+    if (!im->need_after || !need) {
+        sl_free(ctx, need);
+        return oom(ctx, "liveness", 0);
+    }
+    for (int i = 0; i < p->noutputs; i++) need[p->outputs[i]] = true;
+    for (int i = p->nstages - 1; i >= 0; i--) {
+        im->need_after[i] = sl_alloc(ctx, (size_t)p->ncolumns + 1);
+        if (!im->need_after[i]) {
+            sl_free(ctx, need);
+            return oom(ctx, "liveness", 0);
+        }
+        memcpy(im->need_after[i], need, (size_t)p->ncolumns + 1);
+        const sl_stage *s = &p->stages[i];
+        switch (s->kind) {
+        case SL_STAGE_MAP:
+            for (int k = 0; k < s->map.count; k++) {
+                int c = s->map.columns[k];
+                if (!need[c]) continue;
+                need[c] = false;
+                sl_expr_visit_columns(s->map.exprs[k], mark_read, need);
+            }
+            break;
+        case SL_STAGE_COMPACT: need[s->compact.by] = true; break;
+        case SL_STAGE_SCAN:
+            for (int f = 0; f < s->scan.nfields; f++)
+                if (s->scan.into[f] >= 0) need[s->scan.into[f]] = false;
+            for (int f = 0; f < s->scan.nfields; f++)
+                if (s->scan.of[f]) sl_expr_visit_columns(s->scan.of[f], mark_read, need);
+            if (s->scan.segments == SL_SEGMENTS_HEADFLAG || s->scan.segments == SL_SEGMENTS_KEY)
+                need[s->scan.segment_column] = true;
+            break;
+        case SL_STAGE_SORT:
+            for (int k = 0; k < s->sort.nkeys; k++) need[s->sort.keys[k]] = true;
+            break;
+        }
+    }
+    sl_free(ctx, need);
+    return SLUICE_OK;
+}
+
+static const bool *live_before(const sluice_pipeline *p, int stage, bool *inputs_live) {
+    if (stage > 0) return p->stages[stage - 1].live_after;
+    for (int c = 0; c < p->ncolumns; c++)
+        inputs_live[c] = c < p->ninputs && p->columns[c].role == SLUICE_ROLE_DATA;
+    return inputs_live;
+}
+
+/* ---- open / close --------------------------------------------------------------------------- */
+
+static void cpu_close(sluice_session *s);
+
+static sluice_status grow_columns(sluice_context *ctx, const sluice_pipeline *p, void **cols,
+                                  const int *ids, int n, int64_t keep_rows, int64_t *cap,
+                                  int64_t want) {
+    if (want <= *cap) return SLUICE_OK;
+    int64_t new_cap = *cap * 2 > want ? *cap * 2 : want;
+    for (int j = 0; j < n; j++) {
+        int c = ids[j];
+        size_t sz = sluice_type_size(p->columns[c].type), bytes;
+        if (sl_mul_overflows((size_t)new_cap, sz, &bytes)) return oom(ctx, "column buffers", want);
+        void *b = sl_alloc_aligned(ctx, bytes ? bytes : 1);
+        if (!b) return oom(ctx, "column buffers", want);
+        if (cols[c] && keep_rows > 0) memcpy(b, cols[c], (size_t)keep_rows * sz);
+        sl_free_aligned(ctx, cols[c]);
+        cols[c] = b;
+    }
+    *cap = new_cap;
+    return SLUICE_OK;
+}
+
+static sluice_status grow_sort_scratch(sluice_context *ctx, cpu_impl *im, int64_t rows) {
+    if (rows <= im->sort_cap) return SLUICE_OK;
+    size_t bytes;
+    if (sl_mul_overflows((size_t)rows, 8, &bytes)) return oom(ctx, "sort scratch", rows);
+    for (int i = 0; i < 2; i++) {
+        sl_free_aligned(ctx, im->img[i]);
+        sl_free_aligned(ctx, im->perm[i]);
+        im->img[i] = sl_alloc_aligned(ctx, bytes);
+        im->perm[i] = sl_alloc_aligned(ctx, bytes);
+    }
+    if (!im->img[0] || !im->img[1] || !im->perm[0] || !im->perm[1]) {
+        for (int i = 0; i < 2; i++) {
+            sl_free_aligned(ctx, im->img[i]);
+            sl_free_aligned(ctx, im->perm[i]);
+            im->img[i] = im->perm[i] = NULL;
+        }
+        im->sort_cap = 0;
+        return oom(ctx, "sort scratch", rows);
+    }
+    im->sort_cap = rows;
+    return SLUICE_OK;
+}
+
+static sluice_status cpu_open(sluice_session *s) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    cpu_impl *im = sl_calloc(ctx, 1, sizeof *im);
+    if (!im) return oom(ctx, "CPU backend state", 0);
+    s->impl = im;
+    sluice_status st = sl_cpu_pool_create(ctx, ctx->cpu_threads, &im->pool);
+    if (st == SLUICE_OK) st = compute_need(ctx, p, im);
+    if (st == SLUICE_OK) {
+        im->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *im->groups);
+        if (!im->groups) st = oom(ctx, "CPU backend state", 0);
+    }
+    bool *inputs_live = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(bool));
+    if (!inputs_live && st == SLUICE_OK) st = oom(ctx, "CPU backend state", 0);
+    int64_t max_rows = s->max_batch_rows;
+    for (int gi = 0; st == SLUICE_OK && gi < s->plan.ngroups; gi++) {
+        const sl_group *pg = &s->plan.groups[gi];
+        cpu_group *g = &im->groups[gi];
+        im->ngroups = gi + 1;
+        g->kind = pg->kind;
+        g->scratch = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+        if (!g->scratch) { st = oom(ctx, "CPU backend state", 0); break; }
+        if (pg->kind == SL_GROUP_FUSED) {
+            st = sl_cpu_fused_create(ctx, p, pg->first, pg->last, im->need_after,
+                                     sl_cpu_pool_size(im->pool), max_rows, &g->fused);
+            if (st != SLUICE_OK) break;
+            int n = sl_cpu_fused_nscans(g->fused);
+            g->carries = sl_calloc(ctx, (size_t)n + 1, sizeof(sl_cpu_carry));
+            g->saved = sl_calloc(ctx, (size_t)n + 1, sizeof(sl_cpu_carry));
+            if (!g->carries || !g->saved) { st = oom(ctx, "CPU backend state", 0); break; }
+            sl_cpu_fused_initial_carries(g->fused, g->carries);
+            g->out = sl_cpu_fused_outputs(g->fused, &g->nout);
+        } else {
+            const sl_stage *stage = &p->stages[pg->first];
+            g->sort = &stage->sort;
+            g->in = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(int));
+            g->move = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(int));
+            g->sbuf = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+            if (!g->in || !g->move || !g->sbuf) { st = oom(ctx, "CPU backend state", 0); break; }
+            const bool *live = live_before(p, pg->first, inputs_live);
+            const bool *need = im->need_after[pg->first];
+            for (int c = 0; c < p->ncolumns; c++) {
+                bool is_key = false;
+                for (int k = 0; k < g->sort->nkeys; k++) is_key |= g->sort->keys[k] == c;
+                if (live[c] && (need[c] || is_key)) g->in[g->nin++] = c;
+                if (stage->live_after[c] && need[c]) g->move[g->nmove++] = c;
+            }
+            g->out = g->move;
+            g->nout = g->nmove;
+        }
+    }
+    sl_free(ctx, inputs_live);
+    /* Scratch sized for max_batch_rows now, so pushes up to that size never allocate. */
+    for (int gi = 0; st == SLUICE_OK && gi + 1 < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        st = grow_columns(ctx, p, g->scratch, g->out, g->nout, 0, &g->scratch_cap, max_rows);
+    }
+    for (int gi = 0; st == SLUICE_OK && gi < im->ngroups; gi++)
+        if (im->groups[gi].kind == SL_GROUP_SORT && im->groups[gi].sort->per_batch)
+            st = grow_sort_scratch(ctx, im, max_rows);
+    if (st != SLUICE_OK) {
+        cpu_close(s);
+        return st;
+    }
+    return SLUICE_OK;
+}
+
+static void cpu_close(sluice_session *s) {
+    cpu_impl *im = s->impl;
+    if (!im) return;
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    for (int gi = 0; gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        sl_cpu_fused_destroy(g->fused);
+        sl_free(ctx, g->carries);
+        sl_free(ctx, g->saved);
+        if (g->scratch)
+            for (int c = 0; c <= p->ncolumns; c++) sl_free_aligned(ctx, g->scratch[c]);
+        if (g->sbuf)
+            for (int c = 0; c <= p->ncolumns; c++) sl_free_aligned(ctx, g->sbuf[c]);
+        sl_free(ctx, g->scratch);
+        sl_free(ctx, g->sbuf);
+        sl_free(ctx, g->in);
+        sl_free(ctx, g->move);
+    }
+    sl_free(ctx, im->groups);
+    if (im->need_after)
+        for (int i = 0; i < im->nstages; i++) sl_free(ctx, im->need_after[i]);
+    sl_free(ctx, im->need_after);
+    for (int i = 0; i < 2; i++) {
+        sl_free_aligned(ctx, im->img[i]);
+        sl_free_aligned(ctx, im->perm[i]);
+    }
+    sl_cpu_pool_destroy(im->pool);
+    sl_free(ctx, im);
+    s->impl = NULL;
+}
+
+/* ---- sort --------------------------------------------------------------------------------- */
+
+typedef struct image_job {
+    sluice_type type;
+    const void *keys;
+    const void *perm;
+    bool perm_wide, descending, to_values;
+    void *out;
+} image_job;
+
+static void image_slice(void *arg, int64_t b, int64_t e) {
+    image_job *j = arg;
+    size_t isz = sl_sortkey_is_wide(j->type) ? 8 : 4, ksz = sluice_type_size(j->type);
+    if (j->to_values) {
+        sl_sortkey_values(j->type, (const char *)j->keys + (size_t)b * isz, e - b, j->descending,
+                          (char *)j->out + (size_t)b * ksz);
+        return;
+    }
+    const void *keys = j->perm ? j->keys : (const char *)j->keys + (size_t)b * ksz;
+    const void *perm = j->perm ? (const char *)j->perm + (size_t)b * (j->perm_wide ? 8 : 4) : NULL;
+    sl_sortkey_images(j->type, keys, perm, j->perm_wide, e - b, j->descending,
+                      (char *)j->out + (size_t)b * isz);
+}
+
+typedef struct gather_job {
+    const void *from;
+    void *to;
+    size_t size;
+    const void *perm;
+    bool perm_wide;
+    bool iota; /* write the identity permutation into `to` instead */
+} gather_job;
+
+#define GATHER_LOOP(VT, PT)                                                              \
+    do {                                                                                 \
+        const VT *f_ = j->from;                                                          \
+        VT *t_ = j->to;                                                                  \
+        const PT *p_ = j->perm;                                                          \
+        for (int64_t i = b; i < e; i++) t_[i] = f_[p_[i]];                               \
+    } while (0)
+
+static void gather_slice(void *arg, int64_t b, int64_t e) {
+    gather_job *j = arg;
+    if (j->iota) {
+        if (j->perm_wide) for (int64_t i = b; i < e; i++) ((uint64_t *)j->to)[i] = (uint64_t)i;
+        else for (int64_t i = b; i < e; i++) ((uint32_t *)j->to)[i] = (uint32_t)i;
+        return;
+    }
+    switch (j->size) {
+    case 1: if (j->perm_wide) GATHER_LOOP(uint8_t, uint64_t); else GATHER_LOOP(uint8_t, uint32_t); break;
+    case 2: if (j->perm_wide) GATHER_LOOP(uint16_t, uint64_t); else GATHER_LOOP(uint16_t, uint32_t); break;
+    case 4: if (j->perm_wide) GATHER_LOOP(uint32_t, uint64_t); else GATHER_LOOP(uint32_t, uint32_t); break;
+    default: if (j->perm_wide) GATHER_LOOP(uint64_t, uint64_t); else GATHER_LOOP(uint64_t, uint32_t); break;
+    }
+}
+
+#define SLICE_ROWS 65536
+
+/* Sorts n rows of src by the sort's keys and writes the moved columns to dest. */
+static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *g,
+                              const void *const *src, int64_t n, void *const *dest) {
+    const sluice_pipeline *p = s->pipeline;
+    const sl_sort *so = g->sort;
+    if (n == 0) return SLUICE_OK;
+    SL_TRY(grow_sort_scratch(s->ctx, im, n));
+    bool perm_wide = n > (int64_t)UINT32_MAX;
+    int key0 = so->keys[0];
+    sluice_type t0 = p->columns[key0].type;
+    /* Only the key moves: sort the images themselves and turn them back into keys. */
+    if (so->nkeys == 1 && (g->nmove == 0 || (g->nmove == 1 && g->move[0] == key0))) {
+        image_job ij = {t0, src[key0], NULL, false, so->descending, false, im->img[0]};
+        sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &ij);
+        bool in_tmp = sl_cpu_radix_sort(im->pool, im->img[0], im->img[1], sl_sortkey_is_wide(t0),
+                                        NULL, NULL, false, n, so->bits_lo, so->bits_hi);
+        if (g->nmove == 1) {
+            image_job vj = {t0, in_tmp ? im->img[1] : im->img[0], NULL, false, so->descending, true,
+                            dest[key0]};
+            sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &vj);
+        }
+        return SLUICE_OK;
+    }
+    /* Otherwise sort a permutation, least significant key first (LSD over keys too). */
+    void *perm = im->perm[0], *perm_tmp = im->perm[1];
+    bool have_perm = false;
+    for (int k = so->nkeys - 1; k >= 0; k--) {
+        int key = so->keys[k];
+        sluice_type t = p->columns[key].type;
+        image_job ij = {t, src[key], have_perm ? perm : NULL, perm_wide, so->descending, false,
+                        im->img[0]};
+        sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &ij);
+        if (!have_perm) {
+            gather_job gj = {NULL, perm, 0, NULL, perm_wide, true};
+            sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, gather_slice, &gj);
+            have_perm = true;
+        }
+        int lo = 0, hi = sl_sortkey_bits(t);
+        if (so->nkeys == 1) {
+            lo = so->bits_lo;
+            hi = so->bits_hi;
+        }
+        bool in_tmp = sl_cpu_radix_sort(im->pool, im->img[0], im->img[1], sl_sortkey_is_wide(t),
+                                        perm, perm_tmp, perm_wide, n, lo, hi);
+        if (in_tmp) {
+            void *x = perm;
+            perm = perm_tmp;
+            perm_tmp = x;
+        }
+    }
+    for (int j = 0; j < g->nmove; j++) {
+        int c = g->move[j];
+        gather_job gj = {src[c], dest[c], sluice_type_size(p->columns[c].type), perm, perm_wide,
+                         false};
+        sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, gather_slice, &gj);
+    }
+    return SLUICE_OK;
+}
+
+/* ---- running the groups ------------------------------------------------------------------- */
+
+/* Where group gi writes: the result batch (allocated here) when it is the last group, its
+ * scratch otherwise. */
+static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, int64_t rows,
+                                 void **dest, sluice_batch **batch) {
+    const sluice_pipeline *p = s->pipeline;
+    cpu_group *g = &im->groups[gi];
+    if (gi == im->ngroups - 1) {
+        sluice_batch *b = sl_batch_new_host(s->ctx, p, rows);
+        if (!b) return oom(s->ctx, "result batch", rows);
+        for (int i = p->noutputs - 1; i >= 0; i--) dest[p->outputs[i]] = b->owned[i];
+        *batch = b;
+        return SLUICE_OK;
+    }
+    SL_TRY(grow_columns(s->ctx, p, g->scratch, g->out, g->nout, 0, &g->scratch_cap, rows));
+    for (int j = 0; j < g->nout; j++) dest[g->out[j]] = g->scratch[g->out[j]];
+    return SLUICE_OK;
+}
+
+/* Result batch fix-ups: its row count, and output columns listed twice. */
+static void finish_batch(const sluice_pipeline *p, sluice_batch *b, int64_t rows) {
+    b->rows = rows;
+    for (size_t i = 0; i < b->ncolumns; i++) {
+        b->columns[i].length = rows;
+        for (size_t j = 0; j < i; j++) {
+            if (p->outputs[j] == p->outputs[i]) {
+                memcpy(b->owned[i], b->owned[j], (size_t)rows * sluice_type_size(b->columns[i].type));
+                break;
+            }
+        }
+    }
+}
+
+static sluice_status append_stream(sluice_session *s, cpu_group *g, const void *const *src,
+                                   int64_t rows) {
+    const sluice_pipeline *p = s->pipeline;
+    if (rows == 0) return SLUICE_OK;
+    int64_t want = g->sbuf_rows + rows;
+    SL_TRY(grow_columns(s->ctx, p, g->sbuf, g->in, g->nin, g->sbuf_rows, &g->sbuf_cap, want));
+    for (int j = 0; j < g->nin; j++) {
+        int c = g->in[j];
+        size_t sz = sluice_type_size(p->columns[c].type);
+        memcpy((char *)g->sbuf[c] + (size_t)g->sbuf_rows * sz, src[c], (size_t)rows * sz);
+    }
+    g->sbuf_rows = want;
+    return SLUICE_OK;
+}
+
+/* Runs groups [from, ngroups) over rows rows of cols (per column id). Stops at a stream
+ * sort (its rows are buffered). *out: the result batch, or NULL when none was made. */
+static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const void **cols,
+                                int64_t rows, const int64_t *offsets, int64_t nsegments,
+                                sluice_batch **out) {
+    const sluice_pipeline *p = s->pipeline;
+    void **dest = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+    if (!dest) return oom(s->ctx, "a batch's column table", rows);
+    sluice_status st = SLUICE_OK;
+    sluice_batch *batch = NULL;
+    for (int gi = from; gi < im->ngroups && st == SLUICE_OK; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->kind == SL_GROUP_SORT && !g->sort->per_batch) {
+            st = append_stream(s, g, cols, rows);
+            break;
+        }
+        memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
+        st = destination(s, im, gi, rows, dest, &batch);
+        if (st != SLUICE_OK) break;
+        int64_t rows_out = rows;
+        if (g->kind == SL_GROUP_FUSED) {
+            st = sl_cpu_fused_run(g->fused, im->pool, s->params, cols, rows,
+                                  gi == 0 ? offsets : NULL, nsegments, g->carries, dest, &rows_out);
+        } else {
+            st = run_sort(s, im, g, cols, rows, dest);
+        }
+        if (st != SLUICE_OK) break;
+        for (int c = 0; c <= p->ncolumns; c++) cols[c] = dest[c];
+        rows = rows_out;
+        if (batch) finish_batch(p, batch, rows);
+    }
+    sl_free(s->ctx, dest);
+    if (st != SLUICE_OK) {
+        sluice_batch_free(batch);
+        return st;
+    }
+    *out = batch;
+    return SLUICE_OK;
+}
+
+static void save_state(cpu_impl *im) {
+    for (int gi = 0; gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->fused)
+            memcpy(g->saved, g->carries, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
+        g->saved_rows = g->sbuf_rows;
+    }
+}
+
+static void restore_state(cpu_impl *im) {
+    for (int gi = 0; gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->fused)
+            memcpy(g->carries, g->saved, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
+        g->sbuf_rows = g->saved_rows;
+    }
+}
+
+/* Queues a result batch (empty ones are dropped). */
+static sluice_status emit(sluice_session *s, sluice_batch *b) {
+    if (!b) return SLUICE_OK;
+    if (b->rows == 0) {
+        sluice_batch_free(b);
+        return SLUICE_OK;
+    }
+    return sl_session_emit(s, b);
+}
+
+static sluice_status cpu_push(sluice_session *s, const sl_input *in) {
+    cpu_impl *im = s->impl;
+    const sluice_pipeline *p = s->pipeline;
+    if (in->on_device)
+        return sl_error(s->ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "the CPU backend takes host memory only; this batch is on the device");
+    const void **cols = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+    if (!cols) return oom(s->ctx, "a batch's column table", in->rows);
+    const int64_t *offsets = NULL;
+    for (int c = 0; c < p->ninputs; c++) {
+        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) offsets = in->data[c];
+        else cols[c] = in->data[c];
+    }
+    sluice_status st = SLUICE_OK;
+    sluice_batch *batch = NULL;
+    if (im->ngroups == 0) {
+        /* No stages: the outputs are input columns, copied. */
+        batch = sl_batch_new_host(s->ctx, p, in->rows);
+        if (!batch) st = oom(s->ctx, "result batch", in->rows);
+        for (int i = 0; st == SLUICE_OK && i < p->noutputs; i++) {
+            int c = p->outputs[i];
+            if (in->rows) memcpy(batch->owned[i], cols[c], (size_t)in->rows * sluice_type_size(p->columns[c].type));
+        }
+    } else {
+        save_state(im);
+        for (int gi = 0; gi < im->ngroups; gi++)
+            if (im->groups[gi].fused) sl_cpu_fused_begin_batch(im->groups[gi].fused, im->groups[gi].carries);
+        st = run_groups(s, im, 0, cols, in->rows, offsets, in->nsegments, &batch);
+        if (st != SLUICE_OK) restore_state(im);
+    }
+    sl_free(s->ctx, cols);
+    if (st == SLUICE_OK) {
+        st = emit(s, batch);
+        if (st != SLUICE_OK && im->ngroups) restore_state(im);
+    }
+    return st;
+}
+
+static sluice_status cpu_flush(sluice_session *s) {
+    cpu_impl *im = s->impl;
+    const sluice_pipeline *p = s->pipeline;
+    save_state(im);
+    const void **cols = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+    void **dest = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+    sluice_batch *pending = NULL;
+    sluice_status st = cols && dest ? SLUICE_OK : oom(s->ctx, "flush", 0);
+    for (int gi = 0; st == SLUICE_OK && gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->kind != SL_GROUP_SORT || g->sort->per_batch || g->sbuf_rows == 0) continue;
+        int64_t n = g->sbuf_rows;
+        sluice_batch *batch = NULL;
+        memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
+        st = destination(s, im, gi, n, dest, &batch);
+        if (st == SLUICE_OK) st = run_sort(s, im, g, (const void *const *)g->sbuf, n, dest);
+        if (st == SLUICE_OK) {
+            g->sbuf_rows = 0; /* consumed (restored from saved_rows on failure) */
+            if (batch) {
+                finish_batch(p, batch, n);
+                pending = batch;
+            } else {
+                memset(cols, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
+                for (int j = 0; j < g->nmove; j++) cols[g->move[j]] = dest[g->move[j]];
+                st = run_groups(s, im, gi + 1, cols, n, NULL, -1, &batch);
+                if (st == SLUICE_OK && batch) pending = batch;
+            }
+        } else {
+            sluice_batch_free(batch);
+        }
+    }
+    sl_free(s->ctx, cols);
+    sl_free(s->ctx, dest);
+    if (st == SLUICE_OK) st = emit(s, pending);
+    else sluice_batch_free(pending);
+    if (st != SLUICE_OK) restore_state(im);
+    return st;
+}
+
+static sluice_status cpu_reset(sluice_session *s) {
+    cpu_impl *im = s->impl;
+    for (int gi = 0; gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->fused) sl_cpu_fused_initial_carries(g->fused, g->carries);
+        g->sbuf_rows = 0;
+    }
+    return SLUICE_OK;
+}
+
+static bool cpu_available(void) { return true; }
+
+const sl_backend_ops sl_cpu_backend = {
+    SLUICE_BACKEND_CPU, "cpu", cpu_available, cpu_open, cpu_push, cpu_flush, cpu_reset, cpu_close,
+};

@@ -1,0 +1,687 @@
+/* fused.c — a fused group on the CPU (see fused.h).
+ *
+ * A tile of rows goes through the group's stages in order, column at a time: a map evaluates
+ * its expressions into tile buffers, a compaction builds a selection of kept rows and gathers
+ * every column still needed, a scan runs its monoid over the rows that reach it. Tiles are
+ * taken in order from an atomic counter by the workers; tile t needs the carry of tile t-1
+ * (the scans' states, the open segment, the output row count) and publishes its own.
+ *
+ * The hand-off is "chained" with early publication: a tile runs its scans from the identity
+ * (local prefixes), then waits for its predecessor's carry, combines it with its local
+ * aggregates, publishes the result at once, and only then fixes up its prefixes
+ * (carry ⊕ local) and writes its rows at their offset. The serial chain is one combine per
+ * tile; reading, computing and writing run on all workers. A stage that reads a value which
+ * depends on the carry (a map of a scan's output, a compaction by such a flag, a scan of a
+ * scan) makes the tile wait for the carry before that stage and run from then on with true
+ * states; it then publishes after its last stage. Tiles, not threads, fix the order of
+ * combination, so results are bitwise the same for any number of threads. */
+#include "fused.h"
+
+#include <string.h>
+
+#include "context.h"
+#include "scan.h"
+
+#define T SL_CPU_TILE_ROWS
+
+typedef struct fstage {
+    const sl_stage *st;
+    bool needs_carry;
+    /* map: the defined columns that are needed, with their programs */
+    int nmap;
+    int *map_cols;
+    sl_expr_program **map_progs;
+    /* compact: columns gathered (ids; the segment-id pseudo column included when needed) */
+    int ngather;
+    int *gather;
+    /* scan */
+    int slot;
+    sl_expr_program *of_prog[SL_MAX_FIELDS];
+    int of_col[SL_MAX_FIELDS]; /* >= 0: `of` is that column as is, no evaluation */
+    int key_col;               /* HEADFLAG/KEY: the column; OFFSETS: the pseudo column */
+} fstage;
+
+/* Per tile, per scan: what the local pass learnt, for the carry and the fix-up. */
+typedef struct scan_tile {
+    bool ran, with_carry, pending; /* pending: local prefixes still need carry ⊕ */
+    int64_t nrows;                 /* rows that reached the scan */
+    int64_t fix_n;                 /* leading rows (in current numbering) before the first head */
+    bool head0;                    /* the first row starts a segment (known at finalize) */
+    bool has_head;                 /* a segment starts at some row after the first */
+    uint64_t first_key, last_key;
+    sl_value tail[SL_MAX_FIELDS];
+    void *y[SL_MAX_FIELDS];        /* where each field's prefixes are now */
+} scan_tile;
+
+typedef struct worker {
+    void *block;
+    void **buf;       /* per column id: tile buffer or NULL */
+    void **xbuf;      /* [slot * SL_MAX_FIELDS + f]: evaluated `of` values */
+    void **ybuf;      /* [slot * SL_MAX_FIELDS + f]: prefixes of fields not kept as columns */
+    uint8_t *head;
+    uint32_t *sel;
+    void *expr_scratch;
+    scan_tile *tiles; /* nscans */
+    const void **view;
+} worker;
+
+typedef struct tile_status {
+    int64_t ready;    /* == the run's generation once published */
+    int64_t out_rows; /* rows output by this tile and all before it in the batch */
+    sl_cpu_carry carries[];
+} tile_status;
+
+struct sl_cpu_fused {
+    sluice_context *ctx;
+    const sluice_pipeline *p;
+    int first, nstages;
+    fstage *stages;
+    int nscans;
+    const sl_scan **scans;
+    int nout, *out;
+    int nstart, *start;  /* columns live at the group's start */
+    int ncols;           /* p->ncolumns + 1: the last id is the segment-id pseudo column */
+    int seg_id;
+    bool has_seg;
+    size_t *col_size;
+    int nworkers;
+    worker *workers;
+    size_t expr_scratch;
+    size_t status_stride;
+    int64_t status_cap;
+    unsigned char *status;
+    tile_status *start_status;
+    int64_t generation;
+};
+
+static tile_status *status_at(const sl_cpu_fused *g, int64_t t) {
+    if (t < 0) return g->start_status;
+    return (tile_status *)(g->status + (size_t)t * g->status_stride);
+}
+
+/* ---- building ---------------------------------------------------------------------------- */
+
+typedef struct read_set {
+    bool *mark;
+    bool any_tainted;
+    const bool *tainted;
+} read_set;
+
+static void note_read(void *payload, int column) {
+    read_set *r = payload;
+    if (r->mark) r->mark[column] = true;
+    if (r->tainted && r->tainted[column]) r->any_tainted = true;
+}
+
+static bool expr_reads_tainted(const sl_expr *e, const bool *tainted) {
+    read_set r = {NULL, false, tainted};
+    if (e) sl_expr_visit_columns(e, note_read, &r);
+    return r.any_tainted;
+}
+
+static sluice_status oom(sluice_context *ctx) {
+    return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory preparing the CPU backend");
+}
+
+static sluice_status grow_status(sl_cpu_fused *g, int64_t ntiles) {
+    if (ntiles <= g->status_cap) return SLUICE_OK;
+    size_t bytes;
+    if (sl_mul_overflows((size_t)ntiles, g->status_stride, &bytes)) return oom(g->ctx);
+    unsigned char *s = sl_alloc_aligned(g->ctx, bytes);
+    if (!s) return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY,
+                            "out of memory: tile bookkeeping for a batch of %lld tiles",
+                            (long long)ntiles);
+    memset(s, 0, bytes);
+    sl_free_aligned(g->ctx, g->status);
+    g->status = s;
+    g->status_cap = ntiles;
+    return SLUICE_OK;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p, int first,
+                                  int last, bool *const *need_after, int nworkers,
+                                  int64_t max_rows, sl_cpu_fused **out) {
+    *out = NULL;
+    sl_cpu_fused *g = sl_calloc(ctx, 1, sizeof *g);
+    if (!g) return oom(ctx);
+    g->ctx = ctx;
+    g->p = p;
+    g->first = first;
+    g->nstages = last - first;
+    g->ncols = p->ncolumns + 1;
+    g->seg_id = p->ncolumns;
+    g->nworkers = nworkers < 1 ? 1 : nworkers;
+    sluice_status st = SLUICE_OK;
+    bool *tainted = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
+    bool *materialized = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
+    g->stages = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->stages);
+    g->scans = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->scans);
+    g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
+    g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
+    g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
+    if (!tainted || !materialized || !g->stages || !g->scans || !g->col_size || !g->out ||
+        !g->start) {
+        st = oom(ctx);
+        goto done;
+    }
+    for (int c = 0; c < p->ncolumns; c++) g->col_size[c] = sluice_type_size(p->columns[c].type);
+    g->col_size[g->seg_id] = sizeof(int64_t);
+
+    /* Live columns at the start. */
+    for (int c = 0; c < p->ncolumns; c++) {
+        bool live = first == 0 ? (c < p->ninputs && p->columns[c].role == SLUICE_ROLE_DATA)
+                               : p->stages[first - 1].live_after[c];
+        if (live) g->start[g->nstart++] = c;
+    }
+    for (int i = 0; i < g->nstages; i++) {
+        const sl_stage *s = &p->stages[first + i];
+        if (s->kind == SL_STAGE_SCAN && s->scan.segments == SL_SEGMENTS_OFFSETS) {
+            if (first != 0) {
+                st = sl_diag(ctx, SLUICE_ERR_TYPE, s->loc,
+                             "a segmented_scan with segments from an offsets input must come "
+                             "before any sort (after a sort, rows no longer follow the "
+                             "offsets); use a head-flag or {key: COLUMN} segments instead");
+                goto done;
+            }
+            g->has_seg = true;
+        }
+    }
+
+    size_t max_expr = 0;
+    for (int i = 0; i < g->nstages; i++) {
+        fstage *fs = &g->stages[i];
+        const sl_stage *s = &p->stages[first + i];
+        const bool *need = need_after[first + i];
+        fs->st = s;
+        if (s->kind == SL_STAGE_MAP) {
+            fs->map_cols = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(int));
+            fs->map_progs = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(sl_expr_program *));
+            if (!fs->map_cols || !fs->map_progs) { st = oom(ctx); goto done; }
+            for (int k = 0; k < s->map.count; k++) {
+                int c = s->map.columns[k];
+                if (expr_reads_tainted(s->map.exprs[k], tainted)) {
+                    fs->needs_carry = true;
+                    tainted[c] = true;
+                }
+                if (!need[c]) continue;
+                st = sl_expr_compile(ctx, s->map.exprs[k], T, &fs->map_progs[fs->nmap]);
+                if (st != SLUICE_OK) goto done;
+                size_t sz = sl_expr_program_scratch_size(fs->map_progs[fs->nmap]);
+                if (sz > max_expr) max_expr = sz;
+                fs->map_cols[fs->nmap++] = c;
+                materialized[c] = true;
+            }
+        } else if (s->kind == SL_STAGE_COMPACT) {
+            fs->needs_carry = tainted[s->compact.by];
+            fs->gather = sl_calloc(ctx, (size_t)g->ncols, sizeof(int));
+            if (!fs->gather) { st = oom(ctx); goto done; }
+            for (int c = 0; c < p->ncolumns; c++) {
+                if (s->live_after[c] && need[c]) {
+                    fs->gather[fs->ngather++] = c;
+                    materialized[c] = true;
+                }
+            }
+            bool seg_later = false;
+            for (int j = i + 1; j < g->nstages; j++) {
+                const sl_stage *l = &p->stages[first + j];
+                if (l->kind == SL_STAGE_SCAN && l->scan.segments == SL_SEGMENTS_OFFSETS) seg_later = true;
+            }
+            if (seg_later) {
+                fs->gather[fs->ngather++] = g->seg_id;
+                materialized[g->seg_id] = true;
+            }
+        } else if (s->kind == SL_STAGE_SCAN) {
+            const sl_scan *sc = &s->scan;
+            fs->slot = g->nscans;
+            g->scans[g->nscans++] = sc;
+            bool reads_tainted = false;
+            for (int f = 0; f < sc->nfields; f++) {
+                const sl_expr *e = sc->of[f];
+                fs->of_col[f] = -1;
+                if (expr_reads_tainted(e, tainted)) reads_tainted = true;
+                if (!e) continue;
+                if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f]) {
+                    fs->of_col[f] = e->index;
+                    continue;
+                }
+                st = sl_expr_compile(ctx, e, T, &fs->of_prog[f]);
+                if (st != SLUICE_OK) goto done;
+                size_t sz = sl_expr_program_scratch_size(fs->of_prog[f]);
+                if (sz > max_expr) max_expr = sz;
+            }
+            fs->key_col = -1;
+            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
+                fs->key_col = sc->segment_column;
+                if (tainted[fs->key_col]) reads_tainted = true;
+            } else if (sc->segments == SL_SEGMENTS_OFFSETS) {
+                fs->key_col = g->seg_id;
+            }
+            fs->needs_carry = reads_tainted;
+            for (int f = 0; f < sc->nfields; f++) {
+                if (sc->into[f] >= 0) {
+                    tainted[sc->into[f]] = true;
+                    materialized[sc->into[f]] = true;
+                }
+            }
+        } else {
+            st = sl_diag(ctx, SLUICE_ERR_TYPE, s->loc, "internal: a sort inside a fused group");
+            goto done;
+        }
+    }
+    if (g->has_seg) materialized[g->seg_id] = true;
+    {
+        const bool *need = need_after[first + g->nstages - 1];
+        const bool *live = p->stages[first + g->nstages - 1].live_after;
+        for (int c = 0; c < p->ncolumns; c++)
+            if (need[c] && live[c]) g->out[g->nout++] = c;
+    }
+    g->expr_scratch = max_expr;
+
+    /* Worker scratch: one block each. */
+    g->workers = sl_calloc(ctx, (size_t)g->nworkers, sizeof *g->workers);
+    if (!g->workers) { st = oom(ctx); goto done; }
+    for (int w = 0; w < g->nworkers; w++) {
+        worker *wk = &g->workers[w];
+        size_t bytes = 0;
+        for (int c = 0; c < g->ncols; c++)
+            if (materialized[c]) bytes += align64(g->col_size[c] * T);
+        for (int k = 0; k < g->nscans; k++)
+            for (int f = 0; f < g->scans[k]->nfields; f++)
+                bytes += 2 * align64(sluice_type_size(g->scans[k]->acc[f]) * T);
+        bytes += align64(T) + align64(sizeof(uint32_t) * T) + align64(max_expr);
+        wk->block = sl_alloc_aligned(ctx, bytes);
+        wk->buf = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
+        wk->xbuf = sl_calloc(ctx, (size_t)g->nscans * SL_MAX_FIELDS + 1, sizeof(void *));
+        wk->ybuf = sl_calloc(ctx, (size_t)g->nscans * SL_MAX_FIELDS + 1, sizeof(void *));
+        wk->tiles = sl_calloc(ctx, (size_t)g->nscans + 1, sizeof(scan_tile));
+        wk->view = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
+        if (!wk->block || !wk->buf || !wk->xbuf || !wk->ybuf || !wk->tiles || !wk->view) {
+            st = oom(ctx);
+            goto done;
+        }
+        unsigned char *at = wk->block;
+        for (int c = 0; c < g->ncols; c++) {
+            if (!materialized[c]) continue;
+            wk->buf[c] = at;
+            at += align64(g->col_size[c] * T);
+        }
+        for (int k = 0; k < g->nscans; k++) {
+            for (int f = 0; f < g->scans[k]->nfields; f++) {
+                size_t sz = align64(sluice_type_size(g->scans[k]->acc[f]) * T);
+                wk->xbuf[k * SL_MAX_FIELDS + f] = at;
+                at += sz;
+                wk->ybuf[k * SL_MAX_FIELDS + f] = at;
+                at += sz;
+            }
+        }
+        wk->head = at;
+        at += align64(T);
+        wk->sel = (uint32_t *)at;
+        at += align64(sizeof(uint32_t) * T);
+        wk->expr_scratch = at;
+    }
+    g->status_stride = align64(sizeof(tile_status) + sizeof(sl_cpu_carry) * (size_t)g->nscans);
+    g->start_status = sl_alloc_aligned(ctx, g->status_stride);
+    if (!g->start_status) { st = oom(ctx); goto done; }
+    memset(g->start_status, 0, g->status_stride);
+    st = grow_status(g, (max_rows + T - 1) / T + 1);
+
+done:
+    sl_free(ctx, tainted);
+    sl_free(ctx, materialized);
+    if (st != SLUICE_OK) {
+        sl_cpu_fused_destroy(g);
+        return st;
+    }
+    *out = g;
+    return SLUICE_OK;
+}
+
+void sl_cpu_fused_destroy(sl_cpu_fused *g) {
+    if (!g) return;
+    sluice_context *ctx = g->ctx;
+    if (g->stages) {
+        for (int i = 0; i < g->nstages; i++) {
+            fstage *fs = &g->stages[i];
+            for (int k = 0; k < fs->nmap; k++) sl_expr_program_free(ctx, fs->map_progs[k]);
+            for (int f = 0; f < SL_MAX_FIELDS; f++)
+                if (fs->of_prog[f]) sl_expr_program_free(ctx, fs->of_prog[f]);
+            sl_free(ctx, fs->map_cols);
+            sl_free(ctx, fs->map_progs);
+            sl_free(ctx, fs->gather);
+        }
+    }
+    if (g->workers) {
+        for (int w = 0; w < g->nworkers; w++) {
+            worker *wk = &g->workers[w];
+            sl_free_aligned(ctx, wk->block);
+            sl_free(ctx, wk->buf);
+            sl_free(ctx, wk->xbuf);
+            sl_free(ctx, wk->ybuf);
+            sl_free(ctx, wk->tiles);
+            sl_free(ctx, wk->view);
+        }
+    }
+    sl_free(ctx, g->workers);
+    sl_free(ctx, g->stages);
+    sl_free(ctx, g->scans);
+    sl_free(ctx, g->col_size);
+    sl_free(ctx, g->out);
+    sl_free(ctx, g->start);
+    sl_free_aligned(ctx, g->status);
+    sl_free_aligned(ctx, g->start_status);
+    sl_free(ctx, g);
+}
+
+int sl_cpu_fused_nscans(const sl_cpu_fused *g) { return g->nscans; }
+
+void sl_cpu_fused_initial_carries(const sl_cpu_fused *g, sl_cpu_carry *carries) {
+    for (int k = 0; k < g->nscans; k++) {
+        memset(&carries[k], 0, sizeof carries[k]);
+        memcpy(carries[k].v, g->scans[k]->identity, sizeof(sl_value) * (size_t)g->scans[k]->nfields);
+    }
+}
+
+void sl_cpu_fused_begin_batch(const sl_cpu_fused *g, sl_cpu_carry *carries) {
+    for (int k = 0; k < g->nscans; k++) {
+        const sl_scan *sc = g->scans[k];
+        if (sc->reset_per_batch || sc->segments == SL_SEGMENTS_OFFSETS) {
+            memcpy(carries[k].v, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
+            carries[k].has_key = false;
+            carries[k].last_key = 0;
+        }
+    }
+}
+
+const int *sl_cpu_fused_outputs(const sl_cpu_fused *g, int *count) {
+    *count = g->nout;
+    return g->out;
+}
+
+/* ---- running ----------------------------------------------------------------------------- */
+
+typedef struct fused_run {
+    sl_cpu_fused *g;
+    const sl_value *params;
+    const void *const *src;
+    int64_t rows;
+    const int64_t *offsets;
+    int64_t nsegments;
+    void *const *dest;
+    int64_t ntiles;
+    int64_t next_tile;
+    int64_t generation;
+} fused_run;
+
+static uint64_t load_bits(const void *data, size_t size, int64_t i) {
+    switch (size) {
+    case 1: return ((const uint8_t *)data)[i];
+    case 2: return ((const uint16_t *)data)[i];
+    case 4: return ((const uint32_t *)data)[i];
+    default: return ((const uint64_t *)data)[i];
+    }
+}
+
+static void gather(void *data, size_t size, const uint32_t *sel, int64_t k, const void *from) {
+    switch (size) {
+    case 1: { uint8_t *o = data; const uint8_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
+    case 2: { uint16_t *o = data; const uint16_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
+    case 4: { uint32_t *o = data; const uint32_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
+    default: { uint64_t *o = data; const uint64_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
+    }
+}
+
+/* Segment index (within the batch) of each row of [r0, r0+n): the k with
+ * offsets[k] <= r < offsets[k+1]. */
+static void segment_ids(const int64_t *offsets, int64_t nsegments, int64_t r0, int64_t n,
+                        int64_t *out) {
+    int64_t lo = 0, hi = nsegments; /* last k with offsets[k] <= r0 */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (offsets[mid] <= r0) lo = mid;
+        else hi = mid - 1;
+    }
+    int64_t k = lo;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = r0 + i;
+        while (k < nsegments && offsets[k + 1] <= r) k++;
+        out[i] = k;
+    }
+}
+
+static const tile_status *wait_for(const fused_run *r, int64_t t) {
+    const tile_status *s = status_at(r->g, t);
+    if (t < 0) return s;
+    unsigned spins = 0;
+    while (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != r->generation) sl_cpu_relax(&spins);
+    return s;
+}
+
+/* Applies the carry to every scan still holding local prefixes. */
+static void fix_pending(const sl_cpu_fused *g, worker *wk, const tile_status *cin) {
+    for (int k = 0; k < g->nscans; k++) {
+        scan_tile *sk = &wk->tiles[k];
+        if (!sk->pending) continue;
+        sk->pending = false;
+        if (sk->head0 || sk->fix_n == 0) continue;
+        sl_cpu_scan_apply_carry(g->scans[k], sk->fix_n, cin->carries[k].v, sk->y);
+    }
+}
+
+/* head0 for scans that ran locally: whether the tile's first row opened a segment. */
+static void resolve_heads(const sl_cpu_fused *g, worker *wk, const tile_status *cin) {
+    for (int k = 0; k < g->nscans; k++) {
+        scan_tile *sk = &wk->tiles[k];
+        const sl_scan *sc = g->scans[k];
+        if (!sk->ran || sk->with_carry || sk->nrows == 0) continue;
+        if (sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS)
+            sk->head0 = !cin->carries[k].has_key || cin->carries[k].last_key != sk->first_key;
+    }
+}
+
+static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t cur,
+                     const tile_status *cin) {
+    const sl_cpu_fused *g = r->g;
+    const sl_scan *sc = &fs->st->scan;
+    int k = fs->slot;
+    scan_tile *sk = &wk->tiles[k];
+    sk->ran = true;
+    sk->with_carry = cin != NULL;
+    sk->nrows = cur;
+    const void *x[SL_MAX_FIELDS];
+    sl_eval_env env = {wk->view, r->params, {NULL, NULL}};
+    for (int f = 0; f < sc->nfields; f++) {
+        void *xb = wk->xbuf[k * SL_MAX_FIELDS + f];
+        if (fs->of_col[f] >= 0) {
+            x[f] = wk->view[fs->of_col[f]];
+        } else {
+            if (cur > 0) sl_expr_run(fs->of_prog[f], &env, cur, wk->expr_scratch, xb);
+            x[f] = xb;
+        }
+        sk->y[f] = sc->into[f] >= 0 ? wk->buf[sc->into[f]] : wk->ybuf[k * SL_MAX_FIELDS + f];
+    }
+    const uint8_t *head = NULL;
+    sk->head0 = sk->has_head = false;
+    sk->fix_n = cur;
+    if (sc->segments == SL_SEGMENTS_HEADFLAG) {
+        head = wk->view[fs->key_col];
+        int64_t i = 0;
+        while (i < cur && !head[i]) i++;
+        sk->fix_n = i;
+        sk->head0 = cur > 0 && head[0];
+        sk->has_head = i < cur;
+    } else if (sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS) {
+        const void *key = wk->view[fs->key_col];
+        size_t ks = g->col_size[fs->key_col];
+        uint8_t *h = wk->head;
+        int64_t first_head = cur;
+        if (cur > 0) {
+            uint64_t prev = load_bits(key, ks, 0);
+            sk->first_key = prev;
+            for (int64_t i = 1; i < cur; i++) {
+                uint64_t kb = load_bits(key, ks, i);
+                h[i] = kb != prev;
+                if (h[i] && first_head == cur) first_head = i;
+                prev = kb;
+            }
+            sk->last_key = prev;
+            if (cin) {
+                const sl_cpu_carry *c = &cin->carries[k];
+                sk->head0 = !c->has_key || c->last_key != sk->first_key;
+            }
+            h[0] = sk->head0;
+        }
+        sk->fix_n = first_head;
+        sk->has_head = first_head < cur;
+        head = h;
+    }
+    if (cin) memcpy(sk->tail, cin->carries[k].v, sizeof(sl_value) * (size_t)sc->nfields);
+    else memcpy(sk->tail, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
+    sl_cpu_scan_rows(sc, cur, x, head, sk->tail, sk->y);
+    sk->pending = cin == NULL;
+    for (int f = 0; f < sc->nfields; f++)
+        if (sc->into[f] >= 0) wk->view[sc->into[f]] = sk->y[f];
+}
+
+static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, int64_t cur) {
+    const uint8_t *flag = wk->view[fs->st->compact.by];
+    uint32_t *sel = wk->sel;
+    int64_t k = 0;
+    for (int64_t i = 0; i < cur; i++) {
+        sel[k] = (uint32_t)i;
+        k += flag[i] != 0;
+    }
+    for (int j = 0; j < fs->ngather; j++) {
+        int c = fs->gather[j];
+        gather(wk->buf[c], g->col_size[c], sel, k, wk->view[c]);
+        wk->view[c] = wk->buf[c];
+    }
+    /* Scans still holding local prefixes: keep their fields in step with the rows, and
+     * count how many leading rows still need the carry. */
+    for (int s = 0; s < g->nscans; s++) {
+        scan_tile *sk = &wk->tiles[s];
+        if (!sk->pending) continue;
+        const sl_scan *sc = g->scans[s];
+        for (int f = 0; f < sc->nfields; f++) {
+            bool done = false;
+            for (int j = 0; j < fs->ngather && !done; j++) done = sc->into[f] == fs->gather[j];
+            if (!done) gather(sk->y[f], sluice_type_size(sc->acc[f]), sel, k, sk->y[f]);
+        }
+        int64_t fixed = 0;
+        while (fixed < k && sel[fixed] < (uint32_t)sk->fix_n) fixed++;
+        sk->fix_n = fixed;
+    }
+    return k;
+}
+
+static void run_tile(fused_run *r, worker *wk, int64_t t) {
+    const sl_cpu_fused *g = r->g;
+    int64_t r0 = t * T, n = r->rows - r0 < T ? r->rows - r0 : T;
+    for (int j = 0; j < g->nstart; j++) {
+        int c = g->start[j];
+        wk->view[c] = (const char *)r->src[c] + (size_t)r0 * g->col_size[c];
+    }
+    if (g->has_seg) {
+        segment_ids(r->offsets, r->nsegments, r0, n, wk->buf[g->seg_id]);
+        wk->view[g->seg_id] = wk->buf[g->seg_id];
+    }
+    for (int k = 0; k < g->nscans; k++) {
+        wk->tiles[k].ran = wk->tiles[k].pending = false;
+        wk->tiles[k].nrows = 0;
+    }
+    int64_t cur = n;
+    const tile_status *cin = NULL;
+    sl_eval_env env = {wk->view, r->params, {NULL, NULL}};
+    for (int i = 0; i < g->nstages; i++) {
+        const fstage *fs = &g->stages[i];
+        if (fs->needs_carry && !cin) {
+            cin = wait_for(r, t - 1);
+            resolve_heads(g, wk, cin);
+            fix_pending(g, wk, cin);
+        }
+        switch (fs->st->kind) {
+        case SL_STAGE_MAP:
+            for (int k = 0; k < fs->nmap; k++) {
+                int c = fs->map_cols[k];
+                if (cur > 0) sl_expr_run(fs->map_progs[k], &env, cur, wk->expr_scratch, wk->buf[c]);
+                wk->view[c] = wk->buf[c];
+            }
+            break;
+        case SL_STAGE_COMPACT: cur = run_compact(g, wk, fs, cur); break;
+        case SL_STAGE_SCAN: run_scan(r, wk, fs, cur, cin); break;
+        default: break;
+        }
+    }
+    bool waited = cin != NULL;
+    if (!cin) {
+        cin = wait_for(r, t - 1);
+        resolve_heads(g, wk, cin);
+    }
+    /* Publish this tile's carry: from here on the next tile can go. */
+    tile_status *out = status_at(g, t);
+    out->out_rows = cin->out_rows + cur;
+    for (int k = 0; k < g->nscans; k++) {
+        const scan_tile *sk = &wk->tiles[k];
+        const sl_scan *sc = g->scans[k];
+        const sl_cpu_carry *c = &cin->carries[k];
+        sl_cpu_carry *o = &out->carries[k];
+        if (!sk->ran || sk->nrows == 0) {
+            *o = *c;
+            continue;
+        }
+        if (sk->with_carry || sk->head0 || sk->has_head)
+            memcpy(o->v, sk->tail, sizeof(sl_value) * (size_t)sc->nfields);
+        else
+            sl_cpu_scan_combine(sc, c->v, sk->tail, o->v);
+        if (sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS) {
+            o->last_key = sk->last_key;
+            o->has_key = true;
+        } else {
+            o->last_key = c->last_key;
+            o->has_key = c->has_key;
+        }
+    }
+    __atomic_store_n(&out->ready, r->generation, __ATOMIC_RELEASE);
+    if (!waited) fix_pending(g, wk, cin);
+    /* Write the tile's rows at their offset. */
+    int64_t at = cin->out_rows;
+    for (int j = 0; j < g->nout; j++) {
+        int c = g->out[j];
+        size_t sz = g->col_size[c];
+        if (cur > 0) memcpy((char *)r->dest[c] + (size_t)at * sz, wk->view[c], (size_t)cur * sz);
+    }
+}
+
+static void tile_task(void *arg, int w) {
+    fused_run *r = arg;
+    worker *wk = &r->g->workers[w];
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&r->next_tile, 1, __ATOMIC_RELAXED);
+        if (t >= r->ntiles) break;
+        run_tile(r, wk, t);
+    }
+}
+
+sluice_status sl_cpu_fused_run(sl_cpu_fused *g, sl_cpu_pool *pool, const sl_value *params,
+                               const void *const *src, int64_t rows, const int64_t *offsets,
+                               int64_t nsegments, sl_cpu_carry *carries, void *const *dest,
+                               int64_t *rows_out) {
+    int64_t ntiles = (rows + T - 1) / T;
+    SL_TRY(grow_status(g, ntiles));
+    tile_status *start = g->start_status;
+    start->out_rows = 0;
+    memcpy(start->carries, carries, sizeof(sl_cpu_carry) * (size_t)g->nscans);
+    fused_run r = {g, params, src, rows, offsets, nsegments < 0 ? 0 : nsegments, dest, ntiles, 0,
+                   ++g->generation};
+    int nworkers = pool ? sl_cpu_pool_size(pool) : 1;
+    if (nworkers > g->nworkers) nworkers = g->nworkers;
+    if (nworkers > ntiles) nworkers = (int)ntiles;
+    if (nworkers > 1) sl_cpu_pool_run(pool, tile_task, &r, nworkers);
+    else if (ntiles > 0) tile_task(&r, 0);
+    const tile_status *last = status_at(g, ntiles - 1);
+    memcpy(carries, last->carries, sizeof(sl_cpu_carry) * (size_t)g->nscans);
+    *rows_out = last->out_rows;
+    return SLUICE_OK;
+}

@@ -1,0 +1,308 @@
+/* scan.c — per-tile scan loops (see scan.h). One loop per (operator, acc type) so the state
+ * lives in a register; the loop is chosen once per tile, outside the rows. Integer sum and
+ * product wrap (two's complement, computed unsigned), float min/max propagate NaN and keep
+ * the left operand on ties, f16 accumulates in float rounded back to f16 after every step
+ * (exact: float has more than 2·11+2 bits, so the double rounding is innocuous). */
+#include "scan.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- element operations ---------------------------------------------------------------- */
+
+#define OP_ADD(a, b) ((a) + (b))
+#define OP_MUL(a, b) ((a) * (b))
+#define OP_AND(a, b) ((a) & (b))
+#define OP_OR(a, b) ((a) | (b))
+#define OP_XOR(a, b) ((a) ^ (b))
+#define OP_IMIN(a, b) ((b) < (a) ? (b) : (a))
+#define OP_IMAX(a, b) ((b) > (a) ? (b) : (a))
+/* NaN in either operand gives NaN (the left one's when both are). */
+#define OP_FMIN(a, b) ((a) != (a) ? (a) : ((b) < (a) || (b) != (b)) ? (b) : (a))
+#define OP_FMAX(a, b) ((a) != (a) ? (a) : ((b) > (a) || (b) != (b)) ? (b) : (a))
+
+static inline float round_f16(float v) { return sl_f16_to_f32(sl_f32_to_f16(v)); }
+#define OP_ADD16(a, b) round_f16((a) + (b))
+#define OP_MUL16(a, b) round_f16((a) * (b))
+
+#define LOAD_ID(v) (v)
+#define LOAD_F16(v) sl_f16_to_f32(v)
+#define STORE_F16(v) sl_f32_to_f16(v)
+
+/* The row loop: ST storage type, CT compute type, COMBINE(state, value). */
+#define SCAN_LOOP(ST, CT, LOAD, STORE, COMBINE, STATE, IDENT)                                           \
+    do {                                                                                 \
+        const ST *x_ = x;                                                                \
+        ST *y_ = y;                                                                      \
+        CT s_ = (CT) * (STATE), id_ = (CT)(IDENT);                                                  \
+        if (!head) {                                                                     \
+            if (exclusive) {                                                             \
+                for (int64_t i = 0; i < n; i++) {                                        \
+                    CT v_ = LOAD(x_[i]);                                                 \
+                    y_[i] = (ST)STORE(s_);                                               \
+                    s_ = COMBINE(s_, v_);                                                \
+                }                                                                        \
+            } else {                                                                     \
+                for (int64_t i = 0; i < n; i++) {                                        \
+                    s_ = COMBINE(s_, LOAD(x_[i]));                                       \
+                    y_[i] = (ST)STORE(s_);                                               \
+                }                                                                        \
+            }                                                                            \
+        } else {                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                CT v_ = LOAD(x_[i]);                                                     \
+                if (head[i]) s_ = id_;                                                   \
+                if (exclusive) y_[i] = (ST)STORE(s_);                                    \
+                s_ = COMBINE(s_, v_);                                                    \
+                if (!exclusive) y_[i] = (ST)STORE(s_);                                   \
+            }                                                                            \
+        }                                                                                \
+        *(STATE) = s_;                                                                   \
+    } while (0)
+
+/* The carry loop: y[i] = carry ⊕ y[i]. */
+#define CARRY_LOOP(ST, CT, LOAD, STORE, COMBINE, CARRY)                                          \
+    do {                                                                                 \
+        ST *y_ = y;                                                                      \
+        CT c_ = (CARRY);                                                                 \
+        for (int64_t i = 0; i < n; i++) y_[i] = (ST)STORE(COMBINE(c_, LOAD(y_[i])));      \
+    } while (0)
+
+/* Loops for one storage type: integer families get the bitwise operators, float families
+ * NaN-aware min/max. Each returns false when the (op, type) pair has no fast loop. */
+#define INT_FAMILY(NAME, ST, UT)                                                          \
+    static bool NAME##_scan(sl_scan_op op, int64_t n, const void *x, const uint8_t *head,   \
+                            ST *state, ST identity, void *y, bool exclusive) {           \
+        UT *us = (UT *)state, uid = (UT)identity;                                        \
+        switch (op) {                                                                    \
+        case SL_SCAN_SUM:                                                                \
+        case SL_SCAN_COUNT: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_ADD, us, uid); return true; \
+        case SL_SCAN_PROD: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_MUL, us, uid); return true; \
+        case SL_SCAN_MIN: SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMIN, state, identity); return true; \
+        case SL_SCAN_MAX: SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMAX, state, identity); return true; \
+        case SL_SCAN_AND: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_AND, us, uid); return true; \
+        case SL_SCAN_OR: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_OR, us, uid); return true; \
+        case SL_SCAN_XOR: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_XOR, us, uid); return true; \
+        default: return false;                                                           \
+        }                                                                                \
+    }                                                                                    \
+    static bool NAME##_carry(sl_scan_op op, int64_t n, ST carry, void *y) {               \
+        UT uc = (UT)carry;                                                               \
+        switch (op) {                                                                    \
+        case SL_SCAN_SUM:                                                                \
+        case SL_SCAN_COUNT: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_ADD, uc); return true; \
+        case SL_SCAN_PROD: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_MUL, uc); return true; \
+        case SL_SCAN_MIN: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMIN, carry); return true; \
+        case SL_SCAN_MAX: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMAX, carry); return true; \
+        case SL_SCAN_AND: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_AND, uc); return true; \
+        case SL_SCAN_OR: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_OR, uc); return true;   \
+        case SL_SCAN_XOR: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_XOR, uc); return true; \
+        default: return false;                                                           \
+        }                                                                                \
+    }
+
+INT_FAMILY(u8, uint8_t, uint8_t)
+INT_FAMILY(u16, uint16_t, uint16_t)
+INT_FAMILY(u32, uint32_t, uint32_t)
+INT_FAMILY(u64, uint64_t, uint64_t)
+INT_FAMILY(i8, int8_t, uint8_t)
+INT_FAMILY(i16, int16_t, uint16_t)
+INT_FAMILY(i32, int32_t, uint32_t)
+INT_FAMILY(i64, int64_t, uint64_t)
+
+#define FLOAT_FAMILY(NAME, ST, CT, LOAD, STORE, ADD, MUL)                                 \
+    static bool NAME##_scan(sl_scan_op op, int64_t n, const void *x, const uint8_t *head,   \
+                            CT *state, CT identity, void *y, bool exclusive) {           \
+        switch (op) {                                                                    \
+        case SL_SCAN_SUM: SCAN_LOOP(ST, CT, LOAD, STORE, ADD, state, identity); return true;              \
+        case SL_SCAN_PROD: SCAN_LOOP(ST, CT, LOAD, STORE, MUL, state, identity); return true;             \
+        case SL_SCAN_MIN: SCAN_LOOP(ST, CT, LOAD, STORE, OP_FMIN, state, identity); return true;          \
+        case SL_SCAN_MAX: SCAN_LOOP(ST, CT, LOAD, STORE, OP_FMAX, state, identity); return true;          \
+        default: return false;                                                           \
+        }                                                                                \
+    }                                                                                    \
+    static bool NAME##_carry(sl_scan_op op, int64_t n, CT carry, void *y) {               \
+        switch (op) {                                                                    \
+        case SL_SCAN_SUM: CARRY_LOOP(ST, CT, LOAD, STORE, ADD, carry); return true;             \
+        case SL_SCAN_PROD: CARRY_LOOP(ST, CT, LOAD, STORE, MUL, carry); return true;            \
+        case SL_SCAN_MIN: CARRY_LOOP(ST, CT, LOAD, STORE, OP_FMIN, carry); return true;         \
+        case SL_SCAN_MAX: CARRY_LOOP(ST, CT, LOAD, STORE, OP_FMAX, carry); return true;         \
+        default: return false;                                                           \
+        }                                                                                \
+    }
+
+FLOAT_FAMILY(f32, float, float, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
+FLOAT_FAMILY(f64, double, double, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
+FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
+
+/* ---- single-field builtins: sl_value state <-> native registers ---------------------- */
+
+static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uint8_t *head,
+                        sl_value *state, void *y) {
+    sl_scan_op op = scan->op;
+    bool ex = scan->exclusive;
+    sl_value id = scan->identity[0];
+    switch (scan->acc[0]) {
+#define INT_CASE(T, NAME, CT, FIELD)                                                     \
+    case T: {                                                                            \
+        CT s = (CT)state->FIELD;                                                         \
+        if (!NAME##_scan(op, n, x, head, &s, (CT)id.FIELD, y, ex)) return false;        \
+        state->FIELD = s;                                                                \
+        return true;                                                                     \
+    }
+        INT_CASE(SLUICE_BOOL, u8, uint8_t, u)
+        INT_CASE(SLUICE_U8, u8, uint8_t, u)
+        INT_CASE(SLUICE_U16, u16, uint16_t, u)
+        INT_CASE(SLUICE_U32, u32, uint32_t, u)
+        INT_CASE(SLUICE_U64, u64, uint64_t, u)
+        INT_CASE(SLUICE_I8, i8, int8_t, i)
+        INT_CASE(SLUICE_I16, i16, int16_t, i)
+        INT_CASE(SLUICE_I32, i32, int32_t, i)
+        INT_CASE(SLUICE_I64, i64, int64_t, i)
+#undef INT_CASE
+#define FLOAT_CASE(T, NAME, CT)                                                          \
+    case T: {                                                                            \
+        CT s = (CT)state->f;                                                             \
+        if (!NAME##_scan(op, n, x, head, &s, (CT)id.f, y, ex)) return false;            \
+        state->f = s;                                                                    \
+        return true;                                                                     \
+    }
+        FLOAT_CASE(SLUICE_F16, f16, float)
+        FLOAT_CASE(SLUICE_F32, f32, float)
+        FLOAT_CASE(SLUICE_F64, f64, double)
+#undef FLOAT_CASE
+    default: return false;
+    }
+}
+
+static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *carry, void *y) {
+    sl_scan_op op = scan->op;
+    switch (scan->acc[0]) {
+    case SLUICE_BOOL:
+    case SLUICE_U8: return u8_carry(op, n, (uint8_t)carry->u, y);
+    case SLUICE_U16: return u16_carry(op, n, (uint16_t)carry->u, y);
+    case SLUICE_U32: return u32_carry(op, n, (uint32_t)carry->u, y);
+    case SLUICE_U64: return u64_carry(op, n, carry->u, y);
+    case SLUICE_I8: return i8_carry(op, n, (int8_t)carry->i, y);
+    case SLUICE_I16: return i16_carry(op, n, (int16_t)carry->i, y);
+    case SLUICE_I32: return i32_carry(op, n, (int32_t)carry->i, y);
+    case SLUICE_I64: return i64_carry(op, n, carry->i, y);
+    case SLUICE_F16: return f16_carry(op, n, (float)carry->f, y);
+    case SLUICE_F32: return f32_carry(op, n, (float)carry->f, y);
+    case SLUICE_F64: return f64_carry(op, n, carry->f, y);
+    default: return false;
+    }
+}
+
+/* ---- linear recurrence: state (a, b), (a1,b1)·(a2,b2) = (a1*a2, a2*b1 + b2) ------------- */
+
+#define LINREC_LOOP(T)                                                                   \
+    do {                                                                                 \
+        const T *xa = x[0], *xb = x[1];                                                  \
+        T *ya = y[0], *yb = y[1];                                                        \
+        T sa = (T)state[0].f, sb = (T)state[1].f;                                        \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            T a = xa[i], b = xb[i];                                                      \
+            if (head && head[i]) { sa = 1; sb = 0; }                                     \
+            if (ex) { ya[i] = sa; yb[i] = sb; }                                          \
+            sb = a * sb + b;                                                             \
+            sa = sa * a;                                                                 \
+            if (!ex) { ya[i] = sa; yb[i] = sb; }                                         \
+        }                                                                                \
+        state[0].f = sa;                                                                 \
+        state[1].f = sb;                                                                 \
+    } while (0)
+
+#define LINREC_CARRY(T)                                                                  \
+    do {                                                                                 \
+        T *ya = y[0], *yb = y[1];                                                        \
+        T ca = (T)carry[0].f, cb = (T)carry[1].f;                                        \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            T a = ya[i];                                                                 \
+            yb[i] = a * cb + yb[i];                                                      \
+            ya[i] = ca * a;                                                              \
+        }                                                                                \
+    } while (0)
+
+static bool linrec_fast(const sl_scan *scan) {
+    return scan->op == SL_SCAN_LINREC && scan->nfields == 2 && scan->acc[0] == scan->acc[1] &&
+           (scan->acc[0] == SLUICE_F32 || scan->acc[0] == SLUICE_F64);
+}
+
+/* ---- the generic path: sl_monoid_combine per row ---------------------------------------- */
+
+static void round_state(const sl_scan *scan, sl_value *s) {
+    for (int f = 0; f < scan->nfields; f++) s[f] = sl_value_cast(s[f], scan->acc[f]);
+}
+
+static void generic_rows(const sl_scan *scan, int64_t n, const void *const *x, const uint8_t *head,
+                         sl_value *state, void *const *y) {
+    int nf = scan->nfields;
+    sl_value s[SL_MAX_FIELDS], v[SL_MAX_FIELDS];
+    memcpy(s, state, sizeof(sl_value) * (size_t)nf);
+    for (int64_t i = 0; i < n; i++) {
+        for (int f = 0; f < nf; f++) v[f] = sl_value_load(scan->acc[f], x[f], i);
+        if (head && head[i]) memcpy(s, scan->identity, sizeof(sl_value) * (size_t)nf);
+        if (scan->exclusive)
+            for (int f = 0; f < nf; f++) sl_value_store(scan->acc[f], y[f], i, s[f]);
+        sl_monoid_combine(scan, s, v, s);
+        round_state(scan, s);
+        if (!scan->exclusive)
+            for (int f = 0; f < nf; f++) sl_value_store(scan->acc[f], y[f], i, s[f]);
+    }
+    memcpy(state, s, sizeof(sl_value) * (size_t)nf);
+}
+
+void sl_cpu_scan_rows(const sl_scan *scan, int64_t n, const void *const *x, const uint8_t *head,
+                      sl_value *state, void *const *y) {
+    if (n <= 0) return;
+    if (scan->nfields == 1 && scan->op != SL_SCAN_CUSTOM && scan->op != SL_SCAN_LINREC &&
+        fast_single(scan, n, x[0], head, state, y[0]))
+        return;
+    if (linrec_fast(scan)) {
+        bool ex = scan->exclusive;
+        if (scan->acc[0] == SLUICE_F32) LINREC_LOOP(float);
+        else LINREC_LOOP(double);
+        return;
+    }
+    generic_rows(scan, n, x, head, state, y);
+}
+
+void sl_cpu_scan_apply_carry(const sl_scan *scan, int64_t n, const sl_value *carry,
+                             void *const *y) {
+    if (n <= 0) return;
+    if (scan->nfields == 1 && scan->op != SL_SCAN_CUSTOM && scan->op != SL_SCAN_LINREC &&
+        fast_single_carry(scan, n, carry, y[0]))
+        return;
+    if (linrec_fast(scan)) {
+        if (scan->acc[0] == SLUICE_F32) LINREC_CARRY(float);
+        else LINREC_CARRY(double);
+        return;
+    }
+    int nf = scan->nfields;
+    sl_value v[SL_MAX_FIELDS];
+    for (int64_t i = 0; i < n; i++) {
+        for (int f = 0; f < nf; f++) v[f] = sl_value_load(scan->acc[f], y[f], i);
+        sl_monoid_combine(scan, carry, v, v);
+        round_state(scan, v);
+        for (int f = 0; f < nf; f++) sl_value_store(scan->acc[f], y[f], i, v[f]);
+    }
+}
+
+void sl_cpu_scan_combine(const sl_scan *scan, const sl_value *a, const sl_value *b, sl_value *out) {
+    /* One row through the same loops as the tiles, so carries round exactly like rows. */
+    uint64_t xs[SL_MAX_FIELDS], ys[SL_MAX_FIELDS];
+    const void *x[SL_MAX_FIELDS];
+    void *y[SL_MAX_FIELDS];
+    sl_value s[SL_MAX_FIELDS];
+    for (int f = 0; f < scan->nfields; f++) {
+        sl_value_store(scan->acc[f], &xs[f], 0, b[f]);
+        x[f] = &xs[f];
+        y[f] = &ys[f];
+        s[f] = a[f];
+    }
+    sl_scan inclusive = *scan;
+    inclusive.exclusive = false;
+    sl_cpu_scan_rows(&inclusive, 1, x, NULL, s, y);
+    memcpy(out, s, sizeof(sl_value) * (size_t)scan->nfields);
+}
