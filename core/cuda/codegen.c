@@ -1,0 +1,926 @@
+/* codegen.c — plan group → CUDA source of one single-pass kernel (see codegen.h for the
+ * kernel's shape). Three steps: analyse the group (which columns it reads, makes and must
+ * write; which look-back phase every scan and the compaction count belong to), lay out each
+ * phase's state tuple (the same layout on the host, for the carry's identity bytes, and on
+ * the device, checked by static_assert), then print the kernel. */
+#include "codegen.h"
+
+#include <string.h>
+
+#include "../../kernels/sl_scratch.h"
+#include "../../kernels/tuning.h"
+#include "../expr.h"
+#include "fused.h"
+
+/* ---- analysis ------------------------------------------------------------------------ */
+
+typedef enum slot_kind {
+    SLOT_SCAN,  /* one scan stage's state (its value fields, plus segment fields) */
+    SLOT_COUNT  /* the compaction's kept-row count (i64) */
+} slot_kind;
+
+/* A state field inside a phase's tuple. */
+typedef struct cg_field {
+    sluice_type type;
+    size_t offset;
+    int id; /* printed as f<id> */
+} cg_field;
+
+typedef struct cg_slot {
+    slot_kind kind;
+    int stage;          /* scan stage index (SLOT_SCAN) */
+    int phase;          /* 1-based */
+    int value_field[SL_MAX_FIELDS]; /* ids of the value fields */
+    int flag_field;     /* segmented by head flag / offsets: the flag; key: "has" */
+    int interior_field; /* key segments: a segment starts strictly inside the span */
+    int first_field, last_field; /* key segments: the first and last key of the span */
+    int count_field;    /* SLOT_COUNT */
+} cg_slot;
+
+typedef struct cg {
+    sluice_context *ctx;
+    const sluice_pipeline *p;
+    int first, last;    /* stages */
+    const sl_tuning *tuning;
+    int items;
+
+    int *level;         /* per column: 0 = available before any look-back, k = after phase k */
+    bool *in_group;     /* per column: used in registers by the kernel */
+    bool *made;         /* per column: produced by a stage of the group */
+    bool *needed_after; /* per column */
+
+    cg_slot *slots;
+    int nslots;
+    int phases;
+    int final_alive_level;
+
+    cg_field *fields;   /* all fields of all phases */
+    int nfields;
+    int *field_phase;
+    size_t state_size[SL_CG_MAX_PHASES + 1]; /* [phase] */
+    size_t carry_offset[SL_CG_MAX_PHASES + 1];
+
+    sl_strbuf sb;
+    sl_codegen *out;
+} cg;
+
+typedef struct level_visit {
+    const cg *g;
+    int max_level;
+    bool *used;
+} level_visit;
+
+static void visit_level(void *payload, int column) {
+    level_visit *v = payload;
+    if (v->g->level[column] > v->max_level) v->max_level = v->g->level[column];
+    if (v->used) v->used[column] = true;
+}
+
+static int expr_level(const cg *g, const sl_expr *e, bool *used) {
+    level_visit v = {g, 0, used};
+    if (e) sl_expr_visit_columns(e, visit_level, &v);
+    return v.max_level;
+}
+
+static int column_level(const cg *g, int column, bool *used) {
+    if (column < 0) return 0;
+    if (used) used[column] = true;
+    return g->level[column];
+}
+
+/* Level of "the row is alive at stage s": the flags of the compactions before it. */
+static int alive_level(const cg *g, int stage) {
+    int lvl = 0;
+    for (int s = g->first; s < stage; s++) {
+        const sl_stage *st = &g->p->stages[s];
+        if (st->kind == SL_STAGE_COMPACT && g->level[st->compact.by] > lvl)
+            lvl = g->level[st->compact.by];
+    }
+    return lvl;
+}
+
+static int new_field(cg *g, int phase, sluice_type t) {
+    cg_field *f = sl_realloc(g->ctx, g->fields, (size_t)(g->nfields + 1) * sizeof *f);
+    int *fp = sl_realloc(g->ctx, g->field_phase, (size_t)(g->nfields + 1) * sizeof *fp);
+    if (f) g->fields = f;
+    if (fp) g->field_phase = fp;
+    if (!f || !fp) return -1;
+    g->fields[g->nfields] = (cg_field){t, 0, g->nfields};
+    g->field_phase[g->nfields] = phase;
+    return g->nfields++;
+}
+
+static sluice_status add_slot(cg *g, cg_slot slot) {
+    cg_slot *s = sl_realloc(g->ctx, g->slots, (size_t)(g->nslots + 1) * sizeof *s);
+    if (!s) return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    g->slots = s;
+    g->slots[g->nslots++] = slot;
+    return SLUICE_OK;
+}
+
+static sluice_status analyse(cg *g) {
+    const sluice_pipeline *p = g->p;
+    int n = p->ncolumns;
+    g->level = sl_calloc(g->ctx, (size_t)n, sizeof *g->level);
+    g->in_group = sl_calloc(g->ctx, (size_t)n, sizeof *g->in_group);
+    g->made = sl_calloc(g->ctx, (size_t)n, sizeof *g->made);
+    g->needed_after = sl_calloc(g->ctx, (size_t)n, sizeof *g->needed_after);
+    if (!g->level || !g->in_group || !g->made || !g->needed_after)
+        return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    sl_cuda_columns_needed_from(p, g->last, g->needed_after);
+
+    bool any_compact = false;
+    int compact_level = 0;
+    for (int s = g->first; s < g->last; s++) {
+        const sl_stage *st = &p->stages[s];
+        switch (st->kind) {
+        case SL_STAGE_MAP:
+            for (int k = 0; k < st->map.count; k++) {
+                int c = st->map.columns[k];
+                g->level[c] = expr_level(g, st->map.exprs[k], g->in_group);
+                g->made[c] = true;
+                g->in_group[c] = true;
+            }
+            break;
+        case SL_STAGE_COMPACT:
+            any_compact = true;
+            if (column_level(g, st->compact.by, g->in_group) > compact_level)
+                compact_level = g->level[st->compact.by];
+            break;
+        case SL_STAGE_SCAN: {
+            const sl_scan *sc = &st->scan;
+            int lvl = alive_level(g, s);
+            for (int f = 0; f < sc->nfields; f++) {
+                int l = expr_level(g, sc->of[f], g->in_group);
+                if (l > lvl) lvl = l;
+            }
+            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
+                int l = column_level(g, sc->segment_column, g->in_group);
+                if (l > lvl) lvl = l;
+            }
+            int phase = lvl + 1;
+            if (phase > SL_CG_MAX_PHASES)
+                return sl_error(g->ctx, SLUICE_ERR_LIMIT,
+                                "stage %d: more than %d scans depend on each other in one pass; "
+                                "put a sort between them or simplify the pipeline",
+                                s + 1, SL_CG_MAX_PHASES);
+            if (phase > g->phases) g->phases = phase;
+            cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .phase = phase, .flag_field = -1,
+                            .interior_field = -1, .first_field = -1, .last_field = -1,
+                            .count_field = -1};
+            for (int f = 0; f < sc->nfields; f++) {
+                if ((slot.value_field[f] = new_field(g, phase, sc->acc[f])) < 0)
+                    return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+                if (sc->into[f] >= 0) {
+                    g->level[sc->into[f]] = phase;
+                    g->made[sc->into[f]] = true;
+                    g->in_group[sc->into[f]] = true;
+                }
+            }
+            if (sc->segments != SL_SEGMENTS_NONE) {
+                slot.flag_field = new_field(g, phase, SLUICE_BOOL);
+                if (sc->segments == SL_SEGMENTS_KEY) {
+                    sluice_type kt = p->columns[sc->segment_column].type;
+                    slot.interior_field = new_field(g, phase, SLUICE_BOOL);
+                    slot.first_field = new_field(g, phase, kt);
+                    slot.last_field = new_field(g, phase, kt);
+                }
+                if (slot.flag_field < 0 || slot.interior_field < -1 || slot.first_field < -1 ||
+                    slot.last_field < -1 ||
+                    (sc->segments == SL_SEGMENTS_KEY && slot.last_field < 0))
+                    return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+            }
+            SL_TRY(add_slot(g, slot));
+            break;
+        }
+        case SL_STAGE_SORT:
+            return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "internal: a sort stage inside a fused group");
+        }
+    }
+    if (any_compact) {
+        int phase = compact_level + 1;
+        if (phase > SL_CG_MAX_PHASES)
+            return sl_error(g->ctx, SLUICE_ERR_LIMIT,
+                            "a compaction depends on too many chained scans (more than %d)",
+                            SL_CG_MAX_PHASES);
+        if (phase > g->phases) g->phases = phase;
+        g->final_alive_level = compact_level;
+        cg_slot slot = {.kind = SLOT_COUNT, .stage = -1, .phase = phase, .flag_field = -1,
+                        .interior_field = -1, .first_field = -1, .last_field = -1};
+        if ((slot.count_field = new_field(g, phase, SLUICE_I64)) < 0)
+            return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+        SL_TRY(add_slot(g, slot));
+    }
+
+    /* Columns the kernel holds in registers: those it reads or makes, and those it must
+     * write. An offsets input is read through its pointer, never into registers. */
+    sl_codegen *o = g->out;
+    o->compacts = any_compact;
+    int cap = n ? n : 1;
+    o->inputs = sl_calloc(g->ctx, (size_t)cap, sizeof *o->inputs);
+    o->outputs = sl_calloc(g->ctx, (size_t)cap, sizeof *o->outputs);
+    o->passthrough = sl_calloc(g->ctx, (size_t)cap, sizeof *o->passthrough);
+    if (!o->inputs || !o->outputs || !o->passthrough)
+        return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    o->offsets_input = -1;
+    for (int c = 0; c < n; c++) {
+        bool offsets = p->columns[c].role == SLUICE_ROLE_OFFSETS;
+        if (g->needed_after[c] && !offsets) {
+            if (g->made[c] || any_compact) {
+                o->outputs[o->noutputs++] = c;
+                g->in_group[c] = true;
+            } else {
+                o->passthrough[o->npassthrough++] = c;
+            }
+        }
+    }
+    for (int s = g->first; s < g->last; s++) {
+        const sl_stage *st = &p->stages[s];
+        if (st->kind == SL_STAGE_SCAN && st->scan.segments == SL_SEGMENTS_OFFSETS) {
+            int c = st->scan.segment_column;
+            if (o->offsets_input < 0) {
+                o->offsets_input = o->ninputs;
+                o->inputs[o->ninputs++] = c;
+            } else if (o->inputs[o->offsets_input] != c) {
+                return sl_error(g->ctx, SLUICE_ERR_LIMIT,
+                                "stage %d: two different offsets inputs in one pass are not "
+                                "supported on the GPU",
+                                s + 1);
+            }
+            o->has_offsets = true;
+        }
+    }
+    for (int c = 0; c < n; c++)
+        if (g->in_group[c] && !g->made[c] && p->columns[c].role != SLUICE_ROLE_OFFSETS)
+            o->inputs[o->ninputs++] = c;
+    return SLUICE_OK;
+}
+
+/* ---- state layout -------------------------------------------------------------------- */
+
+/* Fields of a phase sorted by size, largest first, so the struct has no inner padding;
+ * the device struct is printed in the same order and checked with static_assert. */
+static void layout_phase(cg *g, int phase, int *order, int *count) {
+    *count = 0;
+    for (size_t sz = 8; sz >= 1; sz /= 2)
+        for (int f = 0; f < g->nfields; f++)
+            if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz)
+                order[(*count)++] = f;
+    size_t off = 0, align = 4;
+    for (int k = 0; k < *count; k++) {
+        cg_field *f = &g->fields[order[k]];
+        size_t sz = sluice_type_size(f->type);
+        if (sz > align) align = sz;
+        off = (off + sz - 1) / sz * sz;
+        f->offset = off;
+        off += sz;
+    }
+    if (off == 0) off = 4;
+    g->state_size[phase] = (off + align - 1) / align * align;
+}
+
+/* ---- printing helpers ---------------------------------------------------------------- */
+
+static const char *ctype(sluice_type t) { return sl_c_type_name(t); }
+
+static void emit_value(sl_strbuf *sb, sluice_type t, sl_value v) {
+    v = sl_value_cast(v, t);
+    switch (t) {
+    case SLUICE_F32: {
+        float f = (float)v.f;
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        sl_strbuf_printf(sb, "sl_f32_from_bits(0x%08xu)", bits);
+        break;
+    }
+    case SLUICE_F64: {
+        uint64_t bits;
+        memcpy(&bits, &v.f, 8);
+        sl_strbuf_printf(sb, "sl_f64_from_bits(0x%016llxull)", (unsigned long long)bits);
+        break;
+    }
+    case SLUICE_F16:
+        sl_strbuf_printf(sb, "((sl_half)0x%04xu)", (unsigned)sl_f32_to_f16((float)v.f));
+        break;
+    case SLUICE_BOOL: sl_strbuf_printf(sb, "((sl_bool)%u)", v.u ? 1u : 0u); break;
+    default:
+        sl_strbuf_printf(sb, "((%s)0x%llxull)", ctype(t), (unsigned long long)v.u);
+        break;
+    }
+}
+
+static void name_column(void *payload, int column, sl_strbuf *sb) {
+    (void)payload;
+    sl_strbuf_printf(sb, "c%d[i]", column);
+}
+static void name_param(void *payload, int param, sl_strbuf *sb) {
+    (void)payload;
+    sl_strbuf_printf(sb, "p%d", param);
+}
+static void name_field(void *payload, int side, int field, sl_strbuf *sb) {
+    (void)payload;
+    sl_strbuf_printf(sb, "%s_%d", side == 0 ? "l" : "r", field);
+}
+static const sl_emit_names row_names = {name_column, name_param, name_field, NULL};
+
+static void emit_expr(sl_strbuf *sb, const sl_expr *e) { sl_expr_emit_c(e, &row_names, sb); }
+
+/* "(first + i < rows && c7[i] != 0 && …)": the row is in the batch and kept by every
+ * compaction of the group before stage `stage` (all of them for stage == last). */
+static void emit_alive(cg *g, int stage) {
+    sl_strbuf_append(&g->sb, "(first + i < rows");
+    for (int s = g->first; s < stage; s++) {
+        const sl_stage *st = &g->p->stages[s];
+        if (st->kind == SL_STAGE_COMPACT)
+            sl_strbuf_printf(&g->sb, " && c%d[i] != 0", st->compact.by);
+    }
+    sl_strbuf_append(&g->sb, ")");
+}
+
+/* The combine of one value field: prints an expression of l.f<id>/r.f<id> fields. */
+static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, int f) {
+    sl_strbuf *sb = &g->sb;
+    const char *fn = NULL;
+    switch (sc->op) {
+    case SL_SCAN_SUM:
+    case SL_SCAN_COUNT: fn = "mon_add"; break;
+    case SL_SCAN_PROD: fn = "mon_mul"; break;
+    case SL_SCAN_MIN: fn = "mon_min"; break;
+    case SL_SCAN_MAX: fn = "mon_max"; break;
+    case SL_SCAN_AND: fn = "mon_and"; break;
+    case SL_SCAN_OR: fn = "mon_or"; break;
+    case SL_SCAN_XOR: fn = "mon_xor"; break;
+    case SL_SCAN_LINREC: {
+        /* (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2), as core/monoid.c computes it */
+        int a = slot->value_field[0], b = slot->value_field[1];
+        const char *ta = ctype(sc->acc[0]), *tb = ctype(sc->acc[1]);
+        if (f == 0)
+            sl_strbuf_printf(sb, "sl::mon_mul<%s>(l.f%d, r.f%d)", ta, a, a);
+        else
+            sl_strbuf_printf(sb, "sl::mon_add<%s>(sl::mon_mul<%s>((%s)r.f%d, l.f%d), r.f%d)", tb,
+                             tb, tb, a, b, b);
+        return;
+    }
+    case SL_SCAN_CUSTOM: {
+        const sl_operator *op = sc->custom;
+        sl_strbuf_append(sb, "[&]() {");
+        for (int k = 0; k < op->nfields; k++)
+            sl_strbuf_printf(sb, " const %s l_%d = l.f%d, r_%d = r.f%d;",
+                             ctype(op->field_types[k]), k, slot->value_field[k], k,
+                             slot->value_field[k]);
+        sl_strbuf_printf(sb, " return (%s)(", ctype(op->field_types[f]));
+        emit_expr(sb, op->combine[f]);
+        sl_strbuf_append(sb, "); }()");
+        return;
+    }
+    }
+    int id = slot->value_field[f];
+    sl_strbuf_printf(sb, "sl::%s<%s>(l.f%d, r.f%d)", fn, ctype(sc->acc[f]), id, id);
+}
+
+static void emit_struct(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    int order[4 * SL_MAX_FIELDS * 64];
+    int count = 0;
+    for (size_t sz = 8; sz >= 1; sz /= 2)
+        for (int f = 0; f < g->nfields; f++)
+            if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz &&
+                count < (int)SL_ARRAY_LEN(order))
+                order[count++] = f;
+    sl_strbuf_printf(sb, "struct __align__(%d) S%d {\n", g->state_size[phase] % 8 == 0 ? 8 : 4,
+                     phase);
+    size_t end = 0;
+    for (int k = 0; k < count; k++) {
+        const cg_field *f = &g->fields[order[k]];
+        sl_strbuf_printf(sb, "    %s f%d;\n", ctype(f->type), f->id);
+        end = f->offset + sluice_type_size(f->type);
+    }
+    if (g->state_size[phase] > end)
+        sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
+    sl_strbuf_printf(sb, "};\nstatic_assert(sizeof(S%d) == %zu, \"state layout\");\n", phase,
+                     g->state_size[phase]);
+
+    /* identity */
+    sl_strbuf_printf(sb, "__device__ __forceinline__ S%d s%d_identity() {\n    S%d s = {};\n",
+                     phase, phase, phase);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        for (int f = 0; f < sc->nfields; f++) {
+            sl_strbuf_printf(sb, "    s.f%d = ", slot->value_field[f]);
+            emit_value(sb, sc->acc[f], sc->identity[f]);
+            sl_strbuf_append(sb, ";\n");
+        }
+    }
+    sl_strbuf_append(sb, "    return s;\n}\n");
+
+    /* combine */
+    sl_strbuf_printf(sb,
+                     "struct Op%d {\n    __device__ __forceinline__ S%d operator()(const S%d &l, "
+                     "const S%d &r) const {\n        S%d o = {};\n",
+                     phase, phase, phase, phase, phase);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb, "        o.f%d = sl::mon_add<int64_t>(l.f%d, r.f%d);\n",
+                             slot->count_field, slot->count_field, slot->count_field);
+            continue;
+        }
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        sl_strbuf_append(sb, "        {\n");
+        for (int f = 0; f < sc->nfields; f++) {
+            sl_strbuf_printf(sb, "            const %s v%d = ", ctype(sc->acc[f]), f);
+            emit_value_combine(g, sc, slot, f);
+            sl_strbuf_append(sb, ";\n");
+        }
+        if (sc->segments == SL_SEGMENTS_NONE) {
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, "            o.f%d = v%d;\n", slot->value_field[f], f);
+        } else if (sc->segments != SL_SEGMENTS_KEY) {
+            int fl = slot->flag_field;
+            sl_strbuf_printf(sb, "            o.f%d = (sl_bool)(l.f%d | r.f%d);\n", fl, fl, fl);
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, "            o.f%d = r.f%d ? r.f%d : v%d;\n",
+                                 slot->value_field[f], fl, slot->value_field[f], f);
+        } else {
+            int h = slot->flag_field, in = slot->interior_field, fi = slot->first_field,
+                la = slot->last_field;
+            sl_strbuf_printf(sb,
+                             "            if (!l.f%d) { o.f%d = r.f%d; o.f%d = r.f%d; o.f%d = "
+                             "r.f%d; o.f%d = r.f%d;",
+                             h, h, h, in, in, fi, fi, la, la);
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, " o.f%d = r.f%d;", slot->value_field[f], slot->value_field[f]);
+            sl_strbuf_printf(sb,
+                             " }\n            else if (!r.f%d) { o.f%d = l.f%d; o.f%d = l.f%d; "
+                             "o.f%d = l.f%d; o.f%d = l.f%d;",
+                             h, h, h, in, in, fi, fi, la, la);
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, " o.f%d = l.f%d;", slot->value_field[f], slot->value_field[f]);
+            sl_strbuf_printf(sb,
+                             " }\n            else {\n                const bool join = "
+                             "!sl::same_key(l.f%d, r.f%d);\n                o.f%d = 1; o.f%d = "
+                             "l.f%d; o.f%d = r.f%d;\n                o.f%d = (sl_bool)(l.f%d || "
+                             "join || r.f%d);\n                const bool restart = join || "
+                             "r.f%d;\n",
+                             la, fi, h, fi, fi, la, la, in, in, in, in);
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, "                o.f%d = restart ? r.f%d : v%d;\n",
+                                 slot->value_field[f], slot->value_field[f], f);
+            sl_strbuf_append(sb, "            }\n");
+        }
+        sl_strbuf_append(sb, "        }\n");
+    }
+    sl_strbuf_append(sb, "        return o;\n    }\n};\n");
+}
+
+/* The per-row element state of phase `phase` into `e` (inside the item loop). */
+static void emit_element(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb, "            e.f%d = ", slot->count_field);
+            emit_alive(g, g->last);
+            sl_strbuf_append(sb, " ? 1 : 0;\n");
+            continue;
+        }
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        sl_strbuf_append(sb, "            {\n                const bool alive = ");
+        emit_alive(g, slot->stage);
+        sl_strbuf_append(sb, ";\n                if (alive) {\n");
+        for (int f = 0; f < sc->nfields; f++) {
+            sl_strbuf_printf(sb, "                    e.f%d = (%s)(", slot->value_field[f],
+                             ctype(sc->acc[f]));
+            emit_expr(sb, sc->of[f]);
+            sl_strbuf_append(sb, ");\n");
+        }
+        switch (sc->segments) {
+        case SL_SEGMENTS_NONE: break;
+        case SL_SEGMENTS_HEADFLAG:
+            sl_strbuf_printf(sb, "                    e.f%d = (sl_bool)(c%d[i] != 0);\n",
+                             slot->flag_field, sc->segment_column);
+            break;
+        case SL_SEGMENTS_OFFSETS:
+            sl_strbuf_printf(sb, "                    e.f%d = (sl_bool)head_bit(i);\n",
+                             slot->flag_field);
+            break;
+        case SL_SEGMENTS_KEY:
+            sl_strbuf_printf(sb,
+                             "                    e.f%d = 1; e.f%d = 0; e.f%d = c%d[i]; e.f%d = "
+                             "c%d[i];\n",
+                             slot->flag_field, slot->interior_field, slot->first_field,
+                             sc->segment_column, slot->last_field, sc->segment_column);
+            break;
+        }
+        sl_strbuf_append(sb, "                }\n            }\n");
+    }
+}
+
+/* The per-row outputs of phase `phase` from `before` (prefix excluding the row), `run`
+ * (including it) and `e` (the row's own element). */
+static void emit_outputs(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb,
+                             "            keep[i] = e.f%d != 0;\n            local_pos[i] = "
+                             "(int)(before.f%d - tile_excl.f%d);\n",
+                             slot->count_field, slot->count_field, slot->count_field);
+            continue;
+        }
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        for (int f = 0; f < sc->nfields; f++) {
+            int into = sc->into[f];
+            if (into < 0) continue;
+            int vf = slot->value_field[f];
+            if (!sc->exclusive) {
+                sl_strbuf_printf(sb, "            c%d[i] = run.f%d;\n", into, vf);
+                continue;
+            }
+            switch (sc->segments) {
+            case SL_SEGMENTS_NONE:
+                sl_strbuf_printf(sb, "            c%d[i] = before.f%d;\n", into, vf);
+                break;
+            case SL_SEGMENTS_HEADFLAG:
+            case SL_SEGMENTS_OFFSETS:
+                sl_strbuf_printf(sb, "            c%d[i] = e.f%d ? ", into, slot->flag_field);
+                emit_value(sb, sc->acc[f], sc->identity[f]);
+                sl_strbuf_printf(sb, " : before.f%d;\n", vf);
+                break;
+            case SL_SEGMENTS_KEY:
+                sl_strbuf_printf(sb,
+                                 "            c%d[i] = (before.f%d && sl::same_key(before.f%d, "
+                                 "c%d[i])) ? before.f%d : ",
+                                 into, slot->flag_field, slot->last_field, sc->segment_column, vf);
+                emit_value(sb, sc->acc[f], sc->identity[f]);
+                sl_strbuf_append(sb, ";\n");
+                break;
+            }
+        }
+    }
+}
+
+static void emit_maps_at_level(cg *g, int level) {
+    sl_strbuf *sb = &g->sb;
+    bool any = false;
+    for (int s = g->first; s < g->last; s++) {
+        const sl_stage *st = &g->p->stages[s];
+        if (st->kind != SL_STAGE_MAP) continue;
+        for (int k = 0; k < st->map.count; k++) {
+            int c = st->map.columns[k];
+            if (g->level[c] != level) continue;
+            if (!any) sl_strbuf_append(sb, "#pragma unroll\n    for (int i = 0; i < ITEMS; i++) {\n");
+            any = true;
+            sl_strbuf_printf(sb, "        c%d[i] = (%s)(", c, ctype(g->p->columns[c].type));
+            emit_expr(sb, st->map.exprs[k]);
+            sl_strbuf_append(sb, ");\n");
+        }
+    }
+    if (any) sl_strbuf_append(sb, "    }\n");
+}
+
+static bool slot_resets(const cg *g, const cg_slot *slot) {
+    return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
+}
+
+static void emit_phase(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_printf(sb, "    { /* ---- look-back phase %d ---- */\n        const Op%d op;\n", phase,
+                     phase);
+    sl_strbuf_printf(sb,
+                     "        S%d agg = s%d_identity();\n#pragma unroll\n        for (int i = 0; "
+                     "i < ITEMS; i++) {\n            S%d e = s%d_identity();\n",
+                     phase, phase, phase, phase);
+    emit_element(g, phase);
+    sl_strbuf_append(sb, "            agg = op(agg, e);\n        }\n");
+    sl_strbuf_printf(sb,
+                     "        S%d thread_excl, block_agg;\n        "
+                     "sl::block_exclusive_scan<S%d, BLOCK>(scan_storage%d, agg, s%d_identity(), "
+                     "op, thread_excl, block_agg);\n",
+                     phase, phase, phase, phase);
+    sl_strbuf_printf(sb, "        S%d carry = s%d_identity();\n", phase, phase);
+    sl_strbuf_printf(sb,
+                     "        if (tile == 0 && threadIdx.x == 0) {\n            "
+                     "__builtin_memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
+                     g->carry_offset[phase]);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase || !slot_resets(g, slot)) continue;
+        /* reset: batch, and the compaction's count, start every batch from the identity */
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb, "            carry.f%d = 0;\n", slot->count_field);
+        } else {
+            sl_strbuf_printf(sb, "            { const S%d id = s%d_identity();", phase, phase);
+            const sl_scan *sc = &g->p->stages[slot->stage].scan;
+            for (int f = 0; f < sc->nfields; f++)
+                sl_strbuf_printf(sb, " carry.f%d = id.f%d;", slot->value_field[f],
+                                 slot->value_field[f]);
+            if (slot->flag_field >= 0) sl_strbuf_printf(sb, " carry.f%d = 0;", slot->flag_field);
+            if (slot->interior_field >= 0)
+                sl_strbuf_printf(sb, " carry.f%d = 0;", slot->interior_field);
+            sl_strbuf_append(sb, " }\n");
+        }
+    }
+    sl_strbuf_append(sb, "        }\n");
+    sl_strbuf_printf(sb,
+                     "        const sl::tile_states<S%d> states = {a.scratch + "
+                     "phase_offset[%d], ntiles};\n"
+                     "        const S%d tile_excl = sl::tile_exclusive_prefix(states, tile, carry, "
+                     "block_agg, s%d_identity(), op, &broadcast%d);\n",
+                     phase, phase - 1, phase, phase, phase);
+    sl_strbuf_printf(sb,
+                     "        if (tile == ntiles - 1 && threadIdx.x == 0) {\n            const S%d "
+                     "total = op(tile_excl, block_agg);\n            __builtin_memcpy(a.carry_out + "
+                     "%zu, &total, sizeof total);\n",
+                     phase, g->carry_offset[phase]);
+    for (int si = 0; si < g->nslots; si++)
+        if (g->slots[si].phase == phase && g->slots[si].kind == SLOT_COUNT)
+            sl_strbuf_printf(sb, "            *a.out_rows = total.f%d;\n",
+                             g->slots[si].count_field);
+    sl_strbuf_append(sb, "        }\n");
+    for (int si = 0; si < g->nslots; si++)
+        if (g->slots[si].phase == phase && g->slots[si].kind == SLOT_COUNT)
+            sl_strbuf_printf(sb,
+                             "        out_base = tile_excl.f%d;\n        tile_kept = "
+                             "(int)block_agg.f%d;\n",
+                             g->slots[si].count_field, g->slots[si].count_field);
+    sl_strbuf_printf(sb,
+                     "        S%d run = op(tile_excl, thread_excl);\n#pragma unroll\n        for "
+                     "(int i = 0; i < ITEMS; i++) {\n            S%d e = s%d_identity();\n",
+                     phase, phase, phase);
+    emit_element(g, phase);
+    sl_strbuf_append(sb, "            const auto before = run;\n            run = op(run, e);\n");
+    sl_strbuf_append(sb, "            (void)before;\n");
+    emit_outputs(g, phase);
+    sl_strbuf_append(sb, "        }\n    }\n");
+}
+
+static sluice_status emit_kernel(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    int block = g->tuning->block_threads, items = g->items;
+
+    sl_strbuf_printf(sb,
+                     "/* sluice fused kernel: pipeline '%s', stages %d..%d (generated by "
+                     "core/cuda/codegen.c) */\n",
+                     p->name ? p->name : "", g->first + 1, g->last);
+    sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_lookback.cuh\"\n#include "
+                         "\"sl_monoid.cuh\"\n");
+    sl_strbuf_printf(sb, "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n", block, items,
+                     (long long)block * items);
+    sl_strbuf_printf(sb,
+                     "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
+                     "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
+                     "*carry_out;\n    long long *out_rows;\n    const void *in[%d];\n    void "
+                     "*out[%d];\n    unsigned long long params[%d];\n};\n",
+                     o->ninputs ? o->ninputs : 1, o->noutputs ? o->noutputs : 1,
+                     p->nparams ? p->nparams : 1);
+    for (int ph = 1; ph <= g->phases; ph++) emit_struct(g, ph);
+
+    if (o->has_offsets) {
+        sl_strbuf_printf(sb,
+                         "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL "(const SlArgs a) {\n"
+                         "    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                         "    if (t > a.ntiles) return;\n"
+                         "    const long long *offs = (const long long *)a.in[%d];\n"
+                         "    const long long target = t * (long long)TILE;\n"
+                         "    long long lo = 0, hi = a.nsegments;\n"
+                         "    while (lo < hi) { const long long mid = lo + (hi - lo) / 2; if "
+                         "(offs[mid] < target) lo = mid + 1; else hi = mid; }\n"
+                         "    ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = "
+                         "(unsigned long long)lo;\n}\n",
+                         o->offsets_input);
+    }
+
+    sl_strbuf_append(sb,
+                     "extern \"C\" __global__ void __launch_bounds__(BLOCK) " SL_CG_KERNEL
+                     "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
+    /* phase offsets inside scratch: the same arithmetic as sl_codegen_phase_offset */
+    if (g->phases > 0) {
+        sl_strbuf_printf(sb, "    unsigned long long phase_offset[%d];\n", g->phases);
+        sl_strbuf_printf(sb,
+                         "    phase_offset[0] = SL_SCRATCH_ALIGN + sl_segment_index_bytes(%d, "
+                         "(unsigned long long)ntiles);\n",
+                         o->has_offsets ? 1 : 0);
+        for (int ph = 2; ph <= g->phases; ph++)
+            sl_strbuf_printf(sb,
+                             "    phase_offset[%d] = phase_offset[%d] + sl_tile_states_bytes(%zu, "
+                             "(unsigned long long)ntiles);\n",
+                             ph - 1, ph - 2, g->state_size[ph - 1]);
+        sl_strbuf_append(sb, "    __shared__ unsigned long long tile_slot;\n"
+                             "    const long long tile = sl::next_tile((unsigned long long "
+                             "*)a.scratch, &tile_slot);\n");
+        for (int ph = 1; ph <= g->phases; ph++)
+            sl_strbuf_printf(sb,
+                             "    __shared__ sl::block_scan_storage<S%d, BLOCK> scan_storage%d;\n"
+                             "    __shared__ S%d broadcast%d;\n",
+                             ph, ph, ph, ph);
+    } else {
+        sl_strbuf_append(sb, "    const long long tile = blockIdx.x;\n");
+    }
+    sl_strbuf_append(sb, "    const long long tile_first = tile * (long long)TILE;\n"
+                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
+                         "    (void)first; (void)tile_first; (void)rows; (void)ntiles;\n");
+    for (int k = 0; k < p->nparams; k++)
+        sl_strbuf_printf(sb,
+                         "    %s p%d; __builtin_memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
+                         ctype(p->params[k].type), k, k, k, k);
+
+    /* registers: every column the kernel reads, makes or writes */
+    for (int c = 0; c < p->ncolumns; c++)
+        if (g->in_group[c])
+            sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        int c = o->inputs[k];
+        const char *t = ctype(p->columns[c].type);
+        sl_strbuf_printf(sb, "    sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
+                         t, t, k, c);
+    }
+    if (o->has_offsets) {
+        sl_strbuf_printf(sb,
+                         "    __shared__ uint32_t heads[TILE / 32];\n"
+                         "    for (int w = threadIdx.x; w < TILE / 32; w += BLOCK) heads[w] = 0;\n"
+                         "    __syncthreads();\n"
+                         "    {\n        const long long *offs = (const long long *)a.in[%d];\n"
+                         "        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);\n"
+                         "        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];\n"
+                         "        for (long long j = j0 + threadIdx.x; j < j1; j += BLOCK) {\n"
+                         "            const long long r = offs[j] - tile_first;\n"
+                         "            if (r >= 0 && r < TILE) atomicOr(&heads[r >> 5], 1u << (r & 31));\n"
+                         "        }\n    }\n    __syncthreads();\n"
+                         "    auto head_bit = [&](int i) -> bool { const int r = threadIdx.x * ITEMS + i; "
+                         "return (heads[r >> 5] >> (r & 31)) & 1u; };\n",
+                         o->offsets_input);
+    }
+    if (o->compacts)
+        sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
+                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
+
+    emit_maps_at_level(g, 0);
+    for (int ph = 1; ph <= g->phases; ph++) {
+        emit_phase(g, ph);
+        emit_maps_at_level(g, ph);
+    }
+
+    /* stores */
+    if (!o->compacts) {
+        for (int k = 0; k < o->noutputs; k++) {
+            int c = o->outputs[k];
+            const char *t = ctype(p->columns[c].type);
+            sl_strbuf_printf(sb, "    sl::store_blocked<%s, ITEMS>((%s *)a.out[%d], first, rows, c%d);\n",
+                             t, t, k, c);
+        }
+    } else {
+        size_t widest = 1;
+        for (int k = 0; k < o->noutputs; k++) {
+            size_t sz = sluice_type_size(p->columns[o->outputs[k]].type);
+            if (sz > widest) widest = sz;
+        }
+        sl_strbuf_printf(sb, "    __shared__ __align__(16) unsigned char staging[TILE * %zu];\n",
+                         widest);
+        for (int k = 0; k < o->noutputs; k++) {
+            int c = o->outputs[k];
+            const char *t = ctype(p->columns[c].type);
+            sl_strbuf_printf(sb,
+                             "    {\n        %s *stage = (%s *)staging;\n        __syncthreads();\n"
+                             "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
+                             "stage[local_pos[i]] = c%d[i];\n        __syncthreads();\n"
+                             "        %s *dst = (%s *)a.out[%d] + out_base;\n"
+                             "        for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
+                             "stage[j];\n    }\n",
+                             t, t, c, t, t, k);
+        }
+    }
+    sl_strbuf_append(sb, "}\n");
+    return SLUICE_OK;
+}
+
+/* ---- entry points -------------------------------------------------------------------- */
+
+static int choose_items(const cg *g) {
+    const sl_tuning *t = g->tuning;
+    size_t widest = 1;
+    int ncols = 0;
+    for (int c = 0; c < g->p->ncolumns; c++) {
+        if (!g->in_group[c]) continue;
+        ncols++;
+        size_t sz = sluice_type_size(g->p->columns[c].type);
+        if (sz > widest) widest = sz;
+    }
+    int items = t->bytes_per_thread / (int)widest;
+    if (items > t->max_items) items = t->max_items;
+    while (items > t->min_items && ncols * items > t->register_items) items /= 2;
+    if (items < t->min_items) items = t->min_items;
+    return items;
+}
+
+sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
+                              int group, int arch, sl_codegen *out) {
+    memset(out, 0, sizeof *out);
+    if (!plan || group < 0 || group >= plan->ngroups || plan->groups[group].kind != SL_GROUP_FUSED)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: plan group %d is not a fused group", group);
+    cg g = {.ctx = ctx, .p = p, .first = plan->groups[group].first,
+            .last = plan->groups[group].last, .tuning = sl_tuning_for(arch), .out = out};
+    sl_strbuf_init(&g.sb, ctx);
+    sluice_status st = analyse(&g);
+    if (st == SLUICE_OK) {
+        g.items = choose_items(&g);
+        out->block_threads = g.tuning->block_threads;
+        out->items_per_thread = g.items;
+        out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
+        out->phases = g.phases;
+        out->nparams = p->nparams;
+        out->arg_slots = SL_CG_FIXED_SLOTS + (size_t)(out->ninputs ? out->ninputs : 1) +
+                         (size_t)(out->noutputs ? out->noutputs : 1) +
+                         (size_t)(p->nparams ? p->nparams : 1);
+        if (out->arg_slots * 8 > 4096)
+            st = sl_error(ctx, SLUICE_ERR_LIMIT,
+                          "stages %d..%d need %zu kernel arguments (columns and params); one GPU "
+                          "pass holds at most %d: split the pipeline or drop unused columns",
+                          g.first + 1, g.last, out->arg_slots, 4096 / 8);
+    }
+    if (st == SLUICE_OK) {
+        size_t carry = 0;
+        for (int ph = 1; ph <= g.phases; ph++) {
+            int *ord = sl_calloc(ctx, (size_t)(g.nfields ? g.nfields : 1), sizeof *ord);
+            int count = 0;
+            if (!ord) {
+                st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+                break;
+            }
+            layout_phase(&g, ph, ord, &count);
+            sl_free(ctx, ord);
+            out->state_size[ph - 1] = g.state_size[ph];
+            g.carry_offset[ph] = carry;
+            carry += (g.state_size[ph] + 15) / 16 * 16;
+        }
+        out->carry_bytes = carry ? carry : 16;
+        out->carry_identity = st == SLUICE_OK ? sl_calloc(ctx, out->carry_bytes, 1) : NULL;
+        if (st == SLUICE_OK && !out->carry_identity)
+            st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+        for (int si = 0; st == SLUICE_OK && si < g.nslots; si++) {
+            const cg_slot *slot = &g.slots[si];
+            if (slot->kind != SLOT_SCAN) continue; /* count, flags, keys: identity 0 */
+            const sl_scan *sc = &p->stages[slot->stage].scan;
+            unsigned char *base = out->carry_identity + g.carry_offset[slot->phase];
+            for (int f = 0; f < sc->nfields; f++) {
+                const cg_field *fd = &g.fields[slot->value_field[f]];
+                sl_value_store(fd->type, base + fd->offset, 0, sc->identity[f]);
+            }
+        }
+    }
+    if (st == SLUICE_OK) st = emit_kernel(&g);
+    if (st == SLUICE_OK && g.sb.failed)
+        st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    if (st == SLUICE_OK) {
+        out->source = sl_strbuf_take(&g.sb);
+    } else {
+        sl_strbuf_free(&g.sb);
+        sl_codegen_free(ctx, out);
+    }
+    sl_free(ctx, g.level);
+    sl_free(ctx, g.in_group);
+    sl_free(ctx, g.made);
+    sl_free(ctx, g.needed_after);
+    sl_free(ctx, g.slots);
+    sl_free(ctx, g.fields);
+    sl_free(ctx, g.field_phase);
+    return st;
+}
+
+void sl_codegen_free(sluice_context *ctx, sl_codegen *cg_out) {
+    if (!cg_out) return;
+    sl_free(ctx, cg_out->source);
+    sl_free(ctx, cg_out->inputs);
+    sl_free(ctx, cg_out->outputs);
+    sl_free(ctx, cg_out->passthrough);
+    sl_free(ctx, cg_out->carry_identity);
+    memset(cg_out, 0, sizeof *cg_out);
+}
+
+int64_t sl_codegen_tiles(const sl_codegen *c, int64_t rows) {
+    return rows <= 0 ? 0 : (rows + c->tile_rows - 1) / c->tile_rows;
+}
+
+size_t sl_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase) {
+    unsigned long long ntiles = (unsigned long long)sl_codegen_tiles(c, rows);
+    unsigned long long off = SL_SCRATCH_ALIGN + sl_segment_index_bytes(c->has_offsets, ntiles);
+    for (int ph = 0; ph < phase && ph < c->phases; ph++)
+        off += sl_tile_states_bytes(c->state_size[ph], ntiles);
+    return (size_t)off;
+}
+
+size_t sl_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
+    if (c->phases == 0 && !c->has_offsets) return 0;
+    return sl_codegen_phase_offset(c, rows, c->phases);
+}

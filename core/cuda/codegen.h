@@ -1,0 +1,64 @@
+/* codegen.h — turning one fused plan group into the CUDA source of a single-pass kernel.
+ *
+ * The kernel (named "sl_fused") works tile by tile: tiles take their index from an atomic
+ * counter, each thread loads several consecutive rows of every column it needs into
+ * registers (16-byte loads where alignment allows), computes the stages' expressions as
+ * the prologue, and the scans' and compactions' monoid states form a TUPLE that one
+ * decoupled look-back carries across tiles. The per-row results (scan outputs, later maps)
+ * are the epilogue; kept rows are staged through shared memory so the compacted stores are
+ * contiguous. A scan whose input depends on another scan of the same group (or a compaction
+ * whose flag does) needs that scan's prefix first: such states go into a second tuple with
+ * its own look-back, chained in the same kernel — still one pass over memory. Offsets
+ * segments need a tiny helper kernel ("sl_fused_segindex") that finds each tile's first
+ * segment by binary search, so the main kernel reads only the offsets inside its tile.
+ *
+ * The kernel's one parameter is a struct of 8-byte slots, in this order:
+ *   rows, nsegments, ntiles, scratch, carry_in, carry_out, out_rows,
+ *   inputs[max(1, ninputs)], outputs[max(1, noutputs)], params[max(1, nparams)]
+ * (a param's value sits in the low bytes of its slot, little-endian, as its C type). */
+#ifndef SL_CUDA_CODEGEN_H
+#define SL_CUDA_CODEGEN_H
+
+#include "../plan.h"
+
+#define SL_CG_MAX_PHASES 16
+#define SL_CG_KERNEL "sl_fused"
+#define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
+/* Fixed slots before the inputs in the kernel's argument block. */
+#define SL_CG_FIXED_SLOTS 7
+
+typedef struct sl_codegen {
+    char *source;            /* the CUDA source (NUL-terminated) */
+    int block_threads, items_per_thread;
+    int64_t tile_rows;       /* rows per tile = block_threads * items_per_thread */
+
+    int ninputs, *inputs;    /* column ids, kernel argument order */
+    int noutputs, *outputs;
+    int npassthrough, *passthrough;
+    bool compacts;
+    bool has_offsets;        /* an offsets-segmented scan: launch the segindex kernel first */
+    int offsets_input;       /* index into inputs of the offsets column, -1 if none */
+
+    int phases;              /* chained look-backs (0: a purely elementwise group) */
+    size_t state_size[SL_CG_MAX_PHASES];
+    size_t carry_bytes;
+    unsigned char *carry_identity; /* carry_bytes, host */
+
+    int nparams;
+    size_t arg_slots;        /* 8-byte slots in the argument block */
+} sl_codegen;
+
+/* Generates the kernel of plan group `group` for compute capability `arch`. Errors:
+ * SLUICE_ERR_LIMIT (more columns/params than one kernel's arguments hold, or too many
+ * chained phases), SLUICE_ERR_INVALID_ARGUMENT (not a fused group), SLUICE_ERR_NO_MEMORY. */
+sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
+                              int group, int arch, sl_codegen *out);
+void sl_codegen_free(sluice_context *ctx, sl_codegen *cg);
+
+/* Tiles for a batch of `rows` rows; scratch bytes for it (see kernels/sl_scratch.h). */
+int64_t sl_codegen_tiles(const sl_codegen *cg, int64_t rows);
+size_t sl_codegen_scratch_size(const sl_codegen *cg, int64_t rows);
+/* Byte offset of phase `phase`'s tile states inside scratch for `rows` rows. */
+size_t sl_codegen_phase_offset(const sl_codegen *cg, int64_t rows, int phase);
+
+#endif

@@ -1,0 +1,186 @@
+/* fused.c — a fused plan group on the GPU: generate its kernel, get the cubin through the
+ * kernel cache, load it with the runtime's library API (cudaLibraryLoadData, so the library
+ * never links libcuda itself), and launch it per batch. Contract in fused.h. */
+#include "fused.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../kernels/sl_scratch.h"
+#include "codegen.h"
+#include "kcache.h"
+
+struct sl_cuda_group {
+    sl_codegen cg;
+    sl_cuda_group_layout layout;
+    cudaLibrary_t library;
+    cudaKernel_t kernel, segindex;
+};
+
+/* ---- liveness ------------------------------------------------------------------------ */
+
+typedef struct need_visit {
+    bool *needed;
+} need_visit;
+
+static void mark_needed(void *payload, int column) { ((need_visit *)payload)->needed[column] = true; }
+
+void sl_cuda_columns_needed_from(const sluice_pipeline *p, int stage, bool *needed) {
+    memset(needed, 0, (size_t)p->ncolumns * sizeof *needed);
+    need_visit v = {needed};
+    for (int k = 0; k < p->noutputs; k++) needed[p->outputs[k]] = true;
+    for (int s = stage < 0 ? 0 : stage; s < p->nstages; s++) {
+        const sl_stage *st = &p->stages[s];
+        switch (st->kind) {
+        case SL_STAGE_MAP:
+            for (int k = 0; k < st->map.count; k++) sl_expr_visit_columns(st->map.exprs[k], mark_needed, &v);
+            break;
+        case SL_STAGE_COMPACT: needed[st->compact.by] = true; break;
+        case SL_STAGE_SCAN:
+            for (int f = 0; f < st->scan.nfields; f++)
+                if (st->scan.of[f]) sl_expr_visit_columns(st->scan.of[f], mark_needed, &v);
+            if (st->scan.segments != SL_SEGMENTS_NONE && st->scan.segment_column >= 0)
+                needed[st->scan.segment_column] = true;
+            break;
+        case SL_STAGE_SORT:
+            for (int k = 0; k < st->sort.nkeys; k++) needed[st->sort.keys[k]] = true;
+            break;
+        }
+    }
+}
+
+/* ---- prepare ------------------------------------------------------------------------- */
+
+static sluice_status cuda_failure(sluice_context *ctx, cudaError_t e, const char *what) {
+    return sl_error(ctx, e == cudaErrorMemoryAllocation ? SLUICE_ERR_NO_MEMORY : SLUICE_ERR_CUDA,
+                    "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *p,
+                                    const sl_plan *plan, int group, int arch,
+                                    sl_cuda_group **out) {
+    *out = NULL;
+    sl_cuda_group *g = sl_calloc(ctx, 1, sizeof *g);
+    if (!g) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory preparing a GPU kernel");
+    sluice_status st = sl_cuda_codegen(ctx, p, plan, group, arch, &g->cg);
+    void *cubin = NULL;
+    size_t size = 0;
+    if (st == SLUICE_OK) {
+        char name[64];
+        snprintf(name, sizeof name, "sluice_group%d.cu", group);
+        st = sl_kcache_get(ctx, g->cg.source, name, arch, &cubin, &size, NULL);
+    }
+    if (st == SLUICE_OK) {
+        cudaError_t e = cudaLibraryLoadData(&g->library, cubin, NULL, NULL, 0, NULL, NULL, 0);
+        if (e != cudaSuccess) {
+            st = cuda_failure(ctx, e, "loading a generated kernel (cudaLibraryLoadData)");
+        } else {
+            e = cudaLibraryGetKernel(&g->kernel, g->library, SL_CG_KERNEL);
+            if (e == cudaSuccess && g->cg.has_offsets)
+                e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
+            if (e != cudaSuccess) {
+                st = cuda_failure(ctx, e, "finding a generated kernel (cudaLibraryGetKernel)");
+                cudaLibraryUnload(g->library);
+                g->library = NULL;
+            }
+        }
+    }
+    sl_free(ctx, cubin);
+    if (st != SLUICE_OK) {
+        sl_codegen_free(ctx, &g->cg);
+        sl_free(ctx, g);
+        return st;
+    }
+    g->layout = (sl_cuda_group_layout){
+        .ninputs = g->cg.ninputs, .inputs = g->cg.inputs,
+        .noutputs = g->cg.noutputs, .outputs = g->cg.outputs,
+        .npassthrough = g->cg.npassthrough, .passthrough = g->cg.passthrough,
+        .compacts = g->cg.compacts, .carry_bytes = g->cg.carry_bytes, .phases = g->cg.phases};
+    *out = g;
+    return SLUICE_OK;
+}
+
+void sl_cuda_group_free(sluice_context *ctx, sl_cuda_group *g) {
+    if (!g) return;
+    if (g->library) cudaLibraryUnload(g->library);
+    sl_codegen_free(ctx, &g->cg);
+    sl_free(ctx, g);
+}
+
+const sl_cuda_group_layout *sl_cuda_group_layout_of(const sl_cuda_group *g) { return &g->layout; }
+
+const void *sl_cuda_group_carry_identity(const sl_cuda_group *g) { return g->cg.carry_identity; }
+
+size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows) {
+    return sl_codegen_scratch_size(&g->cg, rows);
+}
+
+/* ---- run ----------------------------------------------------------------------------- */
+
+sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
+                                const sl_cuda_group_io *io) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    const sl_codegen *c = &g->cg;
+    if (!io || io->rows < 0 || !io->carry_in || !io->carry_out || (c->compacts && !io->out_rows) ||
+        (c->nparams > 0 && !io->params) || (c->has_offsets && io->nsegments < 0))
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a fused GPU group was run without the buffers its layout needs");
+    cudaError_t e = cudaSuccess;
+    if (io->rows == 0) {
+        if (io->carry_out != io->carry_in)
+            e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
+                                cudaMemcpyDeviceToDevice, stream);
+        if (e == cudaSuccess && c->compacts) e = cudaMemsetAsync(io->out_rows, 0, sizeof(int64_t), stream);
+        return e == cudaSuccess ? SLUICE_OK : cuda_failure(ctx, e, "an empty batch's carry copy");
+    }
+    for (int k = 0; k < c->ninputs; k++)
+        if (!io->inputs || !io->inputs[k])
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "internal: input %d of a fused GPU group is NULL", k);
+    for (int k = 0; k < c->noutputs; k++)
+        if (!io->outputs || !io->outputs[k])
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "internal: output %d of a fused GPU group is NULL", k);
+    int64_t ntiles = sl_codegen_tiles(c, io->rows);
+    if (ntiles > 0x7fffffffLL)
+        return sl_error(ctx, SLUICE_ERR_LIMIT,
+                        "a batch of %lld rows needs more GPU tiles than one launch holds; push "
+                        "smaller batches",
+                        (long long)io->rows);
+    size_t scratch_bytes = sl_codegen_scratch_size(c, io->rows);
+    if (scratch_bytes > 0 && !io->scratch)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a fused GPU group was run without scratch");
+
+    /* The argument block (layout in codegen.h); at most 4096 bytes, checked by codegen. */
+    uint64_t slots[512];
+    memset(slots, 0, c->arg_slots * sizeof slots[0]);
+    slots[0] = (uint64_t)io->rows;
+    slots[1] = (uint64_t)io->nsegments;
+    slots[2] = (uint64_t)ntiles;
+    slots[3] = (uint64_t)(uintptr_t)io->scratch;
+    slots[4] = (uint64_t)(uintptr_t)io->carry_in;
+    slots[5] = (uint64_t)(uintptr_t)io->carry_out;
+    slots[6] = (uint64_t)(uintptr_t)io->out_rows;
+    size_t at = SL_CG_FIXED_SLOTS;
+    for (int k = 0; k < c->ninputs; k++) slots[at + (size_t)k] = (uint64_t)(uintptr_t)io->inputs[k];
+    at += (size_t)(c->ninputs ? c->ninputs : 1);
+    for (int k = 0; k < c->noutputs; k++) slots[at + (size_t)k] = (uint64_t)(uintptr_t)io->outputs[k];
+    at += (size_t)(c->noutputs ? c->noutputs : 1);
+    for (int k = 0; k < c->nparams; k++) sl_value_store(io->params[k].type, &slots[at + (size_t)k], 0, io->params[k]);
+    void *args[1] = {slots};
+
+    if (scratch_bytes > 0) e = cudaMemsetAsync(io->scratch, 0, scratch_bytes, stream);
+    if (e != cudaSuccess) return cuda_failure(ctx, e, "clearing a fused kernel's scratch");
+    if (c->has_offsets) {
+        unsigned threads = 256;
+        unsigned blocks = (unsigned)((ntiles + 1 + threads - 1) / threads);
+        e = cudaLaunchKernel((const void *)g->segindex, (dim3){blocks, 1, 1}, (dim3){threads, 1, 1}, args, 0, stream);
+        if (e != cudaSuccess) return cuda_failure(ctx, e, "launching the segment index kernel");
+    }
+    e = cudaLaunchKernel((const void *)g->kernel, (dim3){(unsigned)ntiles, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
+                         args, 0, stream);
+    if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
+    return SLUICE_OK;
+}

@@ -1,0 +1,28 @@
+/* kcache.h — the on-disk kernel cache: a pipeline's kernels compile once per machine.
+ *
+ * An entry is keyed by a 128-bit hash of (generated source, NVRTC options, architecture,
+ * NVRTC version). Its file stores the key again and a checksum of the cubin: an entry whose
+ * key, size or checksum does not match (stale, truncated, corrupt, a hash-prefix collision)
+ * is compiled again and replaced, never trusted. Entries are written to a temporary file and
+ * renamed into place, so concurrent processes never see half an entry.
+ *
+ * Directory: the context's kernel_cache_dir, else $SLUICE_CACHE_DIR, else
+ * $XDG_CACHE_HOME/sluice, else $HOME/.cache/sluice; an empty kernel_cache_dir disables the
+ * cache. A cache that cannot be read or written only costs compile time: it never fails a
+ * call. */
+#ifndef SL_CUDA_KCACHE_H
+#define SL_CUDA_KCACHE_H
+
+#include "../diag.h"
+
+/* The cache directory for ctx into buf; false when caching is disabled or no directory can
+ * be determined. */
+bool sl_kcache_dir(const sluice_context *ctx, char *buf, size_t cap);
+
+/* The cubin of `source` for sm_<arch>, from the cache or compiled (and then stored).
+ * *cubin comes from the context's allocator (sl_free). *hit (may be NULL) is true when the
+ * cache supplied it. Errors: those of sl_nvrtc_compile. */
+sluice_status sl_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
+                            void **cubin, size_t *size, bool *hit);
+
+#endif

@@ -1,0 +1,99 @@
+/* nvrtc.c — NVRTC driver: builds a program from generated source plus the embedded kernel
+ * headers, compiles it for one architecture, returns the cubin or the compiler's log. */
+#include "nvrtc.h"
+
+#include <nvrtc.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Written by cmake/embed.cmake (embedded_kernels.c in the build folder). */
+typedef struct sl_embedded_file {
+    const char *name;
+    const char *text;
+} sl_embedded_file;
+extern const sl_embedded_file sl_embedded_files[];
+extern const size_t sl_embedded_file_count;
+
+/* No -use_fast_math and no FMA contraction: the expression language promises the CPU's
+ * results (kernels/sl_ops.h), and the scan combines go through the same helpers. */
+static const char *const sl_nvrtc_fixed_options[] = {"-std=c++17", "--fmad=false",
+                                                     "-default-device"};
+#define SL_NVRTC_NFIXED ((int)SL_ARRAY_LEN(sl_nvrtc_fixed_options))
+
+char *sl_nvrtc_options_line(int arch, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "--gpu-architecture=sm_%d", arch);
+    for (int i = 0; i < SL_NVRTC_NFIXED && n >= 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, " %s", sl_nvrtc_fixed_options[i]);
+    return buf;
+}
+
+const char *sl_nvrtc_version_text(void) {
+    static char text[32];
+    if (!text[0]) {
+        int major = 0, minor = 0;
+        if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
+        snprintf(text, sizeof text, "%d.%d", major, minor);
+    }
+    return text;
+}
+
+sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
+                               void **cubin, size_t *size) {
+    *cubin = NULL;
+    *size = 0;
+    const char *header_texts[64];
+    const char *header_names[64];
+    int nheaders = 0;
+    for (size_t i = 0; i < sl_embedded_file_count && nheaders < 64; i++) {
+        header_texts[nheaders] = sl_embedded_files[i].text;
+        header_names[nheaders] = sl_embedded_files[i].name;
+        nheaders++;
+    }
+    nvrtcProgram prog;
+    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, nheaders, header_texts, header_names);
+    if (r != NVRTC_SUCCESS)
+        return sl_error(ctx, r == NVRTC_ERROR_OUT_OF_MEMORY ? SLUICE_ERR_NO_MEMORY : SLUICE_ERR_COMPILE,
+                        "NVRTC could not create a program for kernel %s: %s", name,
+                        nvrtcGetErrorString(r));
+    char arch_opt[48];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
+    const char *options[1 + SL_NVRTC_NFIXED];
+    options[0] = arch_opt;
+    for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[1 + i] = sl_nvrtc_fixed_options[i];
+    r = nvrtcCompileProgram(prog, 1 + SL_NVRTC_NFIXED, options);
+    if (r != NVRTC_SUCCESS) {
+        size_t log_size = 0;
+        char *log = NULL;
+        if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
+            log = sl_alloc(ctx, log_size + 1);
+            if (log && nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+            if (log) log[log_size] = '\0';
+        }
+        /* Keep the message bounded: the first lines of the log name the problem. */
+        if (log && strlen(log) > 4000) strcpy(log + 3990, " …(cut)");
+        sluice_status st = sl_error(ctx, SLUICE_ERR_COMPILE,
+                                    "NVRTC failed to compile generated kernel %s for sm_%d (%s); "
+                                    "this is a bug in sluice's code generator, please report it "
+                                    "with the pipeline file. Compiler log:\n%s",
+                                    name, arch, nvrtcGetErrorString(r), log ? log : "(no log)");
+        sl_free(ctx, log);
+        nvrtcDestroyProgram(&prog);
+        return st;
+    }
+    size_t n = 0;
+    r = nvrtcGetCUBINSize(prog, &n);
+    void *bin = r == NVRTC_SUCCESS && n > 0 ? sl_alloc(ctx, n) : NULL;
+    if (!bin || nvrtcGetCUBIN(prog, bin) != NVRTC_SUCCESS) {
+        sl_free(ctx, bin);
+        nvrtcDestroyProgram(&prog);
+        if (r == NVRTC_SUCCESS && n > 0 && !bin)
+            return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "no memory for a %zu-byte cubin", n);
+        return sl_error(ctx, SLUICE_ERR_COMPILE,
+                        "NVRTC produced no cubin for kernel %s (sm_%d): %s", name, arch,
+                        nvrtcGetErrorString(r));
+    }
+    nvrtcDestroyProgram(&prog);
+    *cubin = bin;
+    *size = n;
+    return SLUICE_OK;
+}

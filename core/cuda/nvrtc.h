@@ -1,0 +1,22 @@
+/* nvrtc.h — compiling generated kernel source to a cubin at run time with NVRTC. NVRTC
+ * needs no GPU, so CI compiles every kernel the code generator can emit. The kernel
+ * library (the .cuh and .h files of kernels/, embedded as text by cmake/embed.cmake) is offered
+ * to the program as its headers, so generated source just #includes them. */
+#ifndef SL_CUDA_NVRTC_H
+#define SL_CUDA_NVRTC_H
+
+#include "../diag.h"
+
+/* The NVRTC options used for every kernel of `arch` (major*10+minor), as one line: part of
+ * the kernel cache key. Written into buf (NUL-terminated); returns buf. */
+char *sl_nvrtc_options_line(int arch, char *buf, size_t cap);
+/* NVRTC's version as "major.minor" (part of the cache key). */
+const char *sl_nvrtc_version_text(void);
+
+/* Compiles `source` (named `name` in messages) for sm_<arch>. On success *cubin is a buffer
+ * from the context's allocator (free with sl_free) of *size bytes. Errors:
+ * SLUICE_ERR_COMPILE with NVRTC's log in the diagnostic, SLUICE_ERR_NO_MEMORY. */
+sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
+                               void **cubin, size_t *size);
+
+#endif

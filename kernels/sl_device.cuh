@@ -1,0 +1,103 @@
+/* sl_device.cuh — the ground floor of sluice's device library: fixed-width integer types
+ * under NVRTC (which has no standard headers), moving a trivially copyable value through
+ * 32-bit words (the unit of shuffles and of L2-coherent loads and stores), and the
+ * blocked, vectorised loads and stores of a tile's columns.
+ *
+ * Layering (each file includes the one below): sl_device -> sl_warp -> sl_block ->
+ * sl_lookback. Generated kernels (core/cuda/codegen.c) include sl_lookback.cuh and
+ * sl_ops.h; everything here is templates and inline functions, so NVRTC instantiates only
+ * what a kernel uses. */
+#ifndef SL_DEVICE_CUH
+#define SL_DEVICE_CUH
+
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
+#include <stdint.h>
+#endif
+
+namespace sl {
+
+/* Number of 32-bit words a value of type T occupies when moved word by word. */
+template <typename T> struct words_of {
+    static constexpr int value = (int)((sizeof(T) + 3) / 4);
+};
+
+template <typename T> __device__ __forceinline__ void to_words(const T &v, uint32_t *w) {
+    w[words_of<T>::value - 1] = 0; /* defined padding bits for a size not a multiple of 4 */
+    __builtin_memcpy(w, &v, sizeof(T));
+}
+template <typename T> __device__ __forceinline__ T from_words(const uint32_t *w) {
+    T v;
+    __builtin_memcpy(&v, w, sizeof(T));
+    return v;
+}
+
+/* ---- blocked tile loads and stores ---------------------------------------------------
+ * A thread owns ITEMS consecutive rows [first, first + ITEMS). In a full tile with a
+ * suitably aligned column the ITEMS elements are moved with the widest vector access
+ * (16, 8 or 4 bytes) that divides them; at the ragged end of a batch each element is
+ * guarded by `rows`. Out-of-range elements are left untouched (callers treat them as
+ * dead rows). */
+
+template <int BYTES> struct vec_of;
+template <> struct vec_of<16> { typedef uint4 type; };
+template <> struct vec_of<8> { typedef uint2 type; };
+template <> struct vec_of<4> { typedef uint32_t type; };
+
+template <typename T, int ITEMS> struct vector_width {
+    static constexpr int total = (int)sizeof(T) * ITEMS;
+    static constexpr int value = total % 16 == 0 ? 16 : total % 8 == 0 ? 8 : total % 4 == 0 ? 4 : 0;
+};
+
+template <typename T, int ITEMS>
+__device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t first, int64_t rows,
+                                             T (&v)[ITEMS]) {
+    constexpr int W = vector_width<T, ITEMS>::value;
+    const T *src = col + first;
+    if (W != 0 && first + ITEMS <= rows && ((uintptr_t)src % (W ? W : 1)) == 0) {
+        typedef typename vec_of<W ? W : 4>::type V;
+        constexpr int NV = W ? (int)sizeof(T) * ITEMS / W : 1;
+        V tmp[NV];
+        const V *vs = reinterpret_cast<const V *>(src);
+#pragma unroll
+        for (int k = 0; k < NV; k++) tmp[k] = __ldg(vs + k);
+        __builtin_memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
+    } else {
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++)
+            if (first + i < rows) v[i] = src[i];
+    }
+}
+
+template <typename T, int ITEMS>
+__device__ __forceinline__ void store_blocked(T *__restrict__ col, int64_t first, int64_t rows,
+                                              const T (&v)[ITEMS]) {
+    constexpr int W = vector_width<T, ITEMS>::value;
+    T *dst = col + first;
+    if (W != 0 && first + ITEMS <= rows && ((uintptr_t)dst % (W ? W : 1)) == 0) {
+        typedef typename vec_of<W ? W : 4>::type V;
+        constexpr int NV = W ? (int)sizeof(T) * ITEMS / W : 1;
+        V tmp[NV];
+        __builtin_memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
+        V *vd = reinterpret_cast<V *>(dst);
+#pragma unroll
+        for (int k = 0; k < NV; k++) vd[k] = tmp[k];
+    } else {
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++)
+            if (first + i < rows) dst[i] = v[i];
+    }
+}
+
+} /* namespace sl */
+
+#endif

@@ -1,0 +1,43 @@
+/* sl_scratch.h — the layout of a fused kernel's scratch memory, shared by the host (which
+ * sizes and clears it) and the generated kernels (which carve it up), so both compute the
+ * same offsets from the same code. Plain C, also compiled by NVRTC.
+ *
+ *   [0, 256)                     the tile counter (u64) tiles take their index from
+ *   segment index                (ntiles + 1) u64: first offsets entry at or after each
+ *                                tile's first row (only with an offsets-segmented scan)
+ *   phase 1 .. phase P states    one tile-state array per chained look-back
+ *
+ * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
+ * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
+ * states of at most 12 bytes one 16-byte word, so one access publishes both; larger states
+ * keep the status word apart, written after the value behind a memory fence. */
+#ifndef SL_SCRATCH_H
+#define SL_SCRATCH_H
+
+#define SL_SCRATCH_ALIGN 256ull
+#define SL_STATUS_INVALID 0u
+#define SL_STATUS_AGGREGATE 1u
+#define SL_STATUS_INCLUSIVE 2u
+
+static inline unsigned long long sl_scratch_align(unsigned long long x) {
+    return (x + SL_SCRATCH_ALIGN - 1) / SL_SCRATCH_ALIGN * SL_SCRATCH_ALIGN;
+}
+
+/* 8: status and state in one 8-byte word; 16: in one 16-byte word; 0: separate arrays. */
+static inline int sl_tile_state_packing(unsigned long long state_size) {
+    return state_size <= 4 ? 8 : state_size <= 12 ? 16 : 0;
+}
+
+static inline unsigned long long sl_tile_states_bytes(unsigned long long state_size,
+                                                      unsigned long long ntiles) {
+    int packing = sl_tile_state_packing(state_size);
+    if (packing) return sl_scratch_align(ntiles * (unsigned long long)packing);
+    return sl_scratch_align(ntiles * 4ull) + 2ull * sl_scratch_align(ntiles * state_size);
+}
+
+static inline unsigned long long sl_segment_index_bytes(int has_offsets,
+                                                        unsigned long long ntiles) {
+    return has_offsets ? sl_scratch_align((ntiles + 1ull) * 8ull) : 0ull;
+}
+
+#endif

@@ -1,0 +1,43 @@
+/* sl_warp.cuh — warp-level building blocks over any monoid state: shuffles of a whole state
+ * (word by word), and the inclusive scan of 32 lanes by shuffles (Kogge-Stone: log2(32)
+ * steps, each lane combining the value `d` lanes to its left with its own). The combine
+ * functor is never assumed commutative: the left operand is always the earlier lane. */
+#ifndef SL_WARP_CUH
+#define SL_WARP_CUH
+
+#include "sl_device.cuh"
+
+namespace sl {
+
+static constexpr unsigned FULL_MASK = 0xffffffffu;
+
+template <typename T> __device__ __forceinline__ T shfl_up(const T &v, int delta) {
+    uint32_t w[words_of<T>::value];
+    to_words(v, w);
+#pragma unroll
+    for (int k = 0; k < words_of<T>::value; k++) w[k] = __shfl_up_sync(FULL_MASK, w[k], delta);
+    return from_words<T>(w);
+}
+
+template <typename T> __device__ __forceinline__ T shfl_idx(const T &v, int lane) {
+    uint32_t w[words_of<T>::value];
+    to_words(v, w);
+#pragma unroll
+    for (int k = 0; k < words_of<T>::value; k++) w[k] = __shfl_sync(FULL_MASK, w[k], lane);
+    return from_words<T>(w);
+}
+
+/* Inclusive scan across the warp; every lane of the warp must call it. */
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_inclusive_scan(T x, int lane, Op op) {
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        T left = shfl_up(x, d);
+        if (lane >= d) x = op(left, x);
+    }
+    return x;
+}
+
+} /* namespace sl */
+
+#endif

@@ -1,0 +1,38 @@
+/* tuning.h — launch shape of the fused single-pass kernels, one row per GPU architecture:
+ * threads per block and how many bytes of the widest column each thread keeps in registers.
+ * Read by the code generator on the host (plain C) and embedded for NVRTC; nothing else may
+ * hard-code a block size or an items-per-thread count.
+ *
+ * Why these numbers: the kernels are bound by memory bandwidth, so each thread must have
+ * several 16-byte loads in flight (64 bytes of the widest column: 4 x 16-byte loads), and a
+ * tile must be large enough that the per-tile look-back and barriers are amortised over a
+ * few thousand rows, yet small enough that enough tiles are resident per SM to hide the
+ * look-back latency. Register pressure grows with the number of live columns, so the code
+ * generator lowers items per thread when a group keeps many columns in registers. */
+#ifndef SL_TUNING_H
+#define SL_TUNING_H
+
+typedef struct sl_tuning {
+    int arch;                 /* compute capability major*10+minor this row is for */
+    int block_threads;        /* threads per block (a multiple of 32) */
+    int bytes_per_thread;     /* bytes of the widest column per thread */
+    int min_items, max_items; /* bounds on items per thread (powers of two) */
+    int register_items;       /* budget: live columns x items per thread stays under this */
+} sl_tuning;
+
+/* Rows in ascending arch; the last row whose arch <= the device's is used. */
+static const sl_tuning sl_tuning_table[] = {
+    /* arch  threads  bytes  min  max  register budget */
+    {70, 256, 32, 2, 16, 96},
+    {80, 256, 64, 2, 16, 128},
+    {90, 256, 64, 2, 16, 128},
+};
+
+static inline const sl_tuning *sl_tuning_for(int arch) {
+    const sl_tuning *t = &sl_tuning_table[0];
+    for (unsigned i = 0; i < sizeof(sl_tuning_table) / sizeof(sl_tuning_table[0]); i++)
+        if (sl_tuning_table[i].arch <= arch) t = &sl_tuning_table[i];
+    return t;
+}
+
+#endif
