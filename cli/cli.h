@@ -1,0 +1,58 @@
+/* cli.h — what the subcommands of the `sluice` program share: the command table entry, exit
+ * statuses, option parsing, and loading a pipeline with its diagnostics printed. The command
+ * line is written on the public API (sluice.h) only. */
+#ifndef SL_CLI_H
+#define SL_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sluice.h"
+
+/* Exit statuses of every subcommand. */
+enum {
+    SL_EXIT_OK = 0,
+    SL_EXIT_ERROR = 1, /* an error in the pipeline or the data: diagnostics on stderr */
+    SL_EXIT_USAGE = 2  /* a malformed command line: a message and the usage on stderr */
+};
+
+typedef struct sl_command sl_command;
+struct sl_command {
+    const char *name;
+    const char *usage;   /* the argument synopsis after "sluice NAME " */
+    const char *summary; /* one line for `sluice help` */
+    const char *help;    /* the options, for `sluice NAME --help` */
+    int (*main)(const sl_command *self, int argc, char **argv); /* argv[0] is NAME */
+};
+
+extern const sl_command sl_command_run, sl_command_check, sl_command_explain, sl_command_gen,
+    sl_command_bench;
+
+/* Prints "sluice NAME: MESSAGE" and the usage line to stderr; returns SL_EXIT_USAGE. */
+int sl_usage_error(const sl_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prints "sluice: error: MESSAGE" to stderr; returns SL_EXIT_ERROR. */
+int sl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* If argv[*i] is the option --NAME (as "--NAME VALUE" or "--NAME=VALUE"), stores its value,
+ * moves *i past it and returns 1; returns 0 when argv[*i] is another argument, -1 (after a
+ * usage message) when the value is missing. */
+int sl_option(const sl_command *cmd, int argc, char **argv, int *i, const char *name,
+              const char **value);
+/* Parses a decimal integer in [lo, hi]; accepts a power-of-two shorthand "2^26". Returns
+ * false when the text is not one. */
+bool sl_parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out);
+/* "auto" | "cpu" | "cuda". */
+bool sl_parse_backend(const char *text, sluice_backend *out);
+
+/* A context with default options; NULL (after a message) when it cannot be made. */
+sluice_context *sl_context_new(void);
+/* Prints every diagnostic the context holds to stderr, formatted. */
+void sl_print_diagnostics(const sluice_context *ctx);
+/* Loads a pipeline file; on failure prints every diagnostic and returns NULL. */
+sluice_pipeline *sl_load_pipeline(sluice_context *ctx, const char *path);
+
+/* Seconds on a monotonic clock. */
+double sl_now(void);
+
+#endif

@@ -1,0 +1,356 @@
+/* input.c — batches from a directory of .npy/.bin column files or from a CSV file (see
+ * input.h). Column files are memory-mapped read-only: a batch is a window into the mapping,
+ * so inputs larger than memory stream through the page cache. */
+#define _GNU_SOURCE
+#include "input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "csv.h"
+#include "errbuf.h"
+#include "npy.h"
+#include "raw.h"
+
+/* What a zero-length column points at: never NULL, suitably aligned for every type. */
+static const uint64_t empty_column_data[1];
+
+typedef struct input_column {
+    sluice_column_info info;
+    char *path;                 /* the file (column files) */
+    void *map;                  /* the whole file mapped, or NULL when empty */
+    size_t map_len;
+    const unsigned char *base;  /* the first element */
+    int64_t length;             /* elements in the file */
+    void *buf;                  /* CSV values, rebased offsets, or an aligned copy */
+    size_t buf_cap;             /* bytes */
+    long csv_index;             /* the CSV header column feeding this input */
+} input_column;
+
+struct sl_input {
+    bool csv_source;
+    size_t ncols;
+    input_column *cols;
+    int64_t rows;     /* data rows in the input (column files) */
+    int64_t pos;      /* next data row */
+    long offsets_col; /* the offsets input, or -1 */
+    int64_t segments; /* k: the offsets file has k+1 entries */
+    int64_t seg_pos;  /* next segment */
+    sl_csv_reader *csv;
+    bool csv_done;
+};
+
+static int ensure_buf(input_column *c, size_t bytes) {
+    if (bytes <= c->buf_cap) return 0;
+    size_t cap = c->buf_cap ? c->buf_cap : 4096;
+    while (cap < bytes) cap *= 2;
+    void *grown = realloc(c->buf, cap);
+    if (!grown) return -1;
+    c->buf = grown;
+    c->buf_cap = cap;
+    return 0;
+}
+
+static char *join_path(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+/* Maps a column file and checks its header (npy) or size (raw) against the declaration. */
+static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
+    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sl_errf(err, errcap, "%s: cannot open: %s", c->path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sl_errf(err, errcap, "%s: not a regular file", c->path);
+    }
+    size_t size = (size_t)st.st_size;
+    if (size > 0) {
+        c->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (c->map == MAP_FAILED) {
+            c->map = NULL;
+            close(fd);
+            return sl_errf(err, errcap, "%s: cannot map: %s", c->path, strerror(errno));
+        }
+        c->map_len = size;
+        madvise(c->map, size, MADV_SEQUENTIAL);
+    }
+    close(fd);
+    char why[256];
+    const char *tname = sluice_type_name(c->info.type);
+    if (is_npy) {
+        sl_npy_header h;
+        if (sl_npy_parse_header(c->map, size, &h, why, sizeof why) != 0 ||
+            sl_npy_check_size(&h, size, why, sizeof why) != 0)
+            return sl_errf(err, errcap, "%s: %s", c->path, why);
+        if (h.type != c->info.type)
+            return sl_errf(err, errcap,
+                           "%s holds %s ('%s') but the pipeline declares %s: %s; convert it, "
+                           "e.g. arr.astype('%s')",
+                           c->path, sluice_type_name(h.type), sl_npy_descr(h.type),
+                           c->info.name, tname, sl_npy_descr(c->info.type));
+        c->base = (const unsigned char *)c->map + h.data_offset;
+        c->length = h.length;
+    } else {
+        if (sl_raw_element_count(size, c->info.type, &c->length, why, sizeof why) != 0)
+            return sl_errf(err, errcap, "%s: %s", c->path, why);
+        c->base = c->map;
+    }
+    if (c->length == 0) c->base = (const unsigned char *)empty_column_data;
+    return 0;
+}
+
+static int64_t offsets_at(const input_column *c, int64_t i) {
+    int64_t v;
+    memcpy(&v, c->base + (size_t)i * sizeof v, sizeof v);
+    return v;
+}
+
+static int open_directory(sl_input *in, const char *dir, char *err, size_t errcap) {
+    int64_t rows = -1;
+    const char *rows_from = NULL;
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        bool is_npy = true;
+        c->path = join_path(dir, c->info.name, ".npy");
+        if (!c->path) return sl_errf(err, errcap, "out of memory");
+        if (access(c->path, F_OK) != 0) {
+            free(c->path);
+            c->path = join_path(dir, c->info.name, ".bin");
+            if (!c->path) return sl_errf(err, errcap, "out of memory");
+            is_npy = false;
+            if (access(c->path, F_OK) != 0)
+                return sl_errf(err, errcap,
+                               "%s: no file for input column '%s': expected %s.npy (or raw %s.bin "
+                               "of %s)",
+                               dir, c->info.name, c->info.name, c->info.name,
+                               sluice_type_name(c->info.type));
+        }
+        if (map_column(c, is_npy, err, errcap) != 0) return -1;
+        if (c->info.role == SLUICE_ROLE_OFFSETS) continue;
+        if (rows < 0) {
+            rows = c->length;
+            rows_from = c->path;
+        } else if (c->length != rows) {
+            return sl_errf(err, errcap,
+                           "mismatched column lengths: %s has %" PRId64 " rows but %s has %" PRId64,
+                           rows_from, rows, c->path, c->length);
+        }
+    }
+    if (in->offsets_col >= 0) {
+        input_column *o = &in->cols[in->offsets_col];
+        if (o->length < 1)
+            return sl_errf(err, errcap,
+                           "%s: an offsets column needs k+1 entries (at least the leading 0)",
+                           o->path);
+        int64_t first = offsets_at(o, 0), last = offsets_at(o, o->length - 1);
+        if (first != 0)
+            return sl_errf(err, errcap, "%s: offsets must start at 0, not %" PRId64, o->path,
+                           first);
+        if (rows >= 0 && last != rows)
+            return sl_errf(err, errcap,
+                           "%s: the last offset is %" PRId64 " but %s has %" PRId64
+                           " rows; they must be equal",
+                           o->path, last, rows_from, rows);
+        for (int64_t i = 1; i < o->length; i++) {
+            int64_t lo = offsets_at(o, i - 1), hi = offsets_at(o, i);
+            if (hi < lo)
+                return sl_errf(err, errcap,
+                               "%s: offsets decrease at entry %" PRId64 " (%" PRId64
+                               " after %" PRId64 "); they must be non-decreasing",
+                               o->path, i, hi, lo);
+        }
+        if (rows < 0) rows = last;
+        in->segments = o->length - 1;
+    }
+    in->rows = rows < 0 ? 0 : rows;
+    return 0;
+}
+
+static int open_csv(sl_input *in, const char *path, char *err, size_t errcap) {
+    if (in->offsets_col >= 0) {
+        const char *name = in->cols[in->offsets_col].info.name;
+        return sl_errf(err, errcap,
+                       "%s: the pipeline's offsets input '%s' (k+1 entries, not one per row) "
+                       "cannot come from a CSV file: use a directory with %s.npy",
+                       path, name, name);
+    }
+    if (sl_csv_open_file(&in->csv, path, err, errcap) != 0) return -1;
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        c->csv_index = sl_csv_column_index(in->csv, c->info.name);
+        if (c->csv_index < 0) {
+            char names[512] = "";
+            size_t used = 0;
+            for (size_t j = 0; j < sl_csv_column_count(in->csv) && used < sizeof names; j++)
+                used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+                                         j ? ", " : "", sl_csv_column_name(in->csv, j));
+            return sl_errf(err, errcap, "%s: no column '%s' in the header (it has: %s)", path,
+                           c->info.name, names);
+        }
+    }
+    in->rows = -1;
+    return 0;
+}
+
+int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *path, char *err,
+                  size_t errcap) {
+    *out = NULL;
+    sl_input *in = calloc(1, sizeof *in);
+    if (!in) return sl_errf(err, errcap, "out of memory");
+    in->offsets_col = -1;
+    in->ncols = sluice_pipeline_input_count(pipeline);
+    in->cols = calloc(in->ncols ? in->ncols : 1, sizeof *in->cols);
+    if (!in->cols) {
+        free(in);
+        return sl_errf(err, errcap, "out of memory");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < in->ncols && rc == 0; i++) {
+        if (sluice_pipeline_input(pipeline, i, &in->cols[i].info) != SLUICE_OK) {
+            rc = sl_errf(err, errcap, "cannot read the pipeline's input %zu", i);
+        } else if (in->cols[i].info.role == SLUICE_ROLE_OFFSETS) {
+            if (in->offsets_col >= 0)
+                rc = sl_errf(err, errcap,
+                             "the pipeline declares two offsets inputs ('%s' and '%s'); the "
+                             "command line can cut batches for one only",
+                             in->cols[in->offsets_col].info.name, in->cols[i].info.name);
+            in->offsets_col = (long)i;
+        }
+    }
+    struct stat st;
+    if (rc == 0 && stat(path, &st) != 0)
+        rc = sl_errf(err, errcap, "%s: %s", path, strerror(errno));
+    if (rc == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            rc = open_directory(in, path, err, errcap);
+        } else {
+            in->csv_source = true;
+            rc = open_csv(in, path, err, errcap);
+        }
+    }
+    if (rc != 0) {
+        sl_input_close(in);
+        return -1;
+    }
+    *out = in;
+    return 0;
+}
+
+void sl_input_close(sl_input *in) {
+    if (!in) return;
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        if (c->map) munmap(c->map, c->map_len);
+        free(c->path);
+        free(c->buf);
+    }
+    free(in->cols);
+    sl_csv_close(in->csv);
+    free(in);
+}
+
+int64_t sl_input_total_rows(const sl_input *in) { return in->csv_source ? -1 : in->rows; }
+
+/* A window of a mapped column; copied when the file puts it at an address the element type
+ * may not be read from directly (a .npy written with an unusual header length). */
+static int column_window(input_column *c, int64_t start, int64_t n, const void **data) {
+    size_t elem = sluice_type_size(c->info.type);
+    const unsigned char *p = n > 0 ? c->base + (size_t)start * elem
+                                   : (const unsigned char *)empty_column_data;
+    if ((uintptr_t)p % elem != 0) {
+        if (ensure_buf(c, (size_t)n * elem) != 0) return -1;
+        memcpy(c->buf, p, (size_t)n * elem);
+        p = c->buf;
+    }
+    *data = p;
+    return 0;
+}
+
+static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
+                           char *err, size_t errcap) {
+    int64_t start = in->pos, n;
+    if (in->offsets_col >= 0) {
+        input_column *o = &in->cols[in->offsets_col];
+        if (in->seg_pos >= in->segments) return 0;
+        /* Whole segments up to the budget; the first one is taken whatever its length.
+         * The offsets were checked non-decreasing and within the rows when opened. */
+        int64_t s = in->seg_pos, e = s + 1, base = offsets_at(o, s);
+        while (e < in->segments && offsets_at(o, e + 1) - base <= max_rows) e++;
+        size_t k1 = (size_t)(e - s + 1);
+        if (ensure_buf(o, k1 * sizeof(int64_t)) != 0) return sl_errf(err, errcap, "out of memory");
+        int64_t *rebased = o->buf;
+        for (size_t i = 0; i < k1; i++) rebased[i] = offsets_at(o, s + (int64_t)i) - base;
+        start = base;
+        n = offsets_at(o, e) - base;
+        in->seg_pos = e;
+        cols[in->offsets_col] = (sluice_column){o->info.name, SLUICE_I64, rebased, (int64_t)k1};
+    } else {
+        if (in->pos >= in->rows) return 0;
+        n = in->rows - in->pos < max_rows ? in->rows - in->pos : max_rows;
+    }
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        if (c->info.role == SLUICE_ROLE_OFFSETS) continue;
+        const void *data;
+        if (column_window(c, start, n, &data) != 0) return sl_errf(err, errcap, "out of memory");
+        cols[i] = (sluice_column){c->info.name, c->info.type, data, n};
+    }
+    in->pos = start + n;
+    *rows = n;
+    return 1;
+}
+
+static int next_from_csv(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
+                         char *err, size_t errcap) {
+    if (in->csv_done) return 0;
+    int64_t n = 0;
+    char why[256];
+    while (n < max_rows) {
+        char *const *fields;
+        int got = sl_csv_next(in->csv, &fields, err, errcap);
+        if (got < 0) return -1;
+        if (got == 0) {
+            in->csv_done = true;
+            break;
+        }
+        for (size_t i = 0; i < in->ncols; i++) {
+            input_column *c = &in->cols[i];
+            size_t elem = sluice_type_size(c->info.type);
+            if (ensure_buf(c, (size_t)(n + 1) * elem) != 0)
+                return sl_errf(err, errcap, "out of memory");
+            if (sl_csv_parse_value(fields[c->csv_index], c->info.type,
+                                   (unsigned char *)c->buf + (size_t)n * elem, why,
+                                   sizeof why) != 0)
+                return sl_errf(err, errcap, "%s:%" PRId64 ":%ld: column '%s': %s",
+                               sl_csv_name(in->csv), sl_csv_line(in->csv), c->csv_index + 1,
+                               c->info.name, why);
+        }
+        n++;
+    }
+    if (n == 0) return 0;
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        cols[i] = (sluice_column){c->info.name, c->info.type, c->buf, n};
+    }
+    in->pos += n;
+    *rows = n;
+    return 1;
+}
+
+int sl_input_next(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
+                  char *err, size_t errcap) {
+    if (max_rows < 1) max_rows = 1;
+    return in->csv_source ? next_from_csv(in, max_rows, cols, rows, err, errcap)
+                          : next_from_files(in, max_rows, cols, rows, err, errcap);
+}

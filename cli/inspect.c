@@ -1,0 +1,86 @@
+/* inspect.c — `sluice check` (every diagnostic of a pipeline file) and `sluice explain` (the
+ * plan: stages, fusion groups, predicted passes over memory). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int check_main(const sl_command *self, int argc, char **argv) {
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return sl_usage_error(self, "unknown option '%s'", argv[i]);
+        if (path) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
+        path = argv[i];
+    }
+    if (!path) return sl_usage_error(self, "which pipeline file?");
+    sluice_context *ctx = sl_context_new();
+    if (!ctx) return SL_EXIT_ERROR;
+    sluice_pipeline *p = sl_load_pipeline(ctx, path);
+    int rc = SL_EXIT_ERROR;
+    if (p) {
+        printf("%s: ok (pipeline '%s': %zu inputs, %zu outputs, %zu params)\n", path,
+               sluice_pipeline_name(p), sluice_pipeline_input_count(p),
+               sluice_pipeline_output_count(p), sluice_pipeline_param_count(p));
+        rc = SL_EXIT_OK;
+    }
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    return rc;
+}
+
+static int explain_main(const sl_command *self, int argc, char **argv) {
+    const char *path = NULL, *value;
+    sluice_backend backend = SLUICE_BACKEND_AUTO;
+    for (int i = 1; i < argc;) {
+        int got = sl_option(self, argc, argv, &i, "backend", &value);
+        if (got < 0) return SL_EXIT_USAGE;
+        if (got) {
+            if (!sl_parse_backend(value, &backend))
+                return sl_usage_error(self, "--backend is auto, cpu or cuda, not '%s'", value);
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return sl_usage_error(self, "unknown option '%s'", argv[i]);
+        if (path) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
+        path = argv[i++];
+    }
+    if (!path) return sl_usage_error(self, "which pipeline file?");
+    sluice_context *ctx = sl_context_new();
+    if (!ctx) return SL_EXIT_ERROR;
+    sluice_pipeline *p = sl_load_pipeline(ctx, path);
+    int rc = SL_EXIT_ERROR;
+    if (p) {
+        char *text = NULL;
+        int passes = 0;
+        sluice_status st = sluice_pipeline_explain(p, backend, &text, &passes);
+        if (st == SLUICE_OK) {
+            fputs(text, stdout);
+            size_t n = strlen(text);
+            if (n == 0 || text[n - 1] != '\n') fputc('\n', stdout);
+            rc = SL_EXIT_OK;
+        } else if (sluice_context_diagnostic_count(ctx) > 0) {
+            sl_print_diagnostics(ctx);
+        } else {
+            sl_fail("%s: cannot explain: %s", path, sluice_strerror(st));
+        }
+        sluice_free_text(ctx, text);
+    }
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    return rc;
+}
+
+const sl_command sl_command_check = {
+    "check", "PIPELINE",
+    "Load and check a pipeline file; print every problem found, not only the first.",
+    "Each problem is printed as PATH:LINE:COL: error: MESSAGE with the source line and a\n"
+    "caret. Exit status 0 when the file is valid, 1 when it has errors, 2 for usage errors.\n",
+    check_main};
+
+const sl_command sl_command_explain = {
+    "explain", "PIPELINE [--backend auto|cpu|cuda]",
+    "Print the plan of a pipeline: its stages, fusion groups and predicted passes over memory.",
+    "options:\n"
+    "  --backend B   plan for this backend (auto: CUDA when available, else the CPU)\n",
+    explain_main};

@@ -1,0 +1,659 @@
+/* test_io.c — the command line's file formats, tested from their sources: .npy headers and
+ * the streaming writer, the CSV reader and typed fields, raw sizes, f16 conversion, the
+ * synthetic generator, and the batch source that cuts a directory or CSV into batches. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/csv.h"
+#include "cli/gen.h"
+#include "cli/half.h"
+#include "cli/input.h"
+#include "cli/npy.h"
+#include "cli/output.h"
+#include "cli/raw.h"
+#include "testutil.h"
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* A .npy image: magic, version 1.0, the dict text padded to a 64-byte boundary, then `data`. */
+static size_t make_npy(unsigned char *buf, size_t cap, const char *dict, const void *data,
+                       size_t data_len) {
+    size_t dlen = strlen(dict), total_header = 10 + dlen + 1;
+    size_t padded = (total_header + 63) / 64 * 64;
+    ck_assert(padded + data_len <= cap);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    size_t hl = padded - 10;
+    buf[8] = (unsigned char)(hl & 0xff);
+    buf[9] = (unsigned char)(hl >> 8);
+    memset(buf + 10, ' ', hl);
+    memcpy(buf + 10, dict, dlen);
+    buf[padded - 1] = '\n';
+    if (data_len) memcpy(buf + padded, data, data_len);
+    return padded + data_len;
+}
+
+static int parse_dict(const char *dict, sl_npy_header *h, char *err, size_t cap) {
+    unsigned char buf[512];
+    size_t n = make_npy(buf, sizeof buf, dict, NULL, 0);
+    return sl_npy_parse_header(buf, n, h, err, cap);
+}
+
+static void expect_header_error(const char *dict, const char *needle) {
+    sl_npy_header h;
+    char err[256] = "";
+    ck_assert_int_eq(parse_dict(dict, &h, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, needle), "for %s expected '%s' in: %s", dict, needle, err);
+}
+
+static char tmp_root[256];
+
+static void make_tmp(void) {
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/sluice_test_io_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp_root));
+}
+
+static void remove_tmp(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static char *tmp_path(const char *name) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmp_root, name);
+    return path;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* ---- .npy ------------------------------------------------------------------------------ */
+
+START_TEST(npy_parses_what_numpy_writes) {
+    static const struct {
+        const char *descr;
+        sluice_type type;
+    } cases[] = {
+        {"|b1", SLUICE_BOOL}, {"|i1", SLUICE_I8},  {"<i2", SLUICE_I16}, {"<i4", SLUICE_I32},
+        {"<i8", SLUICE_I64},  {"|u1", SLUICE_U8},  {"<u2", SLUICE_U16}, {"<u4", SLUICE_U32},
+        {"<u8", SLUICE_U64},  {"<f2", SLUICE_F16}, {"<f4", SLUICE_F32}, {"<f8", SLUICE_F64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dict[128];
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (7,), }",
+                 cases[i].descr);
+        sl_npy_header h;
+        char err[256];
+        ck_assert_msg(parse_dict(dict, &h, err, sizeof err) == 0, "%s: %s", dict, err);
+        ck_assert_int_eq(h.type, cases[i].type);
+        ck_assert_int_eq(h.length, 7);
+        ck_assert_uint_eq(h.data_offset % 64, 0);
+        ck_assert_str_eq(sl_npy_descr(cases[i].type), cases[i].descr);
+    }
+    /* Key order, double quotes and no trailing comma are all legal Python. */
+    sl_npy_header h;
+    char err[256];
+    ck_assert_int_eq(parse_dict("{\"shape\": (0,), \"fortran_order\": False, \"descr\": \"<f8\"}",
+                                &h, err, sizeof err), 0);
+    ck_assert_int_eq(h.length, 0);
+    ck_assert_int_eq(h.type, SLUICE_F64);
+}
+END_TEST
+
+START_TEST(npy_version_2_header) {
+    unsigned char buf[128];
+    const char *dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }";
+    size_t dlen = strlen(dict);
+    memcpy(buf, "\x93NUMPY\x02\x00", 8);
+    buf[8] = (unsigned char)dlen;
+    buf[9] = buf[10] = buf[11] = 0;
+    memcpy(buf + 12, dict, dlen);
+    sl_npy_header h;
+    char err[256];
+    ck_assert_int_eq(sl_npy_parse_header(buf, 12 + dlen, &h, err, sizeof err), 0);
+    ck_assert_uint_eq(h.data_offset, 12 + dlen);
+    ck_assert_int_eq(h.type, SLUICE_I32);
+}
+END_TEST
+
+START_TEST(npy_rejects_what_a_column_cannot_be) {
+    expect_header_error("{'descr': '>f4', 'fortran_order': False, 'shape': (3,), }", "big-endian");
+    expect_header_error("{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }", "fortran_order");
+    expect_header_error("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", "unsupported");
+    expect_header_error("{'descr': '|O8', 'fortran_order': False, 'shape': (3,), }", "object");
+    expect_header_error("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", "unsupported dtype '<c8'");
+    expect_header_error("{'descr': '<U3', 'fortran_order': False, 'shape': (3,), }", "unsupported");
+    expect_header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", "2-D");
+    expect_header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "0-d");
+    expect_header_error("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,), }",
+                        "structured");
+    expect_header_error("{'descr': '<f4', 'shape': (3,), }", "fortran_order");
+    expect_header_error("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (3,)}",
+                        "repeated");
+    expect_header_error("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+                        "too large");
+    expect_header_error("not a dict", "not a dict");
+    /* One-byte types may carry any byte-order mark. */
+    sl_npy_header h;
+    char err[256];
+    ck_assert_int_eq(parse_dict("{'descr': '>u1', 'fortran_order': False, 'shape': (3,), }", &h,
+                                err, sizeof err), 0);
+    ck_assert_int_eq(h.type, SLUICE_U8);
+}
+END_TEST
+
+START_TEST(npy_rejects_bad_magic_version_and_truncation) {
+    sl_npy_header h;
+    char err[256];
+    ck_assert_int_eq(sl_npy_parse_header("PK\x03\x04 not numpy", 17, &h, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a .npy file"));
+    unsigned char buf[512];
+    size_t n = make_npy(buf, sizeof buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                        NULL, 0);
+    buf[6] = 9;
+    ck_assert_int_eq(sl_npy_parse_header(buf, n, &h, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "version 9"));
+    buf[6] = 1;
+    /* Every truncation of a valid header fails cleanly, never reads past `len`. */
+    for (size_t len = 0; len < n; len++) {
+        unsigned char *copy = malloc(len ? len : 1);
+        memcpy(copy, buf, len);
+        ck_assert_int_eq(sl_npy_parse_header(copy, len, &h, err, sizeof err), -1);
+        free(copy);
+    }
+    ck_assert_int_eq(sl_npy_parse_header(buf, n, &h, err, sizeof err), 0);
+    /* Data size against the header. */
+    ck_assert_int_eq(sl_npy_check_size(&h, n + 12, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_check_size(&h, n + 8, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+    ck_assert_int_eq(sl_npy_check_size(&h, n + 13, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unexpected bytes"));
+}
+END_TEST
+
+START_TEST(npy_survives_random_corruption) {
+    unsigned char good[512], bad[512];
+    size_t n = make_npy(good, sizeof good,
+                        "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }", NULL, 0);
+    tu_rng rng;
+    tu_rng_seed(&rng, 42);
+    int accepted = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        memcpy(bad, good, n);
+        int flips = 1 + (int)tu_rng_range(&rng, 0, 3);
+        for (int f = 0; f < flips; f++)
+            bad[tu_rng_range(&rng, 0, (int64_t)n - 1)] = (unsigned char)tu_rng_next(&rng);
+        sl_npy_header h;
+        char err[256];
+        if (sl_npy_parse_header(bad, n, &h, err, sizeof err) == 0) {
+            accepted++;
+            ck_assert_uint_le(h.data_offset, n);
+            ck_assert_int_lt(h.type, SLUICE_TYPE_COUNT_);
+        } else {
+            ck_assert_uint_gt(strlen(err), 0);
+        }
+    }
+    ck_assert_int_gt(accepted, 0); /* flips in the padding are harmless */
+}
+END_TEST
+
+START_TEST(npy_writer_streams_and_patches_length) {
+    make_tmp();
+    char err[256];
+    sl_npy_writer w;
+    const char *path = tmp_path("col.npy");
+    ck_assert_int_eq(sl_npy_writer_open(&w, path, SLUICE_U16, err, sizeof err), 0);
+    uint16_t vals[1000];
+    for (int i = 0; i < 1000; i++) vals[i] = (uint16_t)(i * 7);
+    ck_assert_int_eq(sl_npy_writer_append(&w, vals, 10, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_writer_append(&w, vals + 10, 0, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_writer_append(&w, vals + 10, 990, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_writer_close(&w, err, sizeof err), 0);
+    size_t len;
+    unsigned char *file = read_file(path, &len);
+    sl_npy_header h;
+    ck_assert_int_eq(sl_npy_parse_header(file, len, &h, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_check_size(&h, len, err, sizeof err), 0);
+    ck_assert_int_eq(h.type, SLUICE_U16);
+    ck_assert_int_eq(h.length, 1000);
+    ck_assert_uint_eq(h.data_offset % 64, 0);
+    ck_assert_int_eq(memcmp(file + h.data_offset, vals, sizeof vals), 0);
+    free(file);
+    /* Every type round-trips through write_file and the parser. */
+    for (int t = 0; t < SLUICE_TYPE_COUNT_; t++) {
+        unsigned char data[64];
+        for (int i = 0; i < 64; i++) data[i] = (unsigned char)(i * 37 + t);
+        if (t == SLUICE_BOOL)
+            for (int i = 0; i < 64; i++) data[i] &= 1;
+        int64_t count = (int64_t)(64 / sluice_type_size((sluice_type)t));
+        ck_assert_int_eq(sl_npy_write_file(path, (sluice_type)t, data, count, err, sizeof err), 0);
+        file = read_file(path, &len);
+        ck_assert_int_eq(sl_npy_parse_header(file, len, &h, err, sizeof err), 0);
+        ck_assert_int_eq(h.type, t);
+        ck_assert_int_eq(h.length, count);
+        ck_assert_int_eq(memcmp(file + h.data_offset, data, 64), 0);
+        free(file);
+    }
+    ck_assert_int_eq(sl_npy_writer_open(&w, "/nonexistent-dir/x.npy", SLUICE_F32, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/x.npy"));
+    remove_tmp();
+}
+END_TEST
+
+/* ---- CSV ------------------------------------------------------------------------------- */
+
+static sl_csv_reader *csv_from(const char *text) {
+    sl_csv_reader *r = NULL;
+    char err[256];
+    int rc = sl_csv_open_memory(&r, text, strlen(text), "t.csv", err, sizeof err);
+    ck_assert_msg(rc == 0, "%s", err);
+    return r;
+}
+
+START_TEST(csv_reads_records) {
+    sl_csv_reader *r = csv_from("\xEF\xBB\xBFx, y ,\"na,me\"\r\n1,2,\"a \"\"q\"\" b\"\r\n\n  \n3 , -4,\"multi\nline\"\n5,6,7");
+    ck_assert_uint_eq(sl_csv_column_count(r), 3);
+    ck_assert_str_eq(sl_csv_column_name(r, 0), "x");
+    ck_assert_str_eq(sl_csv_column_name(r, 1), "y");
+    ck_assert_str_eq(sl_csv_column_name(r, 2), "na,me");
+    ck_assert_int_eq(sl_csv_column_index(r, "y"), 1);
+    ck_assert_int_eq(sl_csv_column_index(r, "z"), -1);
+    char *const *f;
+    char err[256];
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), 1);
+    ck_assert_str_eq(f[0], "1");
+    ck_assert_str_eq(f[2], "a \"q\" b");
+    ck_assert_int_eq(sl_csv_line(r), 2);
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), 1);
+    ck_assert_int_eq(sl_csv_line(r), 5);
+    ck_assert_str_eq(f[2], "multi\nline");
+    int32_t v;
+    ck_assert_int_eq(sl_csv_parse_value(f[1], SLUICE_I32, &v, err, sizeof err), 0);
+    ck_assert_int_eq(v, -4);
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), 1);
+    ck_assert_int_eq(sl_csv_line(r), 7);
+    ck_assert_str_eq(f[2], "7");
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), 0);
+    sl_csv_close(r);
+}
+END_TEST
+
+START_TEST(csv_reports_bad_files_with_line) {
+    char err[256];
+    sl_csv_reader *r = csv_from("a,b\n1,2\n3\n");
+    char *const *f;
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), 1);
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "t.csv:3:") && strstr(err, "1 fields") && strstr(err, "has 2"), "%s", err);
+    sl_csv_close(r);
+
+    r = csv_from("a,b\n1,2,3\n");
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "t.csv:2:"), "%s", err);
+    sl_csv_close(r);
+
+    r = csv_from("a,b\n1,\"open\n");
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "never closed"), "%s", err);
+    sl_csv_close(r);
+
+    r = csv_from("a,b\n\"x\"y,2\n");
+    ck_assert_int_eq(sl_csv_next(r, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "closing quote"), "%s", err);
+    sl_csv_close(r);
+
+    ck_assert_int_eq(sl_csv_open_memory(&r, "", 0, "e.csv", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "e.csv") && strstr(err, "empty"), "%s", err);
+    ck_assert_int_eq(sl_csv_open_memory(&r, "\n\n", 2, "e.csv", err, sizeof err), -1);
+    ck_assert_int_eq(sl_csv_open_memory(&r, "a,,b\n", 5, "h.csv", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "no name"), "%s", err);
+    ck_assert_int_eq(sl_csv_open_memory(&r, "a,b,a\n", 6, "h.csv", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "twice"), "%s", err);
+    ck_assert_int_eq(sl_csv_open_file(&r, "/nonexistent.csv", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "/nonexistent.csv"), "%s", err);
+}
+END_TEST
+
+START_TEST(csv_parses_typed_fields) {
+    char err[256];
+    uint8_t b;
+    ck_assert_int_eq(sl_csv_parse_value("true", SLUICE_BOOL, &b, err, sizeof err), 0);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(sl_csv_parse_value(" 0 ", SLUICE_BOOL, &b, err, sizeof err), 0);
+    ck_assert_int_eq(b, 0);
+    ck_assert_int_eq(sl_csv_parse_value("yes", SLUICE_BOOL, &b, err, sizeof err), -1);
+    int8_t i8;
+    ck_assert_int_eq(sl_csv_parse_value("-128", SLUICE_I8, &i8, err, sizeof err), 0);
+    ck_assert_int_eq(i8, -128);
+    ck_assert_int_eq(sl_csv_parse_value("128", SLUICE_I8, &i8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'128'") && strstr(err, "i8"), "%s", err);
+    uint32_t u32;
+    ck_assert_int_eq(sl_csv_parse_value("4294967295", SLUICE_U32, &u32, err, sizeof err), 0);
+    ck_assert_uint_eq(u32, 4294967295u);
+    ck_assert_int_eq(sl_csv_parse_value("-1", SLUICE_U32, &u32, err, sizeof err), -1);
+    ck_assert_int_eq(sl_csv_parse_value("1.5", SLUICE_U32, &u32, err, sizeof err), -1);
+    int64_t i64;
+    ck_assert_int_eq(sl_csv_parse_value("-9223372036854775808", SLUICE_I64, &i64, err, sizeof err), 0);
+    ck_assert_int_eq(i64, INT64_MIN);
+    ck_assert_int_eq(sl_csv_parse_value("9223372036854775808", SLUICE_I64, &i64, err, sizeof err), -1);
+    uint64_t u64;
+    ck_assert_int_eq(sl_csv_parse_value("18446744073709551615", SLUICE_U64, &u64, err, sizeof err), 0);
+    ck_assert_uint_eq(u64, UINT64_MAX);
+    float f;
+    ck_assert_int_eq(sl_csv_parse_value("2.5e-1", SLUICE_F32, &f, err, sizeof err), 0);
+    ck_assert_float_eq(f, 0.25f);
+    ck_assert_int_eq(sl_csv_parse_value("nan", SLUICE_F32, &f, err, sizeof err), 0);
+    ck_assert(isnan(f));
+    ck_assert_int_eq(sl_csv_parse_value("-inf", SLUICE_F32, &f, err, sizeof err), 0);
+    ck_assert(isinf(f) && f < 0);
+    ck_assert_int_eq(sl_csv_parse_value("1e39", SLUICE_F32, &f, err, sizeof err), -1);
+    ck_assert_int_eq(sl_csv_parse_value("abc", SLUICE_F32, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot parse 'abc' as f32"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_F32, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "empty"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value("1.0x", SLUICE_F64, &f, err, sizeof err), -1);
+    uint16_t h;
+    ck_assert_int_eq(sl_csv_parse_value("1.5", SLUICE_F16, &h, err, sizeof err), 0);
+    ck_assert_uint_eq(h, 0x3e00);
+    ck_assert_int_eq(sl_csv_parse_value("70000", SLUICE_F16, &h, err, sizeof err), -1);
+}
+END_TEST
+
+/* ---- raw, f16, gen ----------------------------------------------------------------------- */
+
+START_TEST(raw_sizes) {
+    char err[256];
+    int64_t n = -1;
+    ck_assert_int_eq(sl_raw_element_count(40, SLUICE_F64, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 5);
+    ck_assert_int_eq(sl_raw_element_count(0, SLUICE_U32, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(sl_raw_element_count(10, SLUICE_F32, &n, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "10 bytes") && strstr(err, "f32"), "%s", err);
+}
+END_TEST
+
+START_TEST(half_conversions) {
+    static const struct {
+        float f;
+        uint16_t h;
+    } exact[] = {{0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3c00},     {-2.0f, 0xc000},
+                 {65504.0f, 0x7bff}, {0x1p-24f, 0x0001}, {0x1p-14f, 0x0400}, {0.5f, 0x3800}};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        ck_assert_uint_eq(sl_cli_f32_to_f16(exact[i].f), exact[i].h);
+        ck_assert_float_eq(sl_cli_f16_to_f32(exact[i].h), exact[i].f);
+    }
+    ck_assert_uint_eq(sl_cli_f32_to_f16(0.1f), 0x2e66);      /* round to nearest */
+    ck_assert_uint_eq(sl_cli_f32_to_f16(65520.0f), 0x7c00);  /* rounds up to inf */
+    ck_assert_uint_eq(sl_cli_f32_to_f16(INFINITY), 0x7c00);
+    ck_assert_uint_eq(sl_cli_f32_to_f16(1e-9f), 0x0000);
+    ck_assert(isnan(sl_cli_f16_to_f32(sl_cli_f32_to_f16(NAN))));
+    /* Every finite half survives a round trip through float. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        ck_assert_uint_eq(sl_cli_f32_to_f16(sl_cli_f16_to_f32((uint16_t)h)), h);
+    }
+}
+END_TEST
+
+START_TEST(gen_is_deterministic_and_window_independent) {
+    float whole[1000], part[1000], other[1000];
+    sl_gen_values(SLUICE_F32, 7, 0, 0, 1000, whole);
+    sl_gen_values(SLUICE_F32, 7, 0, 0, 300, part);
+    sl_gen_values(SLUICE_F32, 7, 0, 300, 700, part + 300);
+    ck_assert_int_eq(memcmp(whole, part, sizeof whole), 0);
+    sl_gen_values(SLUICE_F32, 8, 0, 0, 1000, other);
+    ck_assert_int_ne(memcmp(whole, other, sizeof whole), 0);
+    int negative = 0;
+    for (int i = 0; i < 1000; i++) negative += whole[i] < 0;
+    ck_assert_int_gt(negative, 400);
+    ck_assert_int_lt(negative, 600);
+    uint8_t flags[1000];
+    sl_gen_values(SLUICE_BOOL, 7, 1, 0, 1000, flags);
+    int ones = 0;
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_uint_le(flags[i], 1);
+        ones += flags[i];
+    }
+    ck_assert_int_gt(ones, 400);
+    ck_assert_int_lt(ones, 600);
+    int32_t ints[1000];
+    sl_gen_values(SLUICE_I32, 7, 2, 0, 1000, ints);
+    for (int i = 0; i < 1000; i++) ck_assert(ints[i] >= -1000000 && ints[i] <= 1000000);
+
+    int64_t *o, k1;
+    ck_assert_int_eq(sl_gen_offsets(7, 3, 100000, &o, &k1), 0);
+    ck_assert_int_eq(o[0], 0);
+    ck_assert_int_eq(o[k1 - 1], 100000);
+    for (int64_t i = 1; i < k1; i++) ck_assert_int_ge(o[i], o[i - 1]);
+    double mean = 100000.0 / (double)(k1 - 1);
+    ck_assert_msg(mean > 14 && mean < 18, "mean segment %g", mean);
+    free(o);
+    ck_assert_int_eq(sl_gen_offsets(7, 3, 0, &o, &k1), 0);
+    ck_assert_int_eq(k1, 1);
+    free(o);
+}
+END_TEST
+
+/* ---- the batch source ------------------------------------------------------------------ */
+
+static sluice_pipeline *load(sluice_context *ctx, const char *yaml) { return tu_load(ctx, yaml); }
+
+static const char *ragged_yaml =
+    "sluice: 1\n"
+    "name: ragged\n"
+    "input:\n"
+    "  v: f32\n"
+    "  rows: {type: i64, role: offsets}\n"
+    "stages:\n"
+    "  - segmented_scan: {of: v, op: sum, segments: rows, into: c}\n";
+
+START_TEST(input_cuts_batches_at_segment_boundaries) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, ragged_yaml);
+    char err[512];
+    float v[20];
+    for (int i = 0; i < 20; i++) v[i] = (float)i;
+    int64_t offs[] = {0, 3, 3, 10, 11, 20}; /* segments 3, 0, 7, 1, 9 */
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("v.npy"), SLUICE_F32, v, 20, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("rows.npy"), SLUICE_I64, offs, 6, err, sizeof err), 0);
+    sl_input *in = NULL;
+    ck_assert_msg(sl_input_open(&in, p, tmp_root, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sl_input_total_rows(in), 20);
+    sluice_column cols[2];
+    int64_t rows;
+    /* Budget 4: [3,0] (3 rows), [7] (alone, over budget), [1] (9 would pass 4), [9]. */
+    const int64_t want_rows[] = {3, 7, 1, 9}, want_k1[] = {3, 2, 2, 2};
+    int64_t at = 0;
+    for (int b = 0; b < 4; b++) {
+        ck_assert_int_eq(sl_input_next(in, 4, cols, &rows, err, sizeof err), 1);
+        ck_assert_int_eq(rows, want_rows[b]);
+        ck_assert_str_eq(cols[1].name, "rows");
+        ck_assert_int_eq(cols[1].length, want_k1[b]);
+        const int64_t *o = cols[1].data;
+        ck_assert_int_eq(o[0], 0);
+        ck_assert_int_eq(o[cols[1].length - 1], rows);
+        ck_assert_int_eq(cols[0].length, rows);
+        ck_assert_float_eq(((const float *)cols[0].data)[0], (float)at);
+        at += rows;
+    }
+    ck_assert_int_eq(sl_input_next(in, 4, cols, &rows, err, sizeof err), 0);
+    sl_input_close(in);
+
+    /* Offsets that decrease, do not start at 0 or do not end at the rows. */
+    int64_t dec[] = {0, 5, 4, 20}, nonzero[] = {1, 20}, short_end[] = {0, 19};
+    struct {
+        int64_t *o;
+        int64_t n;
+        const char *needle;
+    } bad[] = {{dec, 4, "decrease"}, {nonzero, 2, "start at 0"}, {short_end, 2, "last offset"}};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(sl_npy_write_file(tmp_path("rows.npy"), SLUICE_I64, bad[i].o, bad[i].n,
+                                           err, sizeof err), 0);
+        ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad[i].needle) && strstr(err, "rows.npy"), "%s", err);
+    }
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
+static const char *xy_yaml =
+    "sluice: 1\n"
+    "name: xy\n"
+    "input:\n"
+    "  x: f32\n"
+    "  id: u32\n"
+    "stages:\n"
+    "  - map: {y: x * 2.0}\n";
+
+START_TEST(input_reports_bad_directories) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, xy_yaml);
+    char err[512];
+    sl_input *in = NULL;
+    float x[5] = {1, 2, 3, 4, 5};
+    uint32_t id[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("x.npy"), SLUICE_F32, x, 5, err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'id'") && strstr(err, "id.npy"), "missing file: %s", err);
+
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("id.npy"), SLUICE_U32, id, 6, err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "mismatched") && strstr(err, "x.npy") && strstr(err, "id.npy"), "%s", err);
+
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("id.npy"), SLUICE_I64, id, 2, err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "id.npy") && strstr(err, "i64") && strstr(err, "u32"), "%s", err);
+
+    /* A raw file instead: its size must be whole u32s. */
+    unlink(tmp_path("id.npy"));
+    write_bytes(tmp_path("id.bin"), id, 19);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "id.bin") && strstr(err, "19 bytes"), "%s", err);
+    write_bytes(tmp_path("id.bin"), id, 20);
+    ck_assert_msg(sl_input_open(&in, p, tmp_root, err, sizeof err) == 0, "%s", err);
+    sluice_column cols[2];
+    int64_t rows;
+    ck_assert_int_eq(sl_input_next(in, 100, cols, &rows, err, sizeof err), 1);
+    ck_assert_int_eq(rows, 5);
+    ck_assert_uint_eq(((const uint32_t *)cols[1].data)[4], 5);
+    ck_assert_int_eq(sl_input_next(in, 100, cols, &rows, err, sizeof err), 0);
+    sl_input_close(in);
+
+    /* A truncated .npy. */
+    unsigned char img[256];
+    size_t n = make_npy(img, sizeof img, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", x, 12);
+    write_bytes(tmp_path("x.npy"), img, n);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "x.npy") && strstr(err, "truncated"), "%s", err);
+    ck_assert_int_eq(sl_input_open(&in, p, "/nonexistent-input", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "/nonexistent-input"), "%s", err);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(input_reads_csv_in_batches) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, xy_yaml);
+    char err[512];
+    const char *text = "id,extra,x\n1,a,0.5\n2,b,1.5\n3,c,2.5\n";
+    write_bytes(tmp_path("in.csv"), text, strlen(text));
+    sl_input *in = NULL;
+    ck_assert_msg(sl_input_open(&in, p, tmp_path("in.csv"), err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sl_input_total_rows(in), -1);
+    sluice_column cols[2];
+    int64_t rows;
+    ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), 1);
+    ck_assert_int_eq(rows, 2);
+    ck_assert_str_eq(cols[0].name, "x");
+    ck_assert_float_eq(((const float *)cols[0].data)[1], 1.5f);
+    ck_assert_uint_eq(((const uint32_t *)cols[1].data)[1], 2);
+    ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), 1);
+    ck_assert_int_eq(rows, 1);
+    ck_assert_float_eq(((const float *)cols[0].data)[0], 2.5f);
+    ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), 0);
+    sl_input_close(in);
+
+    text = "id,x\n1,0.5\n2,zz\n";
+    write_bytes(tmp_path("bad.csv"), text, strlen(text));
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_path("bad.csv"), err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_next(in, 10, cols, &rows, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "bad.csv:3:2") && strstr(err, "'x'") && strstr(err, "zz"), "%s", err);
+    sl_input_close(in);
+
+    text = "id,y\n1,0.5\n";
+    write_bytes(tmp_path("nox.csv"), text, strlen(text));
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_path("nox.csv"), err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "no column 'x'") && strstr(err, "id, y"), "%s", err);
+
+    /* An offsets input cannot come from CSV. */
+    sluice_pipeline *rp = load(ctx, ragged_yaml);
+    ck_assert_int_eq(sl_input_open(&in, rp, tmp_path("in.csv"), err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "offsets"), "%s", err);
+    sluice_pipeline_free(rp);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
+static Suite *io_suite(void) {
+    Suite *s = suite_create("io");
+    TCase *npy = tcase_create("npy");
+    tcase_add_test(npy, npy_parses_what_numpy_writes);
+    tcase_add_test(npy, npy_version_2_header);
+    tcase_add_test(npy, npy_rejects_what_a_column_cannot_be);
+    tcase_add_test(npy, npy_rejects_bad_magic_version_and_truncation);
+    tcase_add_test(npy, npy_survives_random_corruption);
+    tcase_add_test(npy, npy_writer_streams_and_patches_length);
+    suite_add_tcase(s, npy);
+    TCase *csv = tcase_create("csv");
+    tcase_add_test(csv, csv_reads_records);
+    tcase_add_test(csv, csv_reports_bad_files_with_line);
+    tcase_add_test(csv, csv_parses_typed_fields);
+    suite_add_tcase(s, csv);
+    TCase *misc = tcase_create("raw_half_gen");
+    tcase_add_test(misc, raw_sizes);
+    tcase_add_test(misc, half_conversions);
+    tcase_add_test(misc, gen_is_deterministic_and_window_independent);
+    suite_add_tcase(s, misc);
+    TCase *input = tcase_create("input");
+    tcase_add_test(input, input_cuts_batches_at_segment_boundaries);
+    tcase_add_test(input, input_reports_bad_directories);
+    tcase_add_test(input, input_reads_csv_in_batches);
+    suite_add_tcase(s, input);
+    return s;
+}
+
+int main(void) { return tu_run_suite(io_suite()); }
