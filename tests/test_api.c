@@ -300,7 +300,7 @@ START_TEST(introspection_and_explain) {
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
     sluice_pipeline *p = tu_load(ctx,
         "sluice: 1\nname: two-groups\ninput: {x: f32, k: u32}\nstages:\n"
-        "  - filter: x > 0\n  - scan: {of: x, into: s}\n  - sort: {key: k}\n"
+        "  - filter: x > 0\n  - scan: {of: x, op: sum, into: s}\n  - sort: {key: k}\n"
         "  - map: {y: s * 2}\n");
     ck_assert_str_eq(sluice_pipeline_name(p), "two-groups");
     ck_assert_uint_eq(sluice_pipeline_input_count(p), 2);
