@@ -1,8 +1,8 @@
 /* expr.h — the expression language of pipeline files: parse, type-check, evaluate on the CPU
  * a tile at a time, and emit as CUDA/C source for generated kernels.
  *
- * The language (DESIGN §2) and its typing rules are written down in pipelines/SCHEMA.md and
- * at the top of core/expr.c. Every operation has one defined result for every input, the
+ * The language (DESIGN §2) and its typing rules are written down in pipelines/EXPRESSIONS.md
+ * and at the top of core/expr_parse.c. Every operation has one defined result for every input, the
  * same on the CPU and the GPU: both sides call the same inline helpers in kernels/sl_ops.h. */
 #ifndef SL_EXPR_H
 #define SL_EXPR_H
@@ -55,6 +55,12 @@ typedef struct sl_expr_scope {
     void *payload;
 } sl_expr_scope;
 
+/* Hostile-input limits (SLUICE_ERR_LIMIT): text length in bytes, and nesting depth of the
+ * parsed tree (parentheses and operators alike). Deep trees would exhaust the C stack of the
+ * recursive passes over them. */
+#define SL_EXPR_MAX_LENGTH 65536
+#define SL_EXPR_MAX_DEPTH 256
+
 /* Parses and type-checks `text` (length bytes). `loc` is where the text starts in the file;
  * errors inside the expression point at the offending token (same line: loc.col + offset).
  * On error a diagnostic is recorded (SLUICE_ERR_EXPR_SYNTAX, SLUICE_ERR_UNKNOWN_COLUMN,
@@ -98,6 +104,30 @@ void sl_expr_run(const sl_expr_program *p, const sl_eval_env *env, int64_t rows,
                  void *out);
 /* Evaluates one row with no program (slow path: operator checks, constants). */
 sl_value sl_expr_eval_scalar(const sl_expr *e, const sl_eval_env *env, int64_t row);
+
+/* ---- typed elements, shared by core/types.c and the evaluator ------------------------- */
+
+/* One element of any column type, as stored (bool: one byte; f16: its bits). */
+typedef union sl_raw {
+    uint8_t b;
+    int8_t i8;
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    uint16_t f16;
+    float f32;
+    double f64;
+} sl_raw;
+/* Converts n elements of type `from` at src to type `to` at dst with the language's cast
+ * rules (kernels/sl_ops.h). src and dst must not overlap. */
+void sl_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n);
+/* A value as the raw element of its own type, and back. */
+void sl_value_to_raw(sl_value v, sl_raw *out);
+sl_value sl_value_from_raw(sluice_type t, const void *raw);
 
 /* ---- source emission for generated kernels -------------------------------------------- */
 
