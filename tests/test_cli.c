@@ -1,0 +1,491 @@
+/* test_cli.c — the `sluice` program end to end: every subcommand, exit statuses 0/1/2, the
+ * diagnostics format, the three input formats giving the same results, bad files, --param,
+ * and outputs that do not depend on --batch-rows. */
+#include "cli_testutil.h"
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void write_npy(const char *path, sluice_type type, const void *data, int64_t n) {
+    char err[256];
+    ck_assert_msg(sl_npy_write_file(path, type, data, n, err, sizeof err) == 0, "%s", err);
+}
+
+static void expect_contains(const char *haystack, const char *needle) {
+    ck_assert_msg(strstr(haystack, needle) != NULL, "expected '%s' in:\n%s", needle, haystack);
+}
+
+static void expect_same_file(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = cli_slurp(a, &la), *y = cli_slurp(b, &lb);
+    ck_assert_msg(x && y, "cannot read %s or %s", a, b);
+    ck_assert_msg(la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* A pipeline that keeps rows with x above a threshold param and sums y over the stream. */
+static const char *threshold_yaml =
+    "sluice: 1\n"
+    "name: threshold\n"
+    "params:\n"
+    "  t: {type: f32, default: 0.0}\n"
+    "input:\n"
+    "  x: f32\n"
+    "  y: i32\n"
+    "stages:\n"
+    "  - filter: x > t\n"
+    "  - scan: {of: y, op: sum, into: total}\n";
+
+static const char *ragged_yaml =
+    "sluice: 1\n"
+    "name: ragged\n"
+    "input:\n"
+    "  v: i32\n"
+    "  rows: {type: i64, role: offsets}\n"
+    "stages:\n"
+    "  - segmented_scan: {of: v, op: sum, segments: rows, into: c}\n"
+    "output: [v, c]\n";
+
+/* ---- help, version, usage ---------------------------------------------------------------- */
+
+START_TEST(version_and_help) {
+    cli_tmp_make();
+    cli_result r = cli_run("--version");
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, SLUICE_VERSION_STRING);
+    cli_result_free(&r);
+    r = cli_run("help");
+    CLI_EXPECT(r, 0);
+    const char *commands[] = {"run", "check", "explain", "gen", "bench"};
+    for (size_t i = 0; i < 5; i++) expect_contains(r.out, commands[i]);
+    cli_result_free(&r);
+    for (size_t i = 0; i < 5; i++) {
+        r = cli_run("%s --help", commands[i]);
+        CLI_EXPECT(r, 0);
+        expect_contains(r.out, "usage: sluice ");
+        expect_contains(r.out, commands[i]);
+        cli_result_free(&r);
+    }
+    r = cli_run("help run");
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "--batch-rows");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(usage_errors_exit_2) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    const char *cases[] = {
+        "",
+        "frobnicate",
+        "help frobnicate",
+        "check",
+        "check a.yaml b.yaml",
+        "check --strict x.yaml",
+        "explain",
+        "explain %s/t.yaml --backend gpu",
+        "run",
+        "run %s/t.yaml --out x",
+        "run %s/t.yaml --in x",
+        "run %s/t.yaml --in x --out y --batch-rows 0",
+        "run %s/t.yaml --in x --out y --batch-rows many",
+        "run %s/t.yaml --in x --out y --param t",
+        "run %s/t.yaml --in x --out y --frob",
+        "run %s/t.yaml --in x --out",
+        "gen %s/t.yaml --out x",
+        "gen %s/t.yaml --rows -5 --out x",
+        "gen %s/t.yaml --rows 10",
+        "bench %s/t.yaml",
+        "bench %s/t.yaml --rows 10 --repeat 0",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, cases[i], cli_tmp_root);
+        cli_result r = cli_run("%s", args);
+        ck_assert_msg(r.status == 2, "`sluice %s` exited %d, expected 2\n%s", args, r.status, r.err);
+        ck_assert_msg(strstr(r.err, "usage") || strstr(r.err, "commands:"),
+                      "`sluice %s` gave no usage:\n%s", args, r.err);
+        cli_result_free(&r);
+    }
+    cli_tmp_remove();
+}
+END_TEST
+
+/* ---- check and explain ------------------------------------------------------------------- */
+
+START_TEST(check_reports_every_error_with_location) {
+    cli_tmp_make();
+    write_text(cli_tmp("good.yaml"), threshold_yaml);
+    cli_result r = cli_run("check '%s'", cli_tmp("good.yaml"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "ok");
+    cli_result_free(&r);
+
+    write_text(cli_tmp("bad.yaml"),
+               "sluice: 1\n"
+               "name: bad\n"
+               "input:\n"
+               "  x: f32\n"
+               "stages:\n"
+               "  - mapp: {y: x}\n"
+               "  - filter: zz > 0\n");
+    r = cli_run("check '%s'", cli_tmp("bad.yaml"));
+    CLI_EXPECT(r, 1);
+    char where[600];
+    snprintf(where, sizeof where, "%s:6:", cli_tmp("bad.yaml"));
+    expect_contains(r.err, where);
+    expect_contains(r.err, ": error: ");
+    expect_contains(r.err, "  - mapp: {y: x}");
+    expect_contains(r.err, "^");
+    /* Not only the first error. */
+    snprintf(where, sizeof where, "%s:7:", cli_tmp("bad.yaml"));
+    expect_contains(r.err, where);
+    cli_result_free(&r);
+
+    r = cli_run("check '%s'", cli_tmp("missing.yaml"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "missing.yaml");
+    cli_result_free(&r);
+
+    /* run with a broken pipeline is an error in the pipeline: 1, with the diagnostics. */
+    r = cli_run("run '%s' --in x --out '%s'", cli_tmp("bad.yaml"), cli_tmp("o"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, ": error: ");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(explain_prints_the_plan) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    cli_result r = cli_run("explain '%s' --backend cpu", cli_tmp("t.yaml"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "threshold");
+    expect_contains(r.out, "pass");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* ---- run: formats, params, bad files ----------------------------------------------------- */
+
+/* Writes the threshold pipeline's input as .npy, .bin and CSV in three directories. */
+static void write_threshold_inputs(int n, float *x, int32_t *y) {
+    tu_rng rng;
+    tu_rng_seed(&rng, 99);
+    for (int i = 0; i < n; i++) {
+        x[i] = (float)((double)tu_rng_range(&rng, -1000, 1000) / 256.0); /* exact in CSV */
+        y[i] = (int32_t)tu_rng_range(&rng, -50000, 50000);
+    }
+    mkdir(cli_tmp("npy"), 0777);
+    mkdir(cli_tmp("raw"), 0777);
+    write_npy(cli_tmp("npy/x.npy"), SLUICE_F32, x, n);
+    write_npy(cli_tmp("npy/y.npy"), SLUICE_I32, y, n);
+    FILE *f = fopen(cli_tmp("raw/x.bin"), "wb");
+    fwrite(x, sizeof *x, (size_t)n, f);
+    fclose(f);
+    f = fopen(cli_tmp("raw/y.bin"), "wb");
+    fwrite(y, sizeof *y, (size_t)n, f);
+    fclose(f);
+    f = fopen(cli_tmp("in.csv"), "w");
+    fprintf(f, "y,note,x\n");
+    for (int i = 0; i < n; i++) fprintf(f, "%d,\"row, %d\",%.9g\n", y[i], i, (double)x[i]);
+    fclose(f);
+}
+
+START_TEST(run_npy_raw_and_csv_agree_with_an_oracle) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    enum { N = 5000 };
+    static float x[N];
+    static int32_t y[N];
+    write_threshold_inputs(N, x, y);
+    const char *inputs[] = {"npy", "raw", "in.csv"};
+    for (int k = 0; k < 3; k++) {
+        cli_result r = cli_run("run '%s' --in '%s' --out '%s' --param t=0.5 --backend cpu",
+                               cli_tmp("t.yaml"), cli_tmp("%s", inputs[k]), cli_tmp("out%d", k));
+        CLI_EXPECT(r, 0);
+        cli_result_free(&r);
+    }
+    /* The oracle: rows with x > 0.5, and the running sum of their y in i64. */
+    cli_column xs, tot;
+    char err[256];
+    ck_assert_msg(cli_read_npy(cli_tmp("out0/x.npy"), &xs, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cli_read_npy(cli_tmp("out0/total.npy"), &tot, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(tot.type, SLUICE_I64);
+    int64_t kept = 0, sum = 0;
+    for (int i = 0; i < N; i++) {
+        if (!(x[i] > 0.5f)) continue;
+        sum += y[i];
+        ck_assert_int_lt(kept, xs.length);
+        ck_assert_float_eq(((float *)xs.data)[kept], x[i]);
+        ck_assert_int_eq(((int64_t *)tot.data)[kept], sum);
+        kept++;
+    }
+    ck_assert_int_eq(kept, xs.length);
+    ck_assert_int_gt(kept, N / 10);
+    free(xs.data);
+    free(tot.data);
+    for (int k = 1; k < 3; k++) {
+        expect_same_file(cli_tmp("out0/x.npy"), cli_tmp("out%d/x.npy", k));
+        expect_same_file(cli_tmp("out0/y.npy"), cli_tmp("out%d/y.npy", k));
+        expect_same_file(cli_tmp("out0/total.npy"), cli_tmp("out%d/total.npy", k));
+    }
+    /* The default param keeps more rows; an unknown or malformed param is a usage error. */
+    cli_result r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("t.yaml"), cli_tmp("npy"),
+                           cli_tmp("def"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    cli_column d;
+    ck_assert(cli_read_npy(cli_tmp("def/x.npy"), &d, err, sizeof err) == 0);
+    ck_assert_int_gt(d.length, kept);
+    free(d.data);
+    r = cli_run("run '%s' --in '%s' --out '%s' --param nosuch=1", cli_tmp("t.yaml"),
+                cli_tmp("npy"), cli_tmp("bad"));
+    CLI_EXPECT(r, 2);
+    cli_result_free(&r);
+    r = cli_run("run '%s' --in '%s' --out '%s' --param t=abc", cli_tmp("t.yaml"),
+                cli_tmp("npy"), cli_tmp("bad"));
+    CLI_EXPECT(r, 2);
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* Every column type survives input → pipeline → output unchanged. */
+START_TEST(run_round_trips_every_type) {
+    cli_tmp_make();
+    write_text(cli_tmp("all.yaml"),
+               "sluice: 1\n"
+               "name: all-types\n"
+               "input:\n"
+               "  b: bool\n  i8: i8\n  i16: i16\n  i32: i32\n  i64: i64\n"
+               "  u8: u8\n  u16: u16\n  u32: u32\n  u64: u64\n  f16: f16\n  f32: f32\n  f64: f64\n"
+               "stages:\n"
+               "  - map: {n: i64(u8) + 1}\n"
+               "output: [b, i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64]\n");
+    cli_result r = cli_run("gen '%s' --rows 3000 --seed 4 --out '%s'", cli_tmp("all.yaml"),
+                           cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows 1000", cli_tmp("all.yaml"),
+                cli_tmp("in"), cli_tmp("out"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    const char *cols[] = {"b", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64"};
+    for (size_t i = 0; i < 12; i++) {
+        cli_column a, b;
+        char err[256];
+        ck_assert(cli_read_npy(cli_tmp("in/%s.npy", cols[i]), &a, err, sizeof err) == 0);
+        ck_assert(cli_read_npy(cli_tmp("out/%s.npy", cols[i]), &b, err, sizeof err) == 0);
+        ck_assert_int_eq(a.type, b.type);
+        ck_assert_int_eq(a.length, 3000);
+        ck_assert_int_eq(b.length, 3000);
+        ck_assert_msg(memcmp(a.data, b.data, 3000 * sluice_type_size(a.type)) == 0, "%s", cols[i]);
+        free(a.data);
+        free(b.data);
+    }
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(run_rejects_bad_files_with_exit_1) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    enum { N = 100 };
+    float x[N];
+    int32_t y[N];
+    write_threshold_inputs(N, x, y);
+    struct {
+        const char *setup; /* shell command run in the scratch dir before */
+        const char *input;
+        const char *needles[2];
+    } cases[] = {
+        {"rm npy/y.npy", "npy", {"y.npy", "'y'"}},
+        {"printf 'garbage' > npy/y.npy", "npy", {"y.npy", "not a .npy"}},
+        {"head -c 200 npy/y.npy > npy/y2 && mv npy/y2 npy/y.npy", "npy", {"y.npy", "truncated"}},
+        {"truncate -s -1 raw/y.bin", "raw", {"y.bin", "399 bytes"}},
+        {"head -c 396 raw/y.bin > raw/y2 && mv raw/y2 raw/y.bin", "raw", {"mismatched", "y.bin"}},
+        {"sed -i '3s/.*/1,oops,not-a-number/' in.csv", "in.csv", {"in.csv:3:3", "not-a-number"}},
+        {"sed -i '4s/.*/1,2/' in.csv", "in.csv", {"in.csv:4", "fields"}},
+        {"true", "nonexistent-dir", {"nonexistent-dir", ""}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_threshold_inputs(N, x, y);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s", cli_tmp_root, cases[i].setup);
+        ck_assert_int_eq(system(cmd), 0);
+        cli_result r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("t.yaml"),
+                               cli_tmp("%s", cases[i].input), cli_tmp("out"));
+        ck_assert_msg(r.status == 1, "case %zu (%s): exit %d\n%s", i, cases[i].setup, r.status, r.err);
+        for (int k = 0; k < 2; k++) expect_contains(r.err, cases[i].needles[k]);
+        cli_result_free(&r);
+    }
+    /* A big-endian .npy: the message says how to convert. */
+    write_threshold_inputs(N, x, y);
+    unsigned char img[256];
+    memset(img, ' ', sizeof img);
+    memcpy(img, "\x93NUMPY\x01\x00\x76\x00", 10);
+    const char *dict = "{'descr': '>i4', 'fortran_order': False, 'shape': (100,), }";
+    memcpy(img + 10, dict, strlen(dict));
+    img[127] = '\n';
+    FILE *f = fopen(cli_tmp("npy/y.npy"), "wb");
+    fwrite(img, 1, 128, f);
+    fwrite(y, sizeof *y, N, f);
+    fclose(f);
+    cli_result r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("t.yaml"), cli_tmp("npy"),
+                           cli_tmp("out"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "big-endian");
+    expect_contains(r.err, "astype('<i4')");
+    cli_result_free(&r);
+    /* An output directory that cannot be made. */
+    write_threshold_inputs(N, x, y);
+    write_text(cli_tmp("file"), "x");
+    r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("t.yaml"), cli_tmp("npy"),
+                cli_tmp("file/sub"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "file/sub");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* ---- ragged input, batch cutting, gen, bench ---------------------------------------------- */
+
+START_TEST(batch_rows_do_not_change_outputs) {
+    cli_tmp_make();
+    write_text(cli_tmp("r.yaml"), ragged_yaml);
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    cli_result r = cli_run("gen '%s' --rows 20000 --out '%s' --seed 3", cli_tmp("r.yaml"),
+                           cli_tmp("rin"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("gen '%s' --rows 20000 --out '%s' --seed 3", cli_tmp("t.yaml"), cli_tmp("tin"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    /* The oracle for the ragged sums, straight from the generated files. */
+    cli_column v, rows;
+    char err[256];
+    ck_assert(cli_read_npy(cli_tmp("rin/v.npy"), &v, err, sizeof err) == 0);
+    ck_assert(cli_read_npy(cli_tmp("rin/rows.npy"), &rows, err, sizeof err) == 0);
+    ck_assert_int_eq(v.length, 20000);
+    int64_t *expect = malloc(20000 * sizeof *expect);
+    const int64_t *o = rows.data;
+    ck_assert_int_eq(o[rows.length - 1], 20000);
+    for (int64_t j = 0; j + 1 < rows.length; j++) {
+        int64_t s = 0;
+        for (int64_t i = o[j]; i < o[j + 1]; i++) expect[i] = s += ((int32_t *)v.data)[i];
+    }
+    static const char *batches[] = {"1", "5", "17", "1000", "4194304"};
+    for (size_t b = 0; b < 5; b++) {
+        r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows %s", cli_tmp("r.yaml"),
+                    cli_tmp("rin"), cli_tmp("r%zu", b), batches[b]);
+        CLI_EXPECT(r, 0);
+        cli_result_free(&r);
+        cli_column c;
+        ck_assert(cli_read_npy(cli_tmp("r%zu/c.npy", b), &c, err, sizeof err) == 0);
+        ck_assert_int_eq(c.type, SLUICE_I64);
+        ck_assert_int_eq(c.length, 20000);
+        ck_assert_msg(memcmp(c.data, expect, 20000 * sizeof *expect) == 0,
+                      "segmented sums differ from the oracle with --batch-rows %s", batches[b]);
+        free(c.data);
+        r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows %s", cli_tmp("t.yaml"),
+                    cli_tmp("tin"), cli_tmp("t%zu", b), batches[b]);
+        CLI_EXPECT(r, 0);
+        cli_result_free(&r);
+        if (b > 0) {
+            expect_same_file(cli_tmp("t0/x.npy"), cli_tmp("t%zu/x.npy", b));
+            expect_same_file(cli_tmp("t0/total.npy"), cli_tmp("t%zu/total.npy", b));
+        }
+    }
+    free(expect);
+    free(v.data);
+    free(rows.data);
+    /* Offsets that do not end at the rows are a data error. */
+    int64_t bad[] = {0, 5, 19999};
+    write_npy(cli_tmp("rin/rows.npy"), SLUICE_I64, bad, 3);
+    r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("r.yaml"), cli_tmp("rin"), cli_tmp("x"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "rows.npy");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(gen_is_deterministic) {
+    cli_tmp_make();
+    write_text(cli_tmp("r.yaml"), ragged_yaml);
+    for (int k = 0; k < 3; k++) {
+        cli_result r = cli_run("gen '%s' --rows 2^12 --out '%s' --seed %d", cli_tmp("r.yaml"),
+                               cli_tmp("g%d", k), k < 2 ? 7 : 8);
+        CLI_EXPECT(r, 0);
+        cli_result_free(&r);
+    }
+    expect_same_file(cli_tmp("g0/v.npy"), cli_tmp("g1/v.npy"));
+    expect_same_file(cli_tmp("g0/rows.npy"), cli_tmp("g1/rows.npy"));
+    size_t la, lb;
+    char *a = cli_slurp(cli_tmp("g0/v.npy"), &la), *b = cli_slurp(cli_tmp("g2/v.npy"), &lb);
+    ck_assert(la == lb && memcmp(a, b, la) != 0);
+    free(a);
+    free(b);
+    cli_column v;
+    char err[256];
+    ck_assert(cli_read_npy(cli_tmp("g0/v.npy"), &v, err, sizeof err) == 0);
+    ck_assert_int_eq(v.length, 4096);
+    free(v.data);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(bench_reports_throughput_beside_memcpy) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    write_text(cli_tmp("r.yaml"), ragged_yaml);
+    cli_result r = cli_run("bench '%s' --rows 100000 --repeat 3 --backend cpu", cli_tmp("t.yaml"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "rows=100000");
+    expect_contains(r.out, "sluice ");
+    expect_contains(r.out, "memcpy");
+    expect_contains(r.out, "GB/s");
+    expect_contains(r.out, "sluice / memcpy");
+    cli_result_free(&r);
+    r = cli_run("bench '%s' --rows 50000 --repeat 1", cli_tmp("r.yaml"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("gen '%s' --rows 1000 --out '%s'", cli_tmp("t.yaml"), cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("bench '%s' --in '%s' --repeat 1 --batch-rows 100", cli_tmp("t.yaml"), cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "rows=1000");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, version_and_help);
+    tcase_add_test(tc, usage_errors_exit_2);
+    tcase_add_test(tc, check_reports_every_error_with_location);
+    tcase_add_test(tc, explain_prints_the_plan);
+    tcase_add_test(tc, run_npy_raw_and_csv_agree_with_an_oracle);
+    tcase_add_test(tc, run_round_trips_every_type);
+    tcase_add_test(tc, run_rejects_bad_files_with_exit_1);
+    tcase_add_test(tc, batch_rows_do_not_change_outputs);
+    tcase_add_test(tc, gen_is_deterministic);
+    tcase_add_test(tc, bench_reports_throughput_beside_memcpy);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
