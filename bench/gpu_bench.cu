@@ -1,0 +1,399 @@
+// gpu_bench.cu — the GPU benchmark of issue 3: each sluice figure beside a device-to-device
+// copy and the CUB call doing the same job, all measured in the same run, as ratios.
+//
+// Usage: gpu_bench [log2_rows=28] [reps=20]
+// Prints one line per measurement and a table last. Times are medians of `reps` runs timed
+// with CUDA events after two warm-ups; data is random (never zeros) and far larger than L2.
+// "job bytes" are the bytes the job must move at least: each input read once, each output
+// written once. "% copy" is (job bytes / time) over the copy's bandwidth (bytes read +
+// written / time), so 100% means the job ran at copy speed.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <cuda_runtime.h>
+
+#include "cuda/sort.h"
+#include "sluice.h"
+#include "sluice_cuda.h"
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static int g_reps = 20;
+static cudaStream_t g_stream;
+
+// Median time in ms of fn() queued on g_stream, two warm-ups first.
+static double time_ms(const std::function<void()> &fn) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 2; i++) fn();
+    CK(cudaStreamSynchronize(g_stream));
+    std::vector<float> t;
+    for (int i = 0; i < g_reps; i++) {
+        CK(cudaEventRecord(a, g_stream));
+        fn();
+        CK(cudaEventRecord(b, g_stream));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// ---- data ------------------------------------------------------------------------------
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    return x;
+}
+__global__ void fill_normalish(float *x, int64_t n, uint64_t seed) {  // sum of 4 uniforms, centred
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = mix(i * 0x9e3779b97f4a7c15ull + seed);
+        float s = 0;
+        for (int k = 0; k < 4; k++) s += (float)((h >> (16 * k)) & 0xffff) / 65536.0f;
+        x[i] = s - 2.0f;
+    }
+}
+__global__ void fill_u32(uint32_t *x, int64_t n, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = (uint32_t)mix(i + seed);
+}
+__global__ void fill_decay(float *a, int64_t n, uint64_t seed) {  // a in [0.5, 1): stays bounded
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        a[i] = 0.5f + (float)(mix(i + seed) & 0xffff) / 131072.0f;
+}
+// Segment keys and offsets with random lengths of mean `avg` (1 .. 2*avg-1).
+static void make_segments(int64_t n, int avg, std::vector<int64_t> &offsets, std::vector<int> &keys) {
+    offsets.clear();
+    keys.resize(n);
+    uint64_t s = 12345;
+    int64_t at = 0;
+    int k = 0;
+    offsets.push_back(0);
+    while (at < n) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t len = 1 + (int64_t)((s >> 33) % (uint64_t)(2 * avg - 1));
+        if (at + len > n) len = n - at;
+        for (int64_t i = 0; i < len; i++) keys[at + i] = k;
+        at += len;
+        k++;
+        offsets.push_back(at);
+    }
+}
+static unsigned grid(int64_t n) { return (unsigned)std::min<int64_t>((n + 255) / 256, 65536); }
+
+// ---- helpers for CUB compositions -------------------------------------------------------
+struct Positive {
+    __host__ __device__ bool operator()(float v) const { return v > 0.0f; }
+};
+struct Affine {  // (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2)
+    __host__ __device__ float2 operator()(float2 l, float2 r) const {
+        return make_float2(l.x * r.x, r.x * l.y + r.y);
+    }
+};
+__global__ void k_r2(const float *x, const float *y, float *r2, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        r2[i] = x[i] * x[i] + y[i] * y[i];
+}
+__global__ void k_flag_lt(const float *r2, float lim, char *keep, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        keep[i] = r2[i] < lim;
+}
+__global__ void k_z(const float *x, const float *before, const int64_t *count, float *z) {
+    int64_t n = *count;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        z[i] = x[i] * 2.0f + before[i];
+}
+__global__ void k_flag_pos(const float *x, const int64_t *count, char *keep) {
+    int64_t n = *count;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        keep[i] = x[i] > 0.0f;
+}
+__global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        ab[i] = make_float2(a[i], b[i]);
+}
+
+// ---- sluice through the public API ------------------------------------------------------
+struct sluice_job {
+    sluice_context *ctx = nullptr;
+    sluice_pipeline *p = nullptr;
+    sluice_session *s = nullptr;
+    std::string why;
+    int64_t out_rows = 0;
+};
+static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
+    if (sluice_context_create(&j.ctx, nullptr) != SLUICE_OK) return false;
+    sluice_status st = sluice_pipeline_load_string(j.ctx, yaml, strlen(yaml), "bench", &j.p);
+    if (st == SLUICE_OK) {
+        sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+        so.backend = SLUICE_BACKEND_CUDA;
+        so.max_batch_rows = n;
+        sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
+        co.stream = g_stream;
+        co.outputs_on_device = 1;
+        st = sluice_cuda_session_open(j.p, &so, &co, &j.s);
+    }
+    if (st != SLUICE_OK) {
+        const sluice_diagnostic *d = sluice_context_diagnostic(j.ctx, 0);
+        j.why = std::string(sluice_status_name(st)) + ": " + (d ? d->message : "");
+        return false;
+    }
+    return true;
+}
+static void sluice_close(sluice_job &j) {
+    sluice_session_close(j.s);
+    sluice_pipeline_free(j.p);
+    sluice_context_destroy(j.ctx);
+}
+// One push of device columns and the pull of every result; exits on error.
+static void sluice_step(sluice_job &j, const std::vector<sluice_column> &cols) {
+    sluice_status st = sluice_cuda_session_push_device(j.s, cols.data(), cols.size());
+    sluice_batch *b = nullptr;
+    while (st == SLUICE_OK && (st = sluice_session_pull(j.s, &b)) == SLUICE_OK && b) {
+        j.out_rows = sluice_batch_rows(b);
+        sluice_batch_free(b);
+    }
+    if (st != SLUICE_OK) {
+        const sluice_diagnostic *d = sluice_context_diagnostic(j.ctx, 0);
+        fprintf(stderr, "sluice push failed: %s: %s\n", sluice_status_name(st), d ? d->message : "");
+        exit(1);
+    }
+}
+
+// ---- the table --------------------------------------------------------------------------
+struct row {
+    std::string job, sluice, cub, bar;
+};
+static std::vector<row> g_rows;
+static char *fmt(const char *f, double v) {
+    static char buf[16][64];
+    static int k;
+    char *b = buf[k++ % 16];
+    if (v < 0) snprintf(b, 64, "n/a");
+    else snprintf(b, 64, f, v);
+    return b;
+}
+
+int main(int argc, char **argv) {
+    int lg = argc > 1 ? atoi(argv[1]) : 28;
+    if (argc > 2) g_reps = atoi(argv[2]);
+    const int64_t n = (int64_t)1 << lg;
+    CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d, %d SMs, L2 %d MB), rows 2^%d, median of %d\n", prop.name,
+           prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20, lg, g_reps);
+
+    float *x, *y, *out, *out2;
+    uint32_t *u, *v, *uo, *vo;
+    int64_t *count;
+    CK(cudaMalloc(&x, n * 4)); CK(cudaMalloc(&y, n * 4));
+    CK(cudaMalloc(&out, n * 8)); CK(cudaMalloc(&out2, n * 8));
+    CK(cudaMalloc(&u, n * 4)); CK(cudaMalloc(&v, n * 4));
+    CK(cudaMalloc(&uo, n * 4)); CK(cudaMalloc(&vo, n * 4));
+    CK(cudaMalloc(&count, 64));
+    fill_normalish<<<grid(n), 256, 0, g_stream>>>(x, n, 1);
+    fill_normalish<<<grid(n), 256, 0, g_stream>>>(y, n, 2);
+    fill_u32<<<grid(n), 256, 0, g_stream>>>(u, n, 3);
+    fill_u32<<<grid(n), 256, 0, g_stream>>>(v, n, 4);
+    CK(cudaGetLastError());
+    size_t tmp_bytes = (size_t)n * 24 + (64 << 20);  // generous for every CUB call below
+    void *tmp;
+    CK(cudaMalloc(&tmp, tmp_bytes));
+
+    // Copy: the ceiling every figure is measured against.
+    double t_copy = time_ms([&] { CK(cudaMemcpyAsync(out, x, n * 4, cudaMemcpyDeviceToDevice, g_stream)); });
+    double copy_bw = 2.0 * n * 4 / (t_copy * 1e-3);  // bytes/s
+    printf("copy            %8.3f ms  %7.1f GB/s (read+write)\n", t_copy, copy_bw / 1e9);
+    auto pct = [&](double job_bytes, double ms) { return ms < 0 ? -1.0 : 100.0 * job_bytes / (ms * 1e-3) / copy_bw; };
+
+    // 1. exclusive f32 sum scan.
+    {
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceScan::ExclusiveSum(tmp, b, x, out, n, g_stream)); });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
+                           "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n", n)) {
+            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            sluice_close(j);
+        } else printf("sluice scan: %s\n", j.why.c_str());
+        double jb = 8.0 * n;
+        printf("scan            sluice %8.3f ms (%5.1f%% copy)  CUB ExclusiveSum %8.3f ms (%5.1f%% copy)\n",
+               t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({"exclusive f32 sum scan (% of copy)", fmt("%.1f%%", pct(jb, t_sl)),
+                          fmt("%.1f%%", pct(jb, t_cub)), ">= 90%"});
+    }
+    // 2. filter x > 0 (about half kept).
+    {
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceSelect::If(tmp, b, x, out, count, n, Positive(), g_stream)); });
+        int64_t kept;
+        CK(cudaMemcpy(&kept, count, 8, cudaMemcpyDeviceToHost));
+        double floor_ms = (4.0 * n + 4.0 * kept) / copy_bw * 1e3;
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
+                           "  - filter: x > 0\noutput: [x]\n", n)) {
+            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            if (j.out_rows != kept) printf("sluice filter kept %lld rows, CUB %lld\n", (long long)j.out_rows, (long long)kept);
+            sluice_close(j);
+        } else printf("sluice filter: %s\n", j.why.c_str());
+        printf("filter          sluice %8.3f ms (%5.2fx floor)  CUB Select::If %8.3f ms (%5.2fx floor), floor %.3f ms, kept %lld\n",
+               t_sl, t_sl < 0 ? -1 : t_sl / floor_ms, t_cub, t_cub / floor_ms, floor_ms, (long long)kept);
+        g_rows.push_back({"filter x > 0 (time / floor)", fmt("%.2fx", t_sl < 0 ? -1 : t_sl / floor_ms),
+                          fmt("%.2fx", t_cub / floor_ms), "<= 1.10x"});
+    }
+    // 3. linear recurrence over f32 (a, b).
+    {
+        float *a = y;  // reuse: a in [0.5, 1)
+        fill_decay<<<grid(n), 256, 0, g_stream>>>(a, n, 5);
+        float2 *ab = (float2 *)out2;
+        k_pack2<<<grid(n), 256, 0, g_stream>>>(a, x, ab, n);
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceScan::InclusiveScan(tmp, b, ab, (float2 *)out, Affine(), n, g_stream)); });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-linrec\ninput: {a: f32, b: f32}\nstages:\n"
+                           "  - scan: {op: linrec, a: a, b: b, into: h}\noutput: [h]\n", n)) {
+            std::vector<sluice_column> c = {{"a", SLUICE_F32, a, n}, {"b", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            sluice_close(j);
+        } else printf("sluice linrec: %s\n", j.why.c_str());
+        double jb = 12.0 * n;  // a, b read; h written
+        printf("linrec          sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveScan(pair) %8.3f ms (%5.1f%% copy)\n",
+               t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({"linear recurrence f32 (% of copy)", fmt("%.1f%%", pct(jb, t_sl)),
+                          fmt("%.1f%%", pct(jb, t_cub)), ">= 80%"});
+        fill_normalish<<<grid(n), 256, 0, g_stream>>>(y, n, 2);
+    }
+    // 4. segmented sum over offsets, average segment 1000 and 8 rows.
+    for (int avg : {1000, 8}) {
+        std::vector<int64_t> off;
+        std::vector<int> keys;
+        make_segments(n, avg, off, keys);
+        int *dkeys;
+        int64_t *doff;
+        CK(cudaMalloc(&dkeys, n * 4));
+        CK(cudaMalloc(&doff, off.size() * 8));
+        CK(cudaMemcpy(dkeys, keys.data(), n * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(doff, off.data(), off.size() * 8, cudaMemcpyHostToDevice));
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceScan::InclusiveSumByKey(tmp, b, dkeys, x, out, n, cuda::std::equal_to<>(), g_stream)); });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-segscan\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
+                           "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n", n)) {
+            std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            sluice_close(j);
+        } else printf("sluice segmented: %s\n", j.why.c_str());
+        double jb = 8.0 * n + 8.0 * off.size();
+        printf("segscan avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveSumByKey %8.3f ms (%5.1f%% copy)\n",
+               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("segmented sum, avg ") + std::to_string(avg) + " (% of copy)",
+                          fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= 85%"});
+        CK(cudaFree(dkeys));
+        CK(cudaFree(doff));
+    }
+    // 5. u32 key sort and u32/u32 pair sort: the launcher and a session, against CUB direct.
+    for (int with_values = 0; with_values < 2; with_values++) {
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] {
+            if (with_values) CK(cub::DeviceRadixSort::SortPairs(tmp, b, u, uo, v, vo, (int)n, 0, 32, g_stream));
+            else CK(cub::DeviceRadixSort::SortKeys(tmp, b, u, uo, (int)n, 0, 32, g_stream));
+        });
+        sluice_type types[2] = {SLUICE_U32, SLUICE_U32};
+        sl_cuda_sort_desc d = {};
+        d.ncolumns = 1 + with_values;
+        d.types = types;
+        d.nkeys = 1;
+        d.keys[0] = 0;
+        d.bits_hi = 32;
+        sl_cuda_sort s;
+        double t_launch = -1;
+        if (sl_cuda_sort_prepare(&s, &d, n) == SLUICE_OK && s.scratch_bytes <= tmp_bytes) {
+            const void *in[2] = {u, v};
+            void *o[2] = {uo, vo};
+            t_launch = time_ms([&] { CK((cudaError_t)sl_cuda_sort_run(&s, tmp, n, types, in, o, g_stream)); });
+        }
+        double t_sl = -1;
+        sluice_job j;
+        const char *yaml = with_values
+            ? "sluice: 1\nname: bench-sort-pairs\ninput: {k: u32, v: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k, v]\n"
+            : "sluice: 1\nname: bench-sort\ninput: {k: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n";
+        if (sluice_open(j, yaml, n)) {
+            std::vector<sluice_column> c = {{"k", SLUICE_U32, u, n}};
+            if (with_values) c.push_back({"v", SLUICE_U32, v, n});
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            sluice_close(j);
+        } else printf("sluice sort: %s\n", j.why.c_str());
+        const char *what = with_values ? "u32/u32 pair sort" : "u32 key sort";
+        printf("%-15s sluice %8.3f ms  launcher %8.3f ms  CUB DeviceRadixSort %8.3f ms (%.2fx / %.2fx of CUB speed)\n",
+               what, t_sl, t_launch, t_cub, t_sl < 0 ? -1 : t_cub / t_sl, t_launch < 0 ? -1 : t_cub / t_launch);
+        g_rows.push_back({std::string(what) + " (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl),
+                          "1.000x", ">= 0.95x"});
+        g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
+                          "1.000x", ""});
+    }
+    // 6. six stages (map, flag, compact, scan, map, filter): one sluice pass vs CUB + kernels.
+    {
+        float *r2 = out, *xc = out2, *r2c = out2 + n, *before = (float *)uo, *z = (float *)vo;
+        char *keep = (char *)u;  // scratch flags (u's contents are not needed any more)
+        float *zo = out + n, *r2o = (float *)v;
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] {
+            k_r2<<<grid(n), 256, 0, g_stream>>>(x, y, r2, n);
+            k_flag_lt<<<grid(n), 256, 0, g_stream>>>(r2, 2.0f, keep, n);
+            CK(cub::DeviceSelect::Flagged(tmp, b, x, keep, xc, count, n, g_stream));
+            CK(cub::DeviceSelect::Flagged(tmp, b, r2, keep, r2c, count, n, g_stream));
+            // The kept count stays on the device: the later steps run over n rows bounded by it.
+            CK(cub::DeviceScan::ExclusiveSum(tmp, b, r2c, before, n, g_stream));
+            k_z<<<grid(n), 256, 0, g_stream>>>(xc, before, count, z);
+            k_flag_pos<<<grid(n), 256, 0, g_stream>>>(xc, count, keep);
+            CK(cub::DeviceSelect::Flagged(tmp, b, z, keep, zo, count + 1, n, g_stream));
+            CK(cub::DeviceSelect::Flagged(tmp, b, r2c, keep, r2o, count + 2, n, g_stream));
+        });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-six\ninput: {x: f32, y: f32}\nstages:\n"
+                           "  - map: {r2: x*x + y*y}\n  - flag: {keep: r2 < 2.0}\n  - compact: {by: keep}\n"
+                           "  - scan: {of: r2, op: sum, kind: exclusive, into: before}\n"
+                           "  - map: {z: x * 2.0 + before}\n  - filter: x > 0\noutput: [z, r2]\n", n)) {
+            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}, {"y", SLUICE_F32, y, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            sluice_close(j);
+        } else printf("sluice six-stage: %s\n", j.why.c_str());
+        printf("six-stage       sluice %8.3f ms  CUB+kernels %8.3f ms  (%.2fx faster)\n", t_sl, t_cub,
+               t_sl < 0 ? -1 : t_cub / t_sl);
+        g_rows.push_back({"six-stage pipeline (speed-up over CUB+kernels)", fmt("%.2fx", t_sl < 0 ? -1 : t_cub / t_sl),
+                          "1.00x", ">= 3x"});
+    }
+
+    printf("\n| job (2^%d rows) | sluice | CUB | bar |\n|---|---|---|---|\n", lg);
+    printf("| device-to-device copy | | %.1f GB/s | |\n", copy_bw / 1e9);
+    for (auto &r : g_rows) printf("| %s | %s | %s | %s |\n", r.job.c_str(), r.sluice.c_str(), r.cub.c_str(), r.bar.c_str());
+    return 0;
+}

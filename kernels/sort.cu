@@ -1,0 +1,366 @@
+// sort.cu — the radix sort launchers behind the `sort` stage (see core/cuda/sort.h for the
+// key images and the three strategies). Compiled by nvcc into the library; the only file
+// that includes CUB's device-wide radix sort, instantiated five times and no more: each
+// instantiation costs nvcc tens of seconds and CI builds on two cores.
+#include <climits>
+#include <cstring>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_runtime.h>
+
+#include "cuda/sort.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int type_bits(sluice_type t) { return (int)sluice_type_size(t) * 8; }
+
+// ---- device side: images, their inverse, gathers --------------------------------------
+
+struct pack_args {
+    int nkeys;
+    int types[SL_CUDA_SORT_MAX_KEYS];
+    const void *cols[SL_CUDA_SORT_MAX_KEYS];
+    bool descending;
+    bool narrowed;  // one key, bits [lo, hi) extracted
+    int lo, hi;
+};
+
+__device__ __forceinline__ uint64_t low_mask(int bits) {
+    return bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+}
+
+// The ascending, full-width image of one key value (core/cuda/sort.h).
+__device__ __forceinline__ uint64_t key_image(int type, const void *col, uint64_t row) {
+    switch (type) {
+    case SLUICE_BOOL:
+    case SLUICE_U8: return static_cast<const uint8_t *>(col)[row];
+    case SLUICE_I8: return static_cast<uint8_t>(static_cast<const uint8_t *>(col)[row] ^ 0x80u);
+    case SLUICE_U16: return static_cast<const uint16_t *>(col)[row];
+    case SLUICE_I16:
+        return static_cast<uint16_t>(static_cast<const uint16_t *>(col)[row] ^ 0x8000u);
+    case SLUICE_U32: return static_cast<const uint32_t *>(col)[row];
+    case SLUICE_I32: return static_cast<const uint32_t *>(col)[row] ^ 0x80000000u;
+    case SLUICE_U64: return static_cast<const uint64_t *>(col)[row];
+    case SLUICE_I64: return static_cast<const uint64_t *>(col)[row] ^ 0x8000000000000000ull;
+    case SLUICE_F16: {
+        uint16_t b = static_cast<const uint16_t *>(col)[row];
+        return (b & 0x8000u) ? static_cast<uint16_t>(~b) : static_cast<uint16_t>(b | 0x8000u);
+    }
+    case SLUICE_F32: {
+        uint32_t b = static_cast<const uint32_t *>(col)[row];
+        return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    }
+    case SLUICE_F64: {
+        uint64_t b = static_cast<const uint64_t *>(col)[row];
+        return (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
+    }
+    default: return 0;
+    }
+}
+
+__device__ __forceinline__ int key_bits(int type) {
+    switch (type) {
+    case SLUICE_BOOL: case SLUICE_U8: case SLUICE_I8: return 8;
+    case SLUICE_U16: case SLUICE_I16: case SLUICE_F16: return 16;
+    case SLUICE_U32: case SLUICE_I32: case SLUICE_F32: return 32;
+    default: return 64;
+    }
+}
+
+// img[i] = the packed image of row (perm ? perm[i] : i); first_perm, when given, receives
+// the identity permutation (the first pass of PERMUTE writes it here, saving a launch).
+template <typename Img>
+__global__ void image_kernel(pack_args a, const uint32_t *__restrict__ perm, Img *__restrict__ img,
+                             uint32_t *__restrict__ first_perm, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t row = perm ? perm[i] : i;
+        uint64_t v = 0;
+        for (int k = 0; k < a.nkeys; k++) {
+            int w = key_bits(a.types[k]);
+            uint64_t u = key_image(a.types[k], a.cols[k], row);
+            if (a.descending) u = ~u & low_mask(w);
+            if (a.narrowed) {
+                u = (u >> a.lo) & low_mask(a.hi - a.lo);
+                w = a.hi - a.lo;
+            }
+            v = w >= 64 ? u : ((v << w) | u);
+        }
+        img[i] = static_cast<Img>(v);
+        if (first_perm) first_perm[i] = static_cast<uint32_t>(i);
+    }
+}
+
+// Writes the key value whose (full-width, possibly descending) image is img[i].
+__global__ void inverse_image_kernel(int type, bool descending, const uint32_t *__restrict__ img,
+                                     void *__restrict__ out, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        int w = key_bits(type);
+        uint32_t sign = 1u << (w - 1);
+        uint32_t mask = (uint32_t)low_mask(w);
+        uint32_t u = img[i];
+        if (descending) u = ~u & mask;
+        uint32_t v;
+        switch (type) {
+        case SLUICE_I8: case SLUICE_I16: case SLUICE_I32: v = u ^ sign; break;
+        case SLUICE_F16: case SLUICE_F32: v = (u & sign) ? (u & ~sign) : (~u & mask); break;
+        default: v = u; break;
+        }
+        switch (w) {
+        case 8: static_cast<uint8_t *>(out)[i] = static_cast<uint8_t>(v); break;
+        case 16: static_cast<uint16_t *>(out)[i] = static_cast<uint16_t>(v); break;
+        default: static_cast<uint32_t *>(out)[i] = v; break;
+        }
+    }
+}
+
+template <typename T>
+__global__ void gather_kernel(const T *__restrict__ in, const uint32_t *__restrict__ perm,
+                              T *__restrict__ out, uint64_t n) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        out[i] = in[perm[i]];
+}
+
+unsigned grid_for(uint64_t n) {
+    uint64_t blocks = (n + kThreads - 1) / kThreads;
+    // A grid-stride loop covers the rest; 2^16 blocks of 256 threads fill any current GPU.
+    return (unsigned)(blocks < 65536 ? (blocks ? blocks : 1) : 65536);
+}
+
+// ---- CUB: the five instantiations -------------------------------------------------------
+
+template <typename N>
+cudaError_t cub_keys_u32(void *tmp, size_t &bytes, const uint32_t *in, uint32_t *out, N n,
+                         int lo, int hi, cudaStream_t st) {
+    return cub::DeviceRadixSort::SortKeys(tmp, bytes, in, out, n, lo, hi, st);
+}
+template <typename K, typename N>
+cudaError_t cub_pairs(void *tmp, size_t &bytes, const K *kin, K *kout, const uint32_t *vin,
+                      uint32_t *vout, N n, int lo, int hi, cudaStream_t st) {
+    return cub::DeviceRadixSort::SortPairs(tmp, bytes, kin, kout, vin, vout, n, lo, hi, st);
+}
+
+// Dispatches on the row count: 32-bit counts while they fit (CUB's fastest offsets).
+template <typename K>
+cudaError_t pairs(void *tmp, size_t &bytes, const K *kin, K *kout, const uint32_t *vin,
+                  uint32_t *vout, int64_t n, int lo, int hi, cudaStream_t st) {
+    if (n <= INT_MAX)
+        return cub_pairs<K, int>(tmp, bytes, kin, kout, vin, vout, (int)n, lo, hi, st);
+    return cub_pairs<K, int64_t>(tmp, bytes, kin, kout, vin, vout, n, lo, hi, st);
+}
+
+size_t pairs_bytes_for(bool wide, int64_t max_rows, int bits, cudaError_t *err) {
+    size_t best = 0;
+    // Both row-count widths may run when max_rows passes INT_MAX: size for the larger.
+    int64_t sizes[2] = {max_rows < INT_MAX ? max_rows : INT_MAX, max_rows};
+    for (int64_t n : sizes) {
+        size_t b = 0;
+        cudaError_t e = wide ? pairs<uint64_t>(nullptr, b, nullptr, nullptr, nullptr, nullptr, n,
+                                               0, bits, 0)
+                             : pairs<uint32_t>(nullptr, b, nullptr, nullptr, nullptr, nullptr, n,
+                                               0, bits, 0);
+        if (e != cudaSuccess) *err = e;
+        if (b > best) best = b;
+    }
+    return best;
+}
+
+}  // namespace
+
+extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sort_desc *d,
+                                              int64_t max_rows) {
+    if (!s || !d || !d->types || d->nkeys < 1 || d->nkeys > SL_CUDA_SORT_MAX_KEYS ||
+        d->ncolumns < d->nkeys || max_rows < 0 || max_rows > SL_CUDA_SORT_MAX_ROWS)
+        return SLUICE_ERR_INVALID_ARGUMENT;
+    memset(s, 0, sizeof *s);
+    s->max_rows = max_rows < 1 ? 1 : max_rows;
+    s->ncolumns = d->ncolumns;
+    s->nkeys = d->nkeys;
+    s->descending = d->descending;
+    s->value_column = -1;
+    for (int k = 0; k < d->nkeys; k++) {
+        if (d->keys[k] < 0 || d->keys[k] >= d->ncolumns) return SLUICE_ERR_INVALID_ARGUMENT;
+        s->keys[k] = d->keys[k];
+        s->key_types[k] = d->types[d->keys[k]];
+        if (sluice_type_size(s->key_types[k]) == 0) return SLUICE_ERR_INVALID_ARGUMENT;
+    }
+    int w0 = type_bits(s->key_types[0]);
+    s->bits_lo = d->nkeys == 1 ? d->bits_lo : 0;
+    s->bits_hi = d->nkeys == 1 ? d->bits_hi : w0;
+    if (s->bits_lo < 0 || s->bits_hi > w0 || s->bits_lo >= s->bits_hi) {
+        if (d->nkeys != 1 || (d->bits_lo == 0 && d->bits_hi == 0)) {
+            s->bits_lo = 0;
+            s->bits_hi = w0;
+        } else {
+            return SLUICE_ERR_INVALID_ARGUMENT;
+        }
+    }
+
+    // Strategy: one key of at most 32 bits sorts its images directly (and carries one 4-byte
+    // column as CUB's values); everything else sorts a permutation.
+    int others = d->ncolumns - 1;
+    int other = -1;
+    for (int c = 0; c < d->ncolumns; c++)
+        if (c != d->keys[0]) other = c;
+    if (d->nkeys == 1 && w0 <= 32 && others == 0 && max_rows <= INT_MAX)
+        s->strategy = SL_CUDA_SORT_KEYS;
+    else if (d->nkeys == 1 && w0 <= 32 && others == 1 && sluice_type_size(d->types[other]) == 4)
+        s->strategy = SL_CUDA_SORT_PAIRS, s->value_column = other;
+    else
+        s->strategy = SL_CUDA_SORT_PERMUTE;
+    s->identity_image = s->key_types[0] == SLUICE_U32 && !d->descending;
+
+    cudaError_t err = cudaSuccess;
+    size_t n = (size_t)s->max_rows, off = 0;
+    if (s->strategy != SL_CUDA_SORT_PERMUTE) {
+        int lo = s->bits_lo, hi = s->bits_hi;
+        if (s->strategy == SL_CUDA_SORT_KEYS) {
+            err = cub_keys_u32<int>(nullptr, s->cub_bytes, nullptr, nullptr, (int)n, lo, hi, 0);
+        } else {
+            s->cub_bytes = pairs_bytes_for(false, s->max_rows, hi, &err);
+        }
+        if (!s->identity_image) {
+            s->off_img_in = off, off = align_up(off + n * 4);
+            s->off_img_out = off, off = align_up(off + n * 4);
+        }
+    } else {
+        // Packs of at most 64 bits, filled from the least significant key upwards.
+        int k = d->nkeys - 1;
+        bool wide = false;
+        while (k >= 0) {
+            sl_cuda_sort_pack *p = &s->packs[s->npacks++];
+            p->bits = 0;
+            p->count = 0;
+            while (k >= 0) {
+                int w = d->nkeys == 1 ? s->bits_hi - s->bits_lo : type_bits(s->key_types[k]);
+                if (p->bits + w > 64) break;
+                p->bits += w;
+                p->count++;
+                k--;
+            }
+            p->first = k + 1;
+            if (p->bits > 32) wide = true;
+            size_t b = pairs_bytes_for(p->bits > 32, s->max_rows, p->bits, &err);
+            if (b > s->cub_bytes) s->cub_bytes = b;
+        }
+        size_t img = wide ? 8 : 4;
+        s->off_img_in = off, off = align_up(off + n * img);
+        s->off_img_out = off, off = align_up(off + n * img);
+        s->off_perm_in = off, off = align_up(off + n * 4);
+        s->off_perm_out = off, off = align_up(off + n * 4);
+    }
+    if (err != cudaSuccess) return SLUICE_ERR_CUDA;
+    s->off_cub = off;
+    s->scratch_bytes = align_up(off + s->cub_bytes);
+    return SLUICE_OK;
+}
+
+static pack_args pack_for(const sl_cuda_sort *s, const sl_cuda_sort_pack *p, const void *const *in) {
+    pack_args a;
+    memset(&a, 0, sizeof a);
+    a.nkeys = p->count;
+    for (int i = 0; i < p->count; i++) {
+        a.types[i] = s->key_types[p->first + i];
+        a.cols[i] = in[s->keys[p->first + i]];
+    }
+    a.descending = s->descending;
+    a.narrowed = s->nkeys == 1 && (s->bits_lo != 0 || s->bits_hi != type_bits(s->key_types[0]));
+    a.lo = s->bits_lo;
+    a.hi = s->bits_hi;
+    return a;
+}
+
+static cudaError_t gather_column(sluice_type t, const void *in, const uint32_t *perm, void *out,
+                                 uint64_t n, cudaStream_t st) {
+    unsigned g = grid_for(n);
+    switch (sluice_type_size(t)) {
+    case 1: gather_kernel<<<g, kThreads, 0, st>>>((const uint8_t *)in, perm, (uint8_t *)out, n); break;
+    case 2: gather_kernel<<<g, kThreads, 0, st>>>((const uint16_t *)in, perm, (uint16_t *)out, n); break;
+    case 4: gather_kernel<<<g, kThreads, 0, st>>>((const uint32_t *)in, perm, (uint32_t *)out, n); break;
+    default: gather_kernel<<<g, kThreads, 0, st>>>((const uint64_t *)in, perm, (uint64_t *)out, n); break;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t rows,
+                                const sluice_type *types, const void *const *in,
+                                void *const *out, void *stream) {
+    if (rows <= 0) return cudaSuccess;
+    if (rows > s->max_rows) return cudaErrorInvalidValue;
+    cudaStream_t st = (cudaStream_t)stream;
+    char *base = (char *)scratch;
+    void *tmp = base + s->off_cub;
+    size_t tmp_bytes = s->cub_bytes;
+    uint64_t n = (uint64_t)rows;
+    unsigned g = grid_for(n);
+    cudaError_t e;
+    int key = s->keys[0];
+
+    if (s->strategy != SL_CUDA_SORT_PERMUTE) {
+        const uint32_t *kin = (const uint32_t *)in[key];
+        uint32_t *kout = (uint32_t *)out[key];
+        if (!s->identity_image) {
+            pack_args a;
+            memset(&a, 0, sizeof a);
+            a.nkeys = 1;
+            a.types[0] = s->key_types[0];
+            a.cols[0] = in[key];
+            a.descending = s->descending;
+            uint32_t *img = (uint32_t *)(base + s->off_img_in);
+            image_kernel<uint32_t><<<g, kThreads, 0, st>>>(a, nullptr, img, nullptr, n);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+            kin = img;
+            kout = (uint32_t *)(base + s->off_img_out);
+        }
+        if (s->strategy == SL_CUDA_SORT_KEYS)
+            e = cub_keys_u32<int>(tmp, tmp_bytes, kin, kout, (int)rows, s->bits_lo, s->bits_hi, st);
+        else
+            e = pairs<uint32_t>(tmp, tmp_bytes, kin, kout, (const uint32_t *)in[s->value_column],
+                                (uint32_t *)out[s->value_column], rows, s->bits_lo, s->bits_hi,
+                                st);
+        if (e != cudaSuccess) return e;
+        if (!s->identity_image) {
+            inverse_image_kernel<<<g, kThreads, 0, st>>>(s->key_types[0], s->descending, kout,
+                                                         out[key], n);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }
+
+    // PERMUTE: one stable pass per pack, least significant first, then gather every column.
+    uint32_t *perm = (uint32_t *)(base + s->off_perm_in);
+    uint32_t *perm_alt = (uint32_t *)(base + s->off_perm_out);
+    void *img = base + s->off_img_in;
+    void *img_alt = base + s->off_img_out;
+    for (int p = 0; p < s->npacks; p++) {
+        const sl_cuda_sort_pack *pk = &s->packs[p];
+        pack_args a = pack_for(s, pk, in);
+        const uint32_t *through = p == 0 ? nullptr : perm;
+        uint32_t *first = p == 0 ? perm : nullptr;
+        if (pk->bits > 32) {
+            image_kernel<uint64_t><<<g, kThreads, 0, st>>>(a, through, (uint64_t *)img, first, n);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+            e = pairs<uint64_t>(tmp, tmp_bytes, (const uint64_t *)img, (uint64_t *)img_alt, perm,
+                                perm_alt, rows, 0, pk->bits, st);
+        } else {
+            image_kernel<uint32_t><<<g, kThreads, 0, st>>>(a, through, (uint32_t *)img, first, n);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+            e = pairs<uint32_t>(tmp, tmp_bytes, (const uint32_t *)img, (uint32_t *)img_alt, perm,
+                                perm_alt, rows, 0, pk->bits, st);
+        }
+        if (e != cudaSuccess) return e;
+        uint32_t *t = perm;
+        perm = perm_alt;
+        perm_alt = t;
+    }
+    for (int c = 0; c < s->ncolumns; c++)
+        if ((e = gather_column(types[c], in[c], perm, out[c], n, st)) != cudaSuccess) return e;
+    return cudaSuccess;
+}
