@@ -348,8 +348,9 @@ static step *add_step(compiler *c, step_kind kind, bool scalar) {
 
 static bool is_scalar_operand(operand o) { return o.kind == OPND_SLOT; }
 
-/* Compiles e; *out names where its value is. In scalar mode every result is a slot. */
-static void compile_node(compiler *c, const sl_expr *e, bool scalar, operand *out) {
+/* Compiles e; *out names where its value is. In scalar mode every result is a slot. The root's
+ * step (root: true) writes the caller's output directly. */
+static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, operand *out) {
     if (c->failed) return;
     if (!scalar && sl_expr_is_constant(e)) scalar = true;
     switch (e->kind) {
@@ -377,7 +378,7 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, operand *ou
     case SL_EXPR_FIELD: *out = (operand){OPND_FIELD, (uint8_t)(e->side & 1), e->index}; return;
     case SL_EXPR_CAST:
         if (e->a->type == e->type) { /* no conversion: read the operand itself */
-            compile_node(c, e->a, scalar, out);
+            compile_node(c, e->a, scalar, root, out);
             return;
         }
         break;
@@ -386,9 +387,9 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, operand *ou
     operand a = {0, 0, 0}, b = {0, 0, 0}, k = {0, 0, 0};
     step_kind kind;
     if (e->kind == SL_EXPR_COND) {
-        compile_node(c, e->a, scalar, &k);
-        compile_node(c, e->b, scalar, &a);
-        compile_node(c, e->c, scalar, &b);
+        compile_node(c, e->a, scalar, false, &k);
+        compile_node(c, e->b, scalar, false, &a);
+        compile_node(c, e->c, scalar, false, &b);
         if (c->failed) return;
         if (!scalar && is_scalar_operand(k)) { /* a per-run condition: spread it over the rows */
             operand r = new_reg(c);
@@ -401,12 +402,12 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, operand *ou
         }
         kind = STEP_SELECT;
     } else {
-        compile_node(c, e->a, scalar, &a);
-        if (e->b) compile_node(c, e->b, scalar, &b);
+        compile_node(c, e->a, scalar, false, &a);
+        if (e->b) compile_node(c, e->b, scalar, false, &b);
         if (c->failed) return;
         kind = e->kind == SL_EXPR_CAST ? STEP_CAST : e->b ? STEP_BINARY : STEP_UNARY;
     }
-    operand dst = scalar ? new_slot(c, NULL) : new_reg(c);
+    operand dst = scalar ? new_slot(c, NULL) : root ? (operand){OPND_OUT, 0, 0} : new_reg(c);
     step *s = add_step(c, kind, scalar);
     if (!s) return;
     s->op = (uint8_t)e->op;
@@ -416,9 +417,11 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, operand *ou
     s->a = a;
     s->b = b;
     s->c = k;
+    /* Only the operands this node has: an unused operand is {0, 0, 0}, which reads as
+     * register 0 and would free it while it still holds a live value. */
     release(c, a);
-    release(c, b);
-    release(c, k);
+    if (e->b || e->kind == SL_EXPR_COND) release(c, b);
+    if (e->kind == SL_EXPR_COND) release(c, k);
     *out = dst;
 }
 
@@ -437,11 +440,9 @@ sluice_status sl_expr_compile(sluice_context *ctx, const sl_expr *e, int64_t max
     p->reg_bytes = (reg_bytes + 63) & ~(size_t)63;
     compiler c = {ctx, p, NULL, 0, 0, false};
     operand root;
-    compile_node(&c, e, false, &root);
+    compile_node(&c, e, false, true, &root);
     if (!c.failed) {
-        if (root.kind == OPND_REG && p->nsteps > 0 && !p->steps[p->nsteps - 1].scalar) {
-            p->steps[p->nsteps - 1].dst = (operand){OPND_OUT, 0, 0}; /* write the output directly */
-        } else {
+        if (root.kind != OPND_OUT) { /* a leaf or a per-run value: copy or spread it */
             step *s = add_step(&c, root.kind == OPND_SLOT ? STEP_BROADCAST : STEP_COPY, false);
             if (s) {
                 s->type = (uint8_t)e->type;
