@@ -325,8 +325,12 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
     case SLUICE_F64: {
         bad = parse_double(s, &d, &nonfinite);
         if (bad) break;
-        double max = type == SLUICE_F16 ? 65504.0 : type == SLUICE_F32 ? (double)3.40282346638528859812e+38F : INFINITY;
-        if (!nonfinite && fabs(d) > max)
+        /* Out of range means "rounds to infinity in the column's type": a bound on the
+         * double itself would reject the printed forms of the largest values, e.g. numpy's
+         * 3.4028235e+38 for float32 max, which lies a little above FLT_MAX. Past this bound
+         * the float conversion would not be defined. */
+        const double f32_rounds_to_inf = 0x1.ffffffp+127; /* FLT_MAX + half an ulp */
+        if (!nonfinite && type != SLUICE_F64 && fabs(d) >= f32_rounds_to_inf)
             return sl_errf(err, errcap, "'%s' is out of the range of %s", s, tname);
         if (type == SLUICE_F64) {
             memcpy(dst, &d, sizeof d);
@@ -335,6 +339,8 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
             memcpy(dst, &f, sizeof f);
         } else {
             uint16_t h = sl_cli_f32_to_f16((float)d);
+            if (!nonfinite && (h & 0x7fff) == 0x7c00)
+                return sl_errf(err, errcap, "'%s' is out of the range of %s", s, tname);
             memcpy(dst, &h, sizeof h);
         }
         break;
