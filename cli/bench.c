@@ -14,6 +14,10 @@
 #include "gen.h"
 #include "input.h"
 
+/* Rows per pushed batch unless --batch-rows says otherwise: a stream, as `sluice run` pushes it
+ * (and the library's default max_batch_rows). */
+#define DEFAULT_BENCH_BATCH_ROWS (INT64_C(1) << 22)
+
 /* The stream the benchmark pushes: every input column, whole, in memory. */
 typedef struct bench_data {
     size_t ncols;
@@ -22,7 +26,9 @@ typedef struct bench_data {
     int64_t rows;
     uint64_t in_bytes;
     sl_input *input;   /* keeps --in's mapping alive */
-    bool has_offsets;
+    long offsets_col;  /* the offsets input, or -1 */
+    int64_t *rebased;  /* a batch's offsets, rebased to 0 (offsets streams) */
+    sluice_column *window; /* the columns of the batch being pushed */
 } bench_data;
 
 /* ---- baselines ------------------------------------------------------------------------- */
@@ -64,6 +70,8 @@ static void bench_data_free(bench_data *d) {
         if (d->owned) free(d->owned[i]);
     free(d->owned);
     free(d->cols);
+    free(d->rebased);
+    free(d->window);
     sl_input_close(d->input);
 }
 
@@ -71,9 +79,11 @@ static int bench_data_make(bench_data *d, const sluice_pipeline *p, const char *
                            int64_t rows, uint64_t seed) {
     memset(d, 0, sizeof *d);
     d->ncols = sluice_pipeline_input_count(p);
+    d->offsets_col = -1;
     d->cols = calloc(d->ncols + 1, sizeof *d->cols);
     d->owned = calloc(d->ncols + 1, sizeof *d->owned);
-    if (!d->cols || !d->owned) return sl_fail("out of memory");
+    d->window = calloc(d->ncols + 1, sizeof *d->window);
+    if (!d->cols || !d->owned || !d->window) return sl_fail("out of memory");
     if (in_path) {
         char err[1024];
         if (sl_input_open(&d->input, p, in_path, err, sizeof err) != 0 ||
@@ -100,14 +110,18 @@ static int bench_data_make(bench_data *d, const sluice_pipeline *p, const char *
         }
     }
     for (size_t c = 0; c < d->ncols; c++) {
-        sluice_column_info info;
+        sluice_column_info info = {"", SLUICE_I64, SLUICE_ROLE_DATA};
         if (sluice_pipeline_input(p, c, &info) == SLUICE_OK && info.role == SLUICE_ROLE_OFFSETS)
-            d->has_offsets = true;
+            d->offsets_col = (long)c;
         if (!d->cols[c].data) { /* --in with no rows at all */
             static const uint64_t empty[1];
             d->cols[c] = (sluice_column){info.name, info.type, empty, 0};
         }
         d->in_bytes += (uint64_t)d->cols[c].length * sluice_type_size(d->cols[c].type);
+    }
+    if (d->offsets_col >= 0) {
+        d->rebased = malloc((size_t)d->cols[d->offsets_col].length * sizeof *d->rebased + 8);
+        if (!d->rebased) return sl_fail("out of memory");
     }
     return SL_EXIT_OK;
 }
@@ -132,33 +146,52 @@ static int pull_all(sluice_session *s, sluice_context *ctx, uint64_t *out_bytes)
     }
 }
 
+/* Fills d->window with the batch after `*cursor` (a row, or a segment for offsets streams)
+ * and advances it. Returns false when the stream is exhausted; an empty stream yields one
+ * empty batch. */
+static bool next_window(bench_data *d, int64_t *cursor, int64_t batch_rows, bool first) {
+    int64_t start, n;
+    if (d->offsets_col >= 0) {
+        const sluice_column *oc = &d->cols[d->offsets_col];
+        const int64_t *o = oc->data;
+        int64_t k = oc->length - 1, s = *cursor;
+        if (s >= k && !(first && k == 0)) return false;
+        int64_t e = k == 0 ? 0 : sl_next_segment_cut(o, k, s, batch_rows);
+        for (int64_t i = s; i <= e; i++) d->rebased[i - s] = o[i] - o[s];
+        d->window[d->offsets_col] = (sluice_column){oc->name, SLUICE_I64, d->rebased, e - s + 1};
+        start = o[s];
+        n = o[e] - o[s];
+        *cursor = k == 0 ? 1 : e;
+    } else {
+        if (*cursor >= d->rows && !(first && d->rows == 0)) return false;
+        start = *cursor;
+        n = d->rows - start < batch_rows ? d->rows - start : batch_rows;
+        *cursor = d->rows == 0 ? 1 : start + n;
+    }
+    for (size_t c = 0; c < d->ncols; c++) {
+        if ((long)c == d->offsets_col) continue;
+        d->window[c] = d->cols[c];
+        d->window[c].data = (const unsigned char *)d->cols[c].data +
+                            (size_t)start * sluice_type_size(d->cols[c].type);
+        d->window[c].length = n;
+    }
+    return true;
+}
+
 /* One pass of the whole stream through the session; *seconds is its wall time. */
-static int run_stream(sluice_session *s, sluice_context *ctx, const bench_data *d,
-                      int64_t batch_rows, double *seconds, uint64_t *out_bytes) {
+static int run_stream(sluice_session *s, sluice_context *ctx, bench_data *d, int64_t batch_rows,
+                      double *seconds, uint64_t *out_bytes) {
     sluice_status st = sluice_session_reset(s);
     double t0 = sl_now();
     *out_bytes = 0;
-    /* An offsets input describes its own batch's segments, so such a stream goes whole. */
-    int64_t step = d->has_offsets || batch_rows <= 0 ? (d->rows > 0 ? d->rows : 1) : batch_rows;
-    sluice_column *window = calloc(d->ncols + 1, sizeof *window);
-    if (!window) return sl_fail("out of memory");
     int rc = SL_EXIT_OK;
-    for (int64_t at = 0; st == SLUICE_OK && rc == SL_EXIT_OK && (at < d->rows || at == 0);
-         at += step) {
-        int64_t n = d->rows - at < step ? d->rows - at : step;
-        for (size_t c = 0; c < d->ncols; c++) {
-            window[c] = d->cols[c];
-            if (!d->has_offsets) {
-                window[c].data = (const unsigned char *)d->cols[c].data +
-                                 (size_t)at * sluice_type_size(d->cols[c].type);
-                window[c].length = n;
-            }
-        }
-        st = sluice_session_push(s, window, d->ncols);
+    int64_t cursor = 0;
+    for (bool first = true; st == SLUICE_OK && rc == SL_EXIT_OK &&
+                            next_window(d, &cursor, batch_rows, first);
+         first = false) {
+        st = sluice_session_push(s, d->window, d->ncols);
         if (st == SLUICE_OK) rc = pull_all(s, ctx, out_bytes);
-        if (d->rows == 0) break;
     }
-    free(window);
     if (st == SLUICE_OK && rc == SL_EXIT_OK) st = sluice_session_flush(s);
     if (st == SLUICE_OK && rc == SL_EXIT_OK) rc = pull_all(s, ctx, out_bytes);
     *seconds = sl_now() - t0;
@@ -252,7 +285,7 @@ static int bench_run(sluice_context *ctx, sluice_pipeline *p, const bench_args *
 }
 
 static int bench_main(const sl_command *self, int argc, char **argv) {
-    bench_args a = {NULL, NULL, -1, 5, 1, 0, SLUICE_BACKEND_AUTO};
+    bench_args a = {NULL, NULL, -1, 5, 1, DEFAULT_BENCH_BATCH_ROWS, SLUICE_BACKEND_AUTO};
     const char *value;
     for (int i = 1; i < argc;) {
         int got;
@@ -311,6 +344,7 @@ const sl_command sl_command_bench = {
     "  --in INPUT       benchmark this input instead of generated data\n"
     "  --repeat R       timed runs per figure (default 5)\n"
     "  --seed S         generator seed (default 1)\n"
-    "  --batch-rows N   push the stream in batches of N rows (default: whole)\n"
+    "  --batch-rows N   push the stream in batches of N rows (default 4194304; whole\n"
+    "                   segments for a stream with an offsets input)\n"
     "  --backend B      auto, cpu or cuda\n",
     bench_main};

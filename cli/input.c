@@ -260,6 +260,14 @@ void sl_input_close(sl_input *in) {
     free(in);
 }
 
+int64_t sl_next_segment_cut(const int64_t *offsets, int64_t segments, int64_t first,
+                            int64_t max_rows) {
+    /* Whole segments up to the budget; the first one is taken whatever its length. */
+    int64_t e = first + 1;
+    while (e < segments && offsets[e + 1] - offsets[first] <= max_rows) e++;
+    return e;
+}
+
 int64_t sl_input_total_rows(const sl_input *in) { return in->csv_source ? -1 : in->rows; }
 
 /* A window of a mapped column; copied when the file puts it at an address the element type
@@ -283,10 +291,15 @@ static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, 
     if (in->offsets_col >= 0) {
         input_column *o = &in->cols[in->offsets_col];
         if (in->seg_pos >= in->segments) return 0;
-        /* Whole segments up to the budget; the first one is taken whatever its length.
-         * The offsets were checked non-decreasing and within the rows when opened. */
-        int64_t s = in->seg_pos, e = s + 1, base = offsets_at(o, s);
-        while (e < in->segments && offsets_at(o, e + 1) - base <= max_rows) e++;
+        /* The offsets were checked non-decreasing and within the rows when opened. */
+        int64_t s = in->seg_pos, base = offsets_at(o, s), e;
+        if ((uintptr_t)o->base % sizeof(int64_t) == 0) {
+            e = sl_next_segment_cut((const int64_t *)(const void *)o->base, in->segments, s,
+                                    max_rows);
+        } else { /* an oddly aligned .npy: the same rule, element by element */
+            e = s + 1;
+            while (e < in->segments && offsets_at(o, e + 1) - base <= max_rows) e++;
+        }
         size_t k1 = (size_t)(e - s + 1);
         if (ensure_buf(o, k1 * sizeof(int64_t)) != 0) return sl_errf(err, errcap, "out of memory");
         int64_t *rebased = o->buf;

@@ -33,4 +33,11 @@ int64_t sl_input_total_rows(const sl_input *in);
 int sl_input_next(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
                   char *err, size_t errcap);
 
+/* Where the next batch of a ragged stream ends: from segment `first` of offsets[0..segments]
+ * (non-decreasing), the segment index e such that segments first..e-1 are whole segments
+ * holding at most max_rows rows, or just segment `first` when it alone holds more. Requires
+ * first < segments. */
+int64_t sl_next_segment_cut(const int64_t *offsets, int64_t segments, int64_t first,
+                            int64_t max_rows);
+
 #endif
