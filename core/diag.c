@@ -40,8 +40,9 @@ static char *source_line_copy(sluice_context *ctx, int line) {
     return sl_strndup(ctx, p, (size_t)(e - p));
 }
 
-sluice_status sl_diag_v(sluice_context *ctx, sluice_status status, sl_srcloc loc,
-                        const char *fmt, va_list ap) {
+/* Records one diagnostic; the cap on their number is applied by sl_diag_v. */
+static sluice_status diag_record(sluice_context *ctx, sluice_status status, sl_srcloc loc,
+                                 const char *fmt, va_list ap) {
     if (ctx->ndiags == ctx->diags_cap) {
         size_t cap = ctx->diags_cap ? ctx->diags_cap * 2 : 8;
         sl_diag_entry *d = sl_realloc(ctx, ctx->diags, cap * sizeof *d);
@@ -81,6 +82,35 @@ sluice_status sl_diag_v(sluice_context *ctx, sluice_status status, sl_srcloc loc
     e->pub.column = file ? loc.col : 0;
     e->pub.source_line = source;
     return status;
+}
+
+static sluice_status diag_record_f(sluice_context *ctx, sluice_status status, sl_srcloc loc,
+                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static sluice_status diag_record_f(sluice_context *ctx, sluice_status status, sl_srcloc loc,
+                                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sluice_status s = diag_record(ctx, status, loc, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* A file can hold far more problems than anyone reads. Past this many, one last diagnostic
+ * says so and the rest are not recorded (the call's status is still that of the first).
+ * This keeps a hostile file full of errors cheap to reject: each diagnostic copies its
+ * source line, found by scanning the text from the start. */
+#define SL_MAX_DIAGNOSTICS 100
+
+sluice_status sl_diag_v(sluice_context *ctx, sluice_status status, sl_srcloc loc,
+                        const char *fmt, va_list ap) {
+    if (ctx->ndiags > SL_MAX_DIAGNOSTICS) return status;
+    if (ctx->ndiags == SL_MAX_DIAGNOSTICS) {
+        diag_record_f(ctx, SLUICE_ERR_LIMIT, (sl_srcloc){0, 0},
+                      "more than %d problems: only the first %d are reported; fix those and "
+                      "check again", SL_MAX_DIAGNOSTICS, SL_MAX_DIAGNOSTICS);
+        return status;
+    }
+    return diag_record(ctx, status, loc, fmt, ap);
 }
 
 sluice_status sl_diag(sluice_context *ctx, sluice_status status, sl_srcloc loc, const char *fmt,

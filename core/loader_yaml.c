@@ -69,6 +69,20 @@ static int int_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Where the first occurrence of `text` sits in the mapping: refs is sorted by text and then
+ * by position, so it is the lower bound of text. */
+static int first_with_text(const key_ref *refs, int n, const char *text) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(refs[mid].text, text) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return refs[lo].index;
+}
+
 /* Reports and removes repeated keys of a finished mapping (the first one stays). Sorting
  * keeps this O(n log n) for hostile files with very many keys. Returns false on OOM. */
 static bool drop_duplicate_keys(reader *r, ld_node *map) {
@@ -90,9 +104,7 @@ static bool drop_duplicate_keys(reader *r, ld_node *map) {
         qsort(dups, (size_t)ndups, sizeof *dups, int_cmp);
         for (int d = 0; d < ndups; d++) {
             const ld_node *key = map->items[2 * dups[d]];
-            const ld_node *first = NULL;
-            for (int i = 0; i < n && !first; i++)
-                if (strcmp(map->items[2 * i]->text, key->text) == 0) first = map->items[2 * i];
+            const ld_node *first = map->items[2 * first_with_text(refs, n, key->text)];
             sl_diag(r->ctx, SLUICE_ERR_DUPLICATE_KEY, key->loc,
                     "key '%s' is given twice in this mapping (first at line %d); keep one",
                     key->text, first->loc.line);
