@@ -465,11 +465,18 @@ static sl_expr *convert(parser *p, sl_expr *e, sluice_type t, int *depth) {
         e->type = t;
         return e;
     }
-    sl_expr *c = sl_expr_cast_to(p->ctx, e, t);
+    /* Not sl_expr_cast_to, which frees e when it runs out of memory: every caller still
+     * owns e after a failure and frees it itself. */
+    sl_expr *c = sl_calloc(p->ctx, 1, sizeof *c);
     if (!c) {
         fail_at(p, 0, SLUICE_ERR_NO_MEMORY, "out of memory while parsing an expression");
         return NULL;
     }
+    c->kind = SL_EXPR_CAST;
+    c->type = t;
+    c->a = e;
+    c->loc = e->loc;
+    c->index = -1;
     (*depth)++;
     return c;
 }
