@@ -347,6 +347,8 @@ static bool scope_lookup(void *payload, const char *name, sl_expr_kind *kind, in
         *type = L->p->columns[c].type;
         return true;
     }
+    if (c >= 0 && !L->p->columns[c].hidden && L->dropped_at[c].line > 0 && L->scope_dropped < 0)
+        L->scope_dropped = c;
     int prm = find_param(L, name);
     if (prm >= 0) {
         *kind = SL_EXPR_PARAM;
@@ -368,6 +370,28 @@ static const char *const *scope_candidates(void *payload, size_t *count) {
     return L->scope_names;
 }
 
+/* An expression named a column that existed but was dropped: the expression parser only
+ * knows it is not in scope, so its unknown-name message gets the reason appended. */
+static void explain_dropped(sl_loader *L, size_t mark) {
+    sluice_context *ctx = L->ctx;
+    const sl_column *col = &L->p->columns[L->scope_dropped];
+    for (size_t i = mark; i < ctx->ndiags; i++) {
+        sl_diag_entry *d = &ctx->diags[i];
+        if (d->pub.status != SLUICE_ERR_UNKNOWN_COLUMN || !strstr(d->message, col->name)) continue;
+        sl_strbuf sb;
+        sl_strbuf_init(&sb, ctx);
+        sl_strbuf_printf(&sb, "%s; column '%s' is no longer live here: the stage at line %d "
+                              "dropped it", d->message, col->name,
+                         L->dropped_at[L->scope_dropped].line);
+        char *text = sl_strbuf_take(&sb);
+        if (!text) return; /* keep the shorter message */
+        sl_free(ctx, d->message);
+        d->message = text;
+        d->pub.message = text;
+        return;
+    }
+}
+
 sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned) {
     if (poisoned) *poisoned = false;
     if (n->kind != LD_SCALAR) {
@@ -384,6 +408,7 @@ sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned) {
     sl_expr_scope scope = {scope_lookup, scope_candidates, L};
     size_t mark = L->ctx->ndiags;
     L->scope_hit_poison = false;
+    L->scope_dropped = -1;
     sl_expr *e = NULL;
     sluice_status st = sl_expr_parse(L->ctx, n->text, n->len, loc, &scope, &e);
     if (st == SLUICE_ERR_NO_MEMORY) {
@@ -399,6 +424,7 @@ sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned) {
     }
     if (st != SLUICE_OK) {
         if (e) sl_expr_free(L->ctx, e);
+        if (L->scope_dropped >= 0) explain_dropped(L, mark);
         return NULL;
     }
     return e;

@@ -67,6 +67,7 @@ typedef struct sl_loader {
 
     /* expression scope state */
     bool scope_hit_poison;
+    int scope_dropped;      /* a no-longer-live column an expression named, or -1 */
     const sl_operator *scope_operator; /* non-NULL: resolve l./r. fields only */
     char scope_field_text[2 * SL_MAX_FIELDS][72];       /* "l.a", "r.a", … of that operator */
     const char *scope_field_names[2 * SL_MAX_FIELDS];

@@ -117,6 +117,9 @@ START_TEST(unknown_column) {
     /* a column dropped by a compact says so */
     expect(HEAD "  - compact: {by: f, columns: [x]}\n  - sort: {key: k}\n",
            SLUICE_ERR_UNKNOWN_COLUMN, 6, 17, "line 5 dropped it");
+    /* and inside an expression */
+    expect(HEAD "  - sort: {key: x, values: [f]}\n  - map: {y: x + f32(k)}\n",
+           SLUICE_ERR_UNKNOWN_COLUMN, 6, 22, "the stage at line 5 dropped it");
 }
 END_TEST
 
