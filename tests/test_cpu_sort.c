@@ -1,0 +1,380 @@
+/* test_cpu_sort.c — the CPU radix sort: the float total order (-NaN < -inf < … < -0.0 < +0.0
+ * < … < +inf < +NaN) and its reverse, every key type against a stable comparison sort,
+ * stability, several keys, `bits`, per-batch and per-stream sorts, columns moving with the
+ * keys, and a stream sort that does not depend on how the stream was cut. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/sort.h"
+#include "cpu/threads.h"
+#include "sortkey.h"
+#include "testutil.h"
+#include "types.h"
+
+#define EXPECT(cond, ...)                                                                \
+    do {                                                                                 \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__);                                          \
+    } while (0)
+
+static const sluice_type key_types[] = {SLUICE_I8,  SLUICE_I16, SLUICE_I32, SLUICE_I64,
+                                        SLUICE_U8,  SLUICE_U16, SLUICE_U32, SLUICE_U64,
+                                        SLUICE_F16, SLUICE_F32, SLUICE_F64};
+
+/* ---- an independent oracle: comparison by value ------------------------------------------ */
+
+static double as_double(sluice_type t, const void *d, int64_t i) {
+    switch (t) {
+    case SLUICE_F16: return sl_f16_to_f32(((const uint16_t *)d)[i]);
+    case SLUICE_F32: return ((const float *)d)[i];
+    default: return ((const double *)d)[i];
+    }
+}
+
+/* -1, 0, 1: a before b in ascending order. Floats: NaNs by sign at the ends, -0 before +0. */
+static int compare_keys(sluice_type t, const void *d, int64_t a, int64_t b) {
+    if (sl_type_is_float(t)) {
+        double x = as_double(t, d, a), y = as_double(t, d, b);
+        int rx = isnan(x) ? (signbit(x) ? 0 : 2) : 1, ry = isnan(y) ? (signbit(y) ? 0 : 2) : 1;
+        if (rx != ry) return rx < ry ? -1 : 1;
+        if (rx != 1) return 0;
+        if (x != y) return x < y ? -1 : 1;
+        if (signbit(x) != signbit(y)) return signbit(x) ? -1 : 1;
+        return 0;
+    }
+    size_t sz = sluice_type_size(t);
+    uint64_t ux = 0, uy = 0;
+    memcpy(&ux, (const char *)d + (size_t)a * sz, sz);
+    memcpy(&uy, (const char *)d + (size_t)b * sz, sz);
+    if (sl_type_is_signed(t)) {
+        int sh = 64 - (int)sz * 8;
+        int64_t sx = (int64_t)(ux << sh) >> sh, sy = (int64_t)(uy << sh) >> sh;
+        return sx < sy ? -1 : sx > sy;
+    }
+    return ux < uy ? -1 : ux > uy;
+}
+
+typedef struct oracle_keys {
+    int nkeys;
+    sluice_type type[4];
+    const void *data[4];
+    bool descending;
+} oracle_keys;
+static const oracle_keys *g_keys;
+
+static int oracle_cmp(const void *pa, const void *pb) {
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    for (int k = 0; k < g_keys->nkeys; k++) {
+        int c = compare_keys(g_keys->type[k], g_keys->data[k], a, b);
+        if (c) return g_keys->descending ? -c : c;
+    }
+    return a < b ? -1 : a > b; /* stable */
+}
+
+static int64_t *oracle_order(const oracle_keys *k, int64_t n) {
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n + 8);
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    g_keys = k;
+    qsort(idx, (size_t)n, sizeof *idx, oracle_cmp);
+    return idx;
+}
+
+static void *random_keys(tu_rng *r, sluice_type t, int64_t n, int distinct) {
+    size_t sz = sluice_type_size(t);
+    void *d = malloc((size_t)n * sz + 8);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = tu_rng_next(r);
+        if (distinct) v = (uint64_t)tu_rng_range(r, -distinct, distinct);
+        if (sl_type_is_float(t)) {
+            double f = distinct ? (double)(int64_t)v * 0.5 : tu_rng_normal(r) * 1e3;
+            int special = (int)tu_rng_range(r, 0, 40);
+            if (special == 0) f = NAN;
+            if (special == 1) f = -NAN;
+            if (special == 2) f = INFINITY;
+            if (special == 3) f = -INFINITY;
+            if (special == 4) f = -0.0;
+            if (special == 5) f = 0.0;
+            if (t == SLUICE_F16) ((uint16_t *)d)[i] = sl_f32_to_f16((float)f);
+            else if (t == SLUICE_F32) ((float *)d)[i] = (float)f;
+            else ((double *)d)[i] = f;
+        } else {
+            memcpy((char *)d + (size_t)i * sz, &v, sz);
+        }
+    }
+    return d;
+}
+
+/* Runs the pipeline (inputs k and i: u32 row numbers) and returns the output columns. */
+static sluice_batch *run_sort_pipeline(sluice_context *ctx, const char *yaml,
+                                       const sluice_column *cols, size_t ncols) {
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.max_batch_rows = 5000;
+    sluice_batch *b = NULL;
+    sluice_status st = sluice_run(p, &o, cols, ncols, &b);
+    if (st) tu_print_diags(ctx);
+    ck_assert_int_eq(st, SLUICE_OK);
+    sluice_pipeline_free(p);
+    return b;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+START_TEST(float_total_order) {
+    float special[8] = {-NAN, -INFINITY, -1.5f, -0.0f, 0.0f, 2.0f, INFINITY, NAN};
+    int shuffle[8] = {5, 0, 7, 3, 1, 6, 4, 2};
+    float x[8];
+    for (int i = 0; i < 8; i++) x[i] = special[shuffle[i]];
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_column c = {"x", SLUICE_F32, x, 8};
+    for (int desc = 0; desc < 2; desc++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, "sluice: 1\nname: t\ninput: {x: f32}\nstages:\n"
+                 "  - sort: {key: x, order: %s}\n", desc ? "descending" : "ascending");
+        sluice_batch *b = run_sort_pipeline(ctx, yaml, &c, 1);
+        sluice_column o;
+        ck_assert_int_eq(sluice_batch_column(b, 0, &o), SLUICE_OK);
+        for (int i = 0; i < 8; i++) {
+            uint32_t got, want;
+            memcpy(&got, &((const float *)o.data)[i], 4);
+            memcpy(&want, &special[desc ? 7 - i : i], 4);
+            ck_assert_msg(got == want, "position %d: bits %08x, want %08x", i, got, want);
+        }
+        sluice_batch_free(b);
+    }
+    /* The images themselves: strictly increasing along the order. */
+    uint32_t img[8];
+    sl_sortkey_images(SLUICE_F32, special, NULL, false, 8, false, img);
+    for (int i = 1; i < 8; i++) ck_assert_uint_lt(img[i - 1], img[i]);
+    float back[8];
+    sl_sortkey_values(SLUICE_F32, img, 8, false, back);
+    ck_assert_int_eq(memcmp(back, special, sizeof back), 0);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* Every key type, ascending and descending, per batch and per stream, with a value column:
+ * the same order as a stable comparison sort (so also stable). */
+START_TEST(every_type_vs_oracle) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 21);
+    static const int64_t sizes[] = {0, 1, 31, 33, 4097, 20000};
+    for (size_t ti = 0; ti < SL_ARRAY_LEN(key_types); ti++) {
+        sluice_type t = key_types[ti];
+        for (size_t si = 0; si < SL_ARRAY_LEN(sizes); si++) {
+            for (int variant = 0; variant < 4; variant++) {
+                int64_t n = sizes[si];
+                bool desc = variant & 1, per_batch = variant & 2;
+                void *k = random_keys(&rng, t, n, si % 2 ? 20 : 0); /* many ties half the time */
+                uint32_t *iv = malloc(4 * (size_t)n + 4);
+                for (int64_t i = 0; i < n; i++) iv[i] = (uint32_t)i;
+                sluice_column cols[2] = {{"k", t, k, n}, {"i", SLUICE_U32, iv, n}};
+                char yaml[512];
+                snprintf(yaml, sizeof yaml,
+                         "sluice: 1\nname: t\ninput: {k: %s, i: u32}\nstages:\n"
+                         "  - sort: {key: k, order: %s, per: %s}\noutput: [k, i]\n",
+                         sluice_type_name(t), desc ? "descending" : "ascending",
+                         per_batch ? "batch" : "stream");
+                sluice_batch *b = run_sort_pipeline(ctx, yaml, cols, 2);
+                ck_assert_int_eq(sluice_batch_rows(b), n);
+                oracle_keys ok = {1, {t}, {k}, desc};
+                int64_t *want = oracle_order(&ok, n);
+                sluice_column ko, io;
+                sluice_batch_column(b, 0, &ko);
+                sluice_batch_column(b, 1, &io);
+                size_t sz = sluice_type_size(t);
+                for (int64_t r = 0; r < n; r++) {
+                    EXPECT(((const uint32_t *)io.data)[r] == (uint32_t)want[r],
+                           "%s %s n=%lld row %lld: row %u, want %lld", sluice_type_name(t),
+                           desc ? "desc" : "asc", (long long)n, (long long)r,
+                           ((const uint32_t *)io.data)[r], (long long)want[r]);
+                    EXPECT(memcmp((const char *)ko.data + (size_t)r * sz,
+                                  (const char *)k + (size_t)want[r] * sz, sz) == 0,
+                           "key bits moved wrongly at row %lld", (long long)r);
+                }
+                free(want);
+                free(k);
+                free(iv);
+                sluice_batch_free(b);
+            }
+        }
+    }
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(several_keys_and_bits) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 4);
+    int64_t n = 30000;
+    uint8_t *a = random_keys(&rng, SLUICE_U8, n, 0);
+    float *f = random_keys(&rng, SLUICE_F32, n, 3);
+    uint16_t *h = random_keys(&rng, SLUICE_U16, n, 0);
+    for (int64_t i = 0; i < n; i++) a[i] &= 3;
+    sluice_column cols[3] = {{"a", SLUICE_U8, a, n}, {"f", SLUICE_F32, f, n}, {"h", SLUICE_U16, h, n}};
+    for (int desc = 0; desc < 2; desc++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: t\ninput: {a: u8, f: f32, h: u16}\nstages:\n"
+                 "  - sort: {keys: [a, f], order: %s}\noutput: [a, f, h]\n",
+                 desc ? "descending" : "ascending");
+        sluice_batch *b = run_sort_pipeline(ctx, yaml, cols, 3);
+        oracle_keys ok = {2, {SLUICE_U8, SLUICE_F32}, {a, f}, desc};
+        int64_t *want = oracle_order(&ok, n);
+        sluice_column hc;
+        sluice_batch_column(b, 2, &hc);
+        for (int64_t r = 0; r < n; r++)
+            EXPECT(((const uint16_t *)hc.data)[r] == h[want[r]], "row %lld", (long long)r);
+        free(want);
+        sluice_batch_free(b);
+    }
+    /* bits: [4, 12] of a u16 key: stable by (h >> 4) & 0xff only. */
+    sluice_batch *b = run_sort_pipeline(ctx,
+        "sluice: 1\nname: t\ninput: {a: u8, f: f32, h: u16}\nstages:\n"
+        "  - sort: {key: h, bits: [4, 12]}\noutput: [h, a]\n", cols, 3);
+    uint16_t *mid = malloc(2 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) mid[i] = (uint16_t)((h[i] >> 4) & 0xff);
+    oracle_keys ok = {1, {SLUICE_U16}, {mid}, false};
+    int64_t *want = oracle_order(&ok, n);
+    sluice_column hc;
+    sluice_batch_column(b, 0, &hc);
+    for (int64_t r = 0; r < n; r++)
+        EXPECT(((const uint16_t *)hc.data)[r] == h[want[r]], "bits: row %lld", (long long)r);
+    free(want);
+    free(mid);
+    sluice_batch_free(b);
+    free(a);
+    free(f);
+    free(h);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* A stream sort over batches cut anywhere equals the sort of the whole; the groups after it
+ * (a segmented scan keyed by the sort key) run at flush. */
+START_TEST(stream_sort_cutting) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: t\ninput: {k: u32, v: i64}\nstages:\n"
+        "  - filter: v != 0\n  - sort: {key: k}\n"
+        "  - segmented_scan: {of: v, op: sum, segments: {key: k}, into: s}\noutput: [k, v, s]\n");
+    tu_rng rng;
+    tu_rng_seed(&rng, 9);
+    int64_t n = 25000;
+    uint32_t *k = malloc(4 * (size_t)n);
+    int64_t *v = malloc(8 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        k[i] = (uint32_t)tu_rng_range(&rng, 0, 300);
+        v[i] = tu_rng_range(&rng, -5, 5);
+    }
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.max_batch_rows = 4000;
+    int64_t *first_s = NULL, rows_first = 0;
+    for (int trial = 0; trial < 3; trial++) {
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        int64_t at = 0;
+        while (at < n) {
+            int64_t len = trial == 0 ? n : tu_rng_range(&rng, 0, 7000);
+            if (len > n - at) len = n - at;
+            sluice_column c[2] = {{"k", SLUICE_U32, k + at, len}, {"v", SLUICE_I64, v + at, len}};
+            ck_assert_int_eq(sluice_session_push(s, c, 2), SLUICE_OK);
+            sluice_batch *none;
+            ck_assert_int_eq(sluice_session_pull(s, &none), SLUICE_OK);
+            ck_assert_ptr_null(none); /* a stream sort emits nothing before flush */
+            at += len;
+        }
+        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        sluice_batch *b;
+        ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+        ck_assert_ptr_nonnull(b);
+        sluice_column kc, vc, sc;
+        sluice_batch_column(b, 0, &kc);
+        sluice_batch_column(b, 1, &vc);
+        sluice_batch_column(b, 2, &sc);
+        int64_t rows = sluice_batch_rows(b);
+        /* Oracle: sorted keys non-decreasing, s is the running sum per key. */
+        int64_t acc = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const uint32_t *kk = kc.data;
+            if (r == 0 || kk[r] != kk[r - 1]) acc = 0;
+            EXPECT(r == 0 || kk[r - 1] <= kk[r], "not sorted at %lld", (long long)r);
+            acc += ((const int64_t *)vc.data)[r];
+            EXPECT(((const int64_t *)sc.data)[r] == acc, "running sum at %lld", (long long)r);
+        }
+        if (trial == 0) {
+            rows_first = rows;
+            first_s = malloc(8 * (size_t)rows + 8);
+            memcpy(first_s, sc.data, 8 * (size_t)rows);
+        } else {
+            ck_assert_int_eq(rows, rows_first);
+            ck_assert_int_eq(memcmp(first_s, sc.data, 8 * (size_t)rows), 0);
+        }
+        sluice_batch_free(b);
+        sluice_session_close(s);
+    }
+    free(first_s);
+    free(k);
+    free(v);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* The radix sort alone, with a pool, on sizes that make several workers and skipped passes. */
+START_TEST(radix_direct) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sl_cpu_pool *pool;
+    ck_assert_int_eq(sl_cpu_pool_create(ctx, 3, &pool), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 1);
+    int64_t n = 400000;
+    uint64_t *k = malloc(8 * (size_t)n), *kt = malloc(8 * (size_t)n);
+    uint32_t *v = malloc(4 * (size_t)n), *vt = malloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        k[i] = tu_rng_next(&rng) & 0x00ff00000000ffffull; /* middle bytes constant: skipped */
+        v[i] = (uint32_t)i;
+    }
+    uint64_t *orig = malloc(8 * (size_t)n);
+    memcpy(orig, k, 8 * (size_t)n);
+    bool in_tmp = sl_cpu_radix_sort(pool, k, kt, true, v, vt, false, n, 0, 64);
+    const uint64_t *sk = in_tmp ? kt : k;
+    const uint32_t *sv = in_tmp ? vt : v;
+    for (int64_t i = 0; i < n; i++) {
+        EXPECT(orig[sv[i]] == sk[i], "payload at %lld", (long long)i);
+        EXPECT(i == 0 || sk[i - 1] < sk[i] || (sk[i - 1] == sk[i] && sv[i - 1] < sv[i]),
+               "order at %lld", (long long)i);
+    }
+    sl_cpu_pool_destroy(pool);
+    free(k);
+    free(kt);
+    free(v);
+    free(vt);
+    free(orig);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *cpu_sort_suite(void) {
+    Suite *s = suite_create("cpu_sort");
+    TCase *tc = tcase_create("sort");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, float_total_order);
+    tcase_add_test(tc, every_type_vs_oracle);
+    tcase_add_test(tc, several_keys_and_bits);
+    tcase_add_test(tc, stream_sort_cutting);
+    tcase_add_test(tc, radix_direct);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(cpu_sort_suite()); }
