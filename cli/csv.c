@@ -348,10 +348,9 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
     default: return sl_errf(err, errcap, "unknown column type");
     }
     if (bad) {
-        if (sluice_type_size(type) && type != SLUICE_F16 && type != SLUICE_F32 && type != SLUICE_F64)
-            return sl_errf(err, errcap, "cannot parse '%s' as %s: expected an integer in its range",
-                           s, tname);
-        return sl_errf(err, errcap, "cannot parse '%s' as %s: expected a number", s, tname);
+        bool is_float = type == SLUICE_F16 || type == SLUICE_F32 || type == SLUICE_F64;
+        return sl_errf(err, errcap, "cannot parse '%s' as %s: expected %s", s, tname,
+                       is_float ? "a number" : "an integer in its range");
     }
     return 0;
 }
