@@ -172,32 +172,31 @@ static void check_operator(sl_loader *L, const sl_operator *op, sl_srcloc identi
 
 /* ---- parsing ------------------------------------------------------------------------------ */
 
-static int field_index(const sl_operator *op, const char *name) {
+int ld_operator_field(const sl_operator *op, const char *name) {
     for (int f = 0; f < op->nfields; f++)
         if (strcmp(op->field_names[f], name) == 0) return f;
     return -1;
 }
 
-/* Checks that mapping m (identity or combine) names each state field once. */
-static bool covers_fields(sl_loader *L, const sl_operator *op, const ld_node *m, const char *what) {
+bool ld_check_fields(sl_loader *L, const sl_operator *op, const ld_node *m, const char *what,
+                     bool require_all) {
     bool ok = true;
     for (int i = 0; i < m->count; i++) {
         const ld_node *k = ld_key(m, i);
-        if (field_index(op, k->text) < 0) {
-            const char *s = sl_suggest(k->text, (const char *const *)op->field_names,
-                                       (size_t)op->nfields);
-            char hint[96] = "";
-            if (s) snprintf(hint, sizeof hint, "; did you mean '%s'?", s);
-            ok = ld_error(L, SLUICE_ERR_UNKNOWN_KEY, k->loc,
-                          "'%s' in the %s of operator '%s' is not one of its state fields%s",
-                          k->text, what, op->name, hint);
-        }
+        if (ld_operator_field(op, k->text) >= 0) continue;
+        const char *s = sl_suggest(k->text, (const char *const *)op->field_names,
+                                   (size_t)op->nfields);
+        char hint[96] = "";
+        if (s) snprintf(hint, sizeof hint, "; did you mean '%s'?", s);
+        ok = ld_error(L, SLUICE_ERR_UNKNOWN_KEY, k->loc,
+                      "'%s' in %s is not one of the state fields of operator '%s'%s", k->text,
+                      what, op->name, hint);
     }
-    for (int f = 0; f < op->nfields; f++)
+    for (int f = 0; require_all && f < op->nfields; f++)
         if (!ld_get(m, op->field_names[f]))
             ok = ld_error(L, SLUICE_ERR_MISSING_KEY, m->loc,
-                          "the %s of operator '%s' needs a value for state field '%s'", what,
-                          op->name, op->field_names[f]);
+                          "%s needs a value for state field '%s' of operator '%s'", what,
+                          op->field_names[f], op->name);
     return ok;
 }
 
@@ -234,7 +233,7 @@ static bool parse_identity(sl_loader *L, sl_operator *op, const ld_node *identit
         return ld_error(L, SLUICE_ERR_BAD_VALUE, identity->loc,
                         "identity of operator '%s' must be a mapping FIELD: VALUE, not %s",
                         op->name, ld_shape(identity));
-    bool ok = covers_fields(L, op, identity, "identity");
+    bool ok = ld_check_fields(L, op, identity, "the identity", true);
     for (int f = 0; f < op->nfields; f++) {
         const ld_node *v = ld_get(identity, op->field_names[f]);
         if (!v) continue;
@@ -257,7 +256,7 @@ static bool parse_combine(sl_loader *L, sl_operator *op, const ld_node *combine)
         return ld_error(L, SLUICE_ERR_BAD_VALUE, combine->loc,
                         "combine of operator '%s' must be a mapping FIELD: EXPRESSION over l. "
                         "and r., not %s", op->name, ld_shape(combine));
-    bool ok = covers_fields(L, op, combine, "combine");
+    bool ok = ld_check_fields(L, op, combine, "combine", true);
     /* expressions see only l.<field> and r.<field> */
     for (int f = 0; f < op->nfields; f++) {
         snprintf(L->scope_field_text[2 * f], sizeof L->scope_field_text[0], "l.%s",

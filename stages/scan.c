@@ -169,28 +169,6 @@ static void parse_linrec(scan_parse *s) {
     if (!set_of(s, 1, b)) s->ok = false;
 }
 
-static int field_of(const sl_operator *op, const char *name) {
-    for (int f = 0; f < op->nfields; f++)
-        if (strcmp(op->field_names[f], name) == 0) return f;
-    return -1;
-}
-
-static bool known_fields(scan_parse *s, const sl_operator *op, const ld_node *m, const char *key) {
-    bool ok = true;
-    for (int i = 0; i < m->count; i++) {
-        const ld_node *k = ld_key(m, i);
-        if (field_of(op, k->text) >= 0) continue;
-        const char *hint = sl_suggest(k->text, (const char *const *)op->field_names,
-                                      (size_t)op->nfields);
-        char buf[96] = "";
-        if (hint) snprintf(buf, sizeof buf, "; did you mean '%s'?", hint);
-        ok = ld_error(s->L, SLUICE_ERR_UNKNOWN_KEY, k->loc,
-                      "'%s' in %s is not a state field of operator '%s'%s", k->text, key,
-                      op->name, buf);
-    }
-    return ok;
-}
-
 static void parse_custom(scan_parse *s, const sl_operator *op) {
     sl_loader *L = s->L;
     static const char *const not_custom[] = {"a", "b", "acc"};
@@ -221,15 +199,10 @@ static void parse_custom(scan_parse *s, const sl_operator *op) {
                          ld_shape(of));
         return;
     }
-    if (!known_fields(s, op, of, "of")) s->ok = false;
+    if (!ld_check_fields(L, op, of, "of", true)) s->ok = false;
     for (int f = 0; f < op->nfields && !L->oom; f++) {
         const ld_node *v = ld_get(of, op->field_names[f]);
-        if (!v) {
-            s->ok = ld_error(L, SLUICE_ERR_MISSING_KEY, of->loc,
-                             "of needs an expression for state field '%s' of operator '%s'",
-                             op->field_names[f], op->name);
-            continue;
-        }
+        if (!v) continue;
         sl_expr *e = ld_expr(L, v, NULL);
         if (!e || !set_of(s, f, e)) s->ok = false;
     }
@@ -264,9 +237,9 @@ static void define_into(scan_parse *s, const ld_node *into) {
                      op->nfields > 0 ? op->field_names[0] : "field", ld_shape(into));
             return;
         }
-        known_fields(s, op, into, "into");
+        ld_check_fields(L, op, into, "into", false);
         for (int i = 0; i < into->count; i++) {
-            int f = field_of(op, ld_key(into, i)->text);
+            int f = ld_operator_field(op, ld_key(into, i)->text);
             const ld_node *v = ld_val(into, i);
             const char *name = ld_scalar(L, v, "an into column");
             if (f < 0 || !name) continue;

@@ -240,10 +240,22 @@ END_TEST
 START_TEST(operator_declaration_errors) {
     expect(op_yaml("l.a + x", "{a: 0.0}"), SLUICE_ERR_UNKNOWN_COLUMN, 9, 16, "");
     expect(op_yaml("l.a + r.b", "{a: 0.0}"), SLUICE_ERR_UNKNOWN_COLUMN, 9, 16, "");
-    expect(op_yaml("l.a + r.a", "{b: 0.0}"), SLUICE_ERR_UNKNOWN_KEY, 7, 16, "not one of its state fields");
+    expect(op_yaml("l.a + r.a", "{b: 0.0}"), SLUICE_ERR_UNKNOWN_KEY, 7, 16, "is not one of the state fields");
     expect("sluice: 1\nname: t\ninput: {x: f32}\noperators:\n  sum:\n    state: {a: f32}\n"
            "    identity: {a: 0}\n    combine: {a: l.a + r.a}\nstages:\n  - map: {y: x}\n",
            SLUICE_ERR_BAD_VALUE, 5, 3, "builtin operator");
+    /* a scan with a declared operator names every field in of, only fields in into */
+    const char *affine = "sluice: 1\nname: t\ninput: {x: f32}\noperators:\n  affine:\n"
+                         "    state: {a: f32, b: f32}\n    identity: {a: 1.0, b: 0.0}\n"
+                         "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\nstages:\n";
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "%s  - scan: {op: affine, of: {a: x}, into: {b: h}}\n", affine);
+    expect(yaml, SLUICE_ERR_MISSING_KEY, 10, 28, "needs a value for state field 'b'");
+    snprintf(yaml, sizeof yaml, "%s  - scan: {op: affine, of: {a: x, b: x}, into: {c: h}}\n",
+             affine);
+    expect(yaml, SLUICE_ERR_UNKNOWN_KEY, 10, 49, "'c' in into is not one of the state fields");
+    snprintf(yaml, sizeof yaml, "%s  - scan: {op: affine, of: x, into: {b: h}}\n", affine);
+    expect(yaml, SLUICE_ERR_BAD_VALUE, 10, 28, "maps each state field");
 }
 END_TEST
 
