@@ -315,7 +315,8 @@ void ld_snapshot_live(sl_loader *L) {
             ld_oom(L);
             return;
         }
-        memcpy(s->live_after, L->live, (size_t)L->p->ncolumns);
+        /* no columns yet: live may still be NULL, and memcpy from NULL is undefined */
+        if (L->p->ncolumns) memcpy(s->live_after, L->live, (size_t)L->p->ncolumns);
     }
 }
 
