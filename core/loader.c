@@ -404,8 +404,7 @@ sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned) {
         ld_error(L, SLUICE_ERR_EXPR_SYNTAX, n->loc, "empty expression: write one after the ':'");
         return NULL;
     }
-    sl_srcloc loc = n->loc;
-    if (n->quoted) loc.col += 1;
+    sl_srcloc loc = n->text_loc;
     sl_expr_scope scope = {scope_lookup, scope_candidates, L};
     size_t mark = L->ctx->ndiags;
     L->scope_hit_poison = false;

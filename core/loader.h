@@ -25,6 +25,8 @@ typedef struct ld_node {
     char *text;             /* scalar: its value, NUL-terminated */
     size_t len;
     bool quoted;            /* scalar written quoted or as a block: not plain */
+    sl_srcloc text_loc;     /* scalar: where its first character of text is in the file
+                               (after an opening quote; a block's first content line) */
     int count;              /* sequence: items; mapping: pairs */
     struct ld_node **items; /* sequence: count items; mapping: key, value, key, value … */
 } ld_node;

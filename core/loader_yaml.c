@@ -13,6 +13,31 @@ static sl_srcloc mark_loc(yaml_mark_t m) {
     return (sl_srcloc){(int)m.line + 1, (int)m.column + 1};
 }
 
+/* Where a scalar's text begins: after the opening quote of a quoted scalar; for a block
+ * scalar (| or >), at the indentation of its first non-blank line after the indicator. */
+static sl_srcloc scalar_text_loc(const char *text, size_t length, const yaml_event_t *ev) {
+    sl_srcloc loc = mark_loc(ev->start_mark);
+    yaml_scalar_style_t style = ev->data.scalar.style;
+    if (style == YAML_SINGLE_QUOTED_SCALAR_STYLE || style == YAML_DOUBLE_QUOTED_SCALAR_STYLE) {
+        loc.col += 1;
+    } else if (style == YAML_LITERAL_SCALAR_STYLE || style == YAML_FOLDED_SCALAR_STYLE) {
+        size_t i = ev->start_mark.index;
+        for (;;) {
+            while (i < length && text[i] != '\n') i++; /* to the end of this line */
+            if (i >= length) break;
+            i++;
+            loc.line++;
+            size_t indent = 0;
+            while (i + indent < length && text[i + indent] == ' ') indent++;
+            if (i + indent < length && text[i + indent] != '\n' && text[i + indent] != '\r') {
+                loc.col = (int)indent + 1;
+                break;
+            }
+        }
+    }
+    return loc;
+}
+
 void ld_node_free(sluice_context *ctx, ld_node *n) {
     if (!n) return;
     int nitems = n->kind == LD_MAPPING ? 2 * n->count : n->count;
@@ -206,6 +231,7 @@ sluice_status ld_yaml_read(sluice_context *ctx, const char *text, size_t length,
                 node->text = sl_strndup(ctx, (const char *)ev.data.scalar.value, node->len);
                 node->quoted = ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE &&
                                ev.data.scalar.style != YAML_ANY_SCALAR_STYLE;
+                node->text_loc = scalar_text_loc(text, length, &ev);
                 if (!node->text) {
                     sl_free(ctx, node);
                     st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading YAML");

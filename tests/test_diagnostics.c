@@ -192,6 +192,9 @@ START_TEST(expression_syntax) {
     ck_assert_int_eq(sluice_context_diagnostic(ctx, 0)->line, 6);
     ck_assert_int_gt(sluice_context_diagnostic(ctx, 0)->column, 9);
     expect(HEAD "  - map: {y: }\n", SLUICE_ERR_EXPR_SYNTAX, 5, 14, "empty expression");
+    /* quoted and block scalars: positions inside the text as written */
+    expect(HEAD "  - map: {y: 'x * * 2.0'}\n", SLUICE_ERR_EXPR_SYNTAX, 5, 19, "");
+    expect(HEAD "  - map:\n      y: |\n        x * * 2.0\n", SLUICE_ERR_EXPR_SYNTAX, 7, 13, "");
 }
 END_TEST
 
