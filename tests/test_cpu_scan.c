@@ -221,7 +221,7 @@ static void check_scan_oracle(const char *op, sluice_type in, const void *x, int
     else s = 0;
     s = truncate_to(acc, s);
     for (int64_t i = 0; i < n; i++) {
-        uint64_t v = load_u(in, x, i), before = s;
+        uint64_t v = sl_type_is_float(in) ? 0 : load_u(in, x, i), before = s;
         if (!strcmp(op, "sum")) s = s + v;
         else if (!strcmp(op, "count")) s = s + 1;
         else if (!strcmp(op, "prod")) s = s * v;
