@@ -32,6 +32,7 @@ typedef struct input_column {
     void *buf;                  /* CSV values, rebased offsets, or an aligned copy */
     size_t buf_cap;             /* bytes */
     long csv_index;             /* the CSV header column feeding this input */
+    size_t released;            /* bytes of the mapping already handed back (page multiple) */
 } input_column;
 
 struct sl_input {
@@ -108,6 +109,19 @@ static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
     }
     if (c->length == 0) c->base = (const unsigned char *)empty_column_data;
     return 0;
+}
+
+/* Hands back the mapped pages wholly before `ptr`: earlier batches were read during their
+ * push only, so the resident set stays about one batch however large the file is. */
+static void release_before(input_column *c, const void *ptr) {
+    if (!c->map || (const unsigned char *)ptr < (const unsigned char *)c->map) return;
+    static size_t page;
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t upto = (size_t)((const unsigned char *)ptr - (const unsigned char *)c->map) / page * page;
+    if (upto > c->map_len) upto = c->map_len / page * page;
+    if (upto <= c->released) return;
+    madvise((unsigned char *)c->map + c->released, upto - c->released, MADV_DONTNEED);
+    c->released = upto;
 }
 
 static int64_t offsets_at(const input_column *c, int64_t i) {
@@ -293,6 +307,7 @@ static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, 
         if (in->seg_pos >= in->segments) return 0;
         /* The offsets were checked non-decreasing and within the rows when opened. */
         int64_t s = in->seg_pos, base = offsets_at(o, s), e;
+        release_before(o, o->base + (size_t)s * sizeof(int64_t));
         if ((uintptr_t)o->base % sizeof(int64_t) == 0) {
             e = sl_next_segment_cut((const int64_t *)(const void *)o->base, in->segments, s,
                                     max_rows);
@@ -315,6 +330,7 @@ static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, 
     for (size_t i = 0; i < in->ncols; i++) {
         input_column *c = &in->cols[i];
         if (c->info.role == SLUICE_ROLE_OFFSETS) continue;
+        if (c->length > 0) release_before(c, c->base + (size_t)start * sluice_type_size(c->info.type));
         const void *data;
         if (column_window(c, start, n, &data) != 0) return sl_errf(err, errcap, "out of memory");
         cols[i] = (sluice_column){c->info.name, c->info.type, data, n};

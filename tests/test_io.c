@@ -380,6 +380,41 @@ START_TEST(csv_parses_typed_fields) {
 }
 END_TEST
 
+START_TEST(csv_survives_random_corruption) {
+    const char *good = "a,b,\"c d\"\n1,2.5,\"x,\"\"y\"\"\"\r\n-3,nan,z\n\n4,5,6\n";
+    size_t n = strlen(good);
+    char *bad = malloc(n);
+    tu_rng rng;
+    tu_rng_seed(&rng, 7);
+    static const char alphabet[] = "\",\n\r 0-.9a\xEF";
+    for (int trial = 0; trial < 5000; trial++) {
+        memcpy(bad, good, n);
+        for (int f = 0, flips = 1 + (int)tu_rng_range(&rng, 0, 4); f < flips; f++)
+            bad[tu_rng_range(&rng, 0, (int64_t)n - 1)] =
+                alphabet[tu_rng_range(&rng, 0, (int64_t)sizeof alphabet - 2)];
+        size_t len = (size_t)tu_rng_range(&rng, 0, (int64_t)n);
+        sl_csv_reader *r = NULL;
+        char err[256];
+        if (sl_csv_open_memory(&r, bad, len, "fz.csv", err, sizeof err) != 0) {
+            ck_assert_ptr_null(r);
+            ck_assert_uint_gt(strlen(err), 0);
+            continue;
+        }
+        char *const *fields;
+        int got;
+        while ((got = sl_csv_next(r, &fields, err, sizeof err)) == 1) {
+            for (size_t i = 0; i < sl_csv_column_count(r); i++) {
+                double d;
+                (void)sl_csv_parse_value(fields[i], SLUICE_F64, &d, err, sizeof err);
+            }
+        }
+        if (got < 0) ck_assert_msg(strstr(err, "fz.csv:"), "%s", err);
+        sl_csv_close(r);
+    }
+    free(bad);
+}
+END_TEST
+
 /* ---- raw, f16, gen ----------------------------------------------------------------------- */
 
 START_TEST(raw_sizes) {
@@ -642,6 +677,7 @@ static Suite *io_suite(void) {
     tcase_add_test(csv, csv_reads_records);
     tcase_add_test(csv, csv_reports_bad_files_with_line);
     tcase_add_test(csv, csv_parses_typed_fields);
+    tcase_add_test(csv, csv_survives_random_corruption);
     suite_add_tcase(s, csv);
     TCase *misc = tcase_create("raw_half_gen");
     tcase_add_test(misc, raw_sizes);
