@@ -20,8 +20,8 @@ for h in "${HARNESSES[@]}"; do
   seeds=("$ROOT/tests/fuzz/corpus/$h")
   [ -d "$ROOT/tests/fuzz/regressions/$h" ] && seeds+=("$ROOT/tests/fuzz/regressions/$h")
   echo "== fuzz_$h: ${SECONDS_EACH}s"
-  if ! "$BUILD/fuzz_$h" "$work" "${seeds[@]}" -max_total_time="$SECONDS_EACH" -jobs=1 \
-       -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
+  if ! "$BUILD/fuzz_$h" "$work" "${seeds[@]}" -max_total_time="$SECONDS_EACH" \
+       -timeout=30 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
        -artifact_prefix="$findings/" >"$BUILD/fuzz_$h.log" 2>&1; then
     echo "fuzz_$h FAILED; last lines of $BUILD/fuzz_$h.log:"
     tail -n 60 "$BUILD/fuzz_$h.log"
