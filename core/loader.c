@@ -178,7 +178,7 @@ static int find_param(const sl_loader *L, const char *name) {
 /* Fills L->scope_names with the names a did-you-mean may offer: live visible columns, plus
  * params when `with_params`. Returns the count (0 on OOM). */
 static size_t candidate_names(sl_loader *L, bool with_params) {
-    size_t need = (size_t)L->p->ncolumns + (with_params ? (size_t)L->p->nparams : 0) + 2u * SL_MAX_FIELDS;
+    size_t need = (size_t)L->p->ncolumns + (with_params ? (size_t)L->p->nparams : 0) + 1;
     if (need > L->scope_names_cap) {
         const char **names = sl_realloc(L->ctx, L->scope_names, need * sizeof *names);
         if (!names) return 0;
