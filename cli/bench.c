@@ -128,22 +128,15 @@ static int bench_data_make(bench_data *d, const sluice_pipeline *p, const char *
 
 /* ---- timing ---------------------------------------------------------------------------- */
 
-static int pull_all(sluice_session *s, sluice_context *ctx, uint64_t *out_bytes) {
-    for (;;) {
-        sluice_batch *b = NULL;
-        sluice_status st = sluice_session_pull(s, &b);
-        if (st != SLUICE_OK) {
-            sl_print_diagnostics(ctx);
-            return sl_fail("pulling results failed: %s", sluice_strerror(st));
-        }
-        if (!b) return SL_EXIT_OK;
-        for (size_t i = 0; i < sluice_batch_column_count(b); i++) {
-            sluice_column col;
-            if (sluice_batch_column(b, i, &col) == SLUICE_OK)
-                *out_bytes += (uint64_t)col.length * sluice_type_size(col.type);
-        }
-        sluice_batch_free(b);
+/* Counts the bytes of a result batch (the pipeline's output written). */
+static int count_bytes(const sluice_batch *b, void *payload) {
+    uint64_t *out_bytes = payload;
+    for (size_t i = 0; i < sluice_batch_column_count(b); i++) {
+        sluice_column col;
+        if (sluice_batch_column(b, i, &col) == SLUICE_OK)
+            *out_bytes += (uint64_t)col.length * sluice_type_size(col.type);
     }
+    return SL_EXIT_OK;
 }
 
 /* Fills d->window with the batch after `*cursor` (a row, or a segment for offsets streams)
@@ -190,10 +183,10 @@ static int run_stream(sluice_session *s, sluice_context *ctx, bench_data *d, int
                             next_window(d, &cursor, batch_rows, first);
          first = false) {
         st = sluice_session_push(s, d->window, d->ncols);
-        if (st == SLUICE_OK) rc = pull_all(s, ctx, out_bytes);
+        if (st == SLUICE_OK) rc = sl_pull_ready(s, ctx, count_bytes, out_bytes);
     }
     if (st == SLUICE_OK && rc == SL_EXIT_OK) st = sluice_session_flush(s);
-    if (st == SLUICE_OK && rc == SL_EXIT_OK) rc = pull_all(s, ctx, out_bytes);
+    if (st == SLUICE_OK && rc == SL_EXIT_OK) rc = sl_pull_ready(s, ctx, count_bytes, out_bytes);
     *seconds = sl_now() - t0;
     if (st != SLUICE_OK) {
         sl_print_diagnostics(ctx);
@@ -313,11 +306,8 @@ static int bench_main(const sl_command *self, int argc, char **argv) {
                 return sl_usage_error(self, "--backend is auto, cpu or cuda, not '%s'", value);
         } else if ((got = sl_option(self, argc, argv, &i, "in", &a.in)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sl_usage_error(self, "unknown option '%s'", argv[i]);
-        } else {
-            if (a.pipeline) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
-            a.pipeline = argv[i++];
+        } else if (sl_take_pipeline_arg(self, argv, &i, &a.pipeline) != SL_EXIT_OK) {
+            return SL_EXIT_USAGE;
         }
     }
     if (!a.pipeline) return sl_usage_error(self, "which pipeline file?");

@@ -39,6 +39,10 @@ int sl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * usage message) when the value is missing. */
 int sl_option(const sl_command *cmd, int argc, char **argv, int *i, const char *name,
               const char **value);
+/* Takes argv[*i], which is not an option of the command, as the pipeline file (the one
+ * positional argument) and moves *i past it. Returns SL_EXIT_OK, or SL_EXIT_USAGE (after a
+ * message) for an unknown option or a second file. */
+int sl_take_pipeline_arg(const sl_command *cmd, char **argv, int *i, const char **path);
 /* Parses a decimal integer in [lo, hi]; accepts a power-of-two shorthand "2^26". Returns
  * false when the text is not one. */
 bool sl_parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out);
@@ -51,6 +55,12 @@ sluice_context *sl_context_new(void);
 void sl_print_diagnostics(const sluice_context *ctx);
 /* Loads a pipeline file; on failure prints every diagnostic and returns NULL. */
 sluice_pipeline *sl_load_pipeline(sluice_context *ctx, const char *path);
+
+/* Pulls every result batch that is ready and hands each to sink (which must not free it;
+ * it returns SL_EXIT_OK or prints why not). Returns SL_EXIT_OK, or the first failure, after
+ * printing the context's diagnostics for a failed pull. */
+int sl_pull_ready(sluice_session *session, sluice_context *ctx,
+                  int (*sink)(const sluice_batch *batch, void *payload), void *payload);
 
 /* Seconds on a monotonic clock. */
 double sl_now(void);

@@ -50,6 +50,15 @@ int sl_option(const sl_command *cmd, int argc, char **argv, int *i, const char *
     return 1;
 }
 
+int sl_take_pipeline_arg(const sl_command *cmd, char **argv, int *i, const char **path) {
+    const char *arg = argv[*i];
+    if (arg[0] == '-' && arg[1] != '\0') return sl_usage_error(cmd, "unknown option '%s'", arg);
+    if (*path) return sl_usage_error(cmd, "one pipeline file at a time ('%s' is extra)", arg);
+    *path = arg;
+    *i += 1;
+    return SL_EXIT_OK;
+}
+
 bool sl_parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out) {
     if (!text || !*text) return false;
     char *end = NULL;
@@ -122,6 +131,22 @@ sluice_pipeline *sl_load_pipeline(sluice_context *ctx, const char *path) {
         return NULL;
     }
     return p;
+}
+
+int sl_pull_ready(sluice_session *session, sluice_context *ctx,
+                  int (*sink)(const sluice_batch *batch, void *payload), void *payload) {
+    for (;;) {
+        sluice_batch *b = NULL;
+        sluice_status st = sluice_session_pull(session, &b);
+        if (st != SLUICE_OK) {
+            sl_print_diagnostics(ctx);
+            return sl_fail("pulling results failed: %s", sluice_strerror(st));
+        }
+        if (!b) return SL_EXIT_OK;
+        int rc = sink(b, payload);
+        sluice_batch_free(b);
+        if (rc != SL_EXIT_OK) return rc;
+    }
 }
 
 double sl_now(void) {

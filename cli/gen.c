@@ -162,11 +162,8 @@ static int gen_main(const sl_command *self, int argc, char **argv) {
                 return sl_usage_error(self, "--seed needs a non-negative integer, not '%s'", value);
         } else if ((got = sl_option(self, argc, argv, &i, "out", &dir)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sl_usage_error(self, "unknown option '%s'", argv[i]);
-        } else {
-            if (path) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
-            path = argv[i++];
+        } else if (sl_take_pipeline_arg(self, argv, &i, &path) != SL_EXIT_OK) {
+            return SL_EXIT_USAGE;
         }
     }
     if (!path) return sl_usage_error(self, "which pipeline file?");

@@ -7,12 +7,8 @@
 
 static int check_main(const sl_command *self, int argc, char **argv) {
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return sl_usage_error(self, "unknown option '%s'", argv[i]);
-        if (path) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
-        path = argv[i];
-    }
+    for (int i = 1; i < argc;)
+        if (sl_take_pipeline_arg(self, argv, &i, &path) != SL_EXIT_OK) return SL_EXIT_USAGE;
     if (!path) return sl_usage_error(self, "which pipeline file?");
     sluice_context *ctx = sl_context_new();
     if (!ctx) return SL_EXIT_ERROR;
@@ -40,10 +36,7 @@ static int explain_main(const sl_command *self, int argc, char **argv) {
                 return sl_usage_error(self, "--backend is auto, cpu or cuda, not '%s'", value);
             continue;
         }
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return sl_usage_error(self, "unknown option '%s'", argv[i]);
-        if (path) return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)", argv[i]);
-        path = argv[i++];
+        if (sl_take_pipeline_arg(self, argv, &i, &path) != SL_EXIT_OK) return SL_EXIT_USAGE;
     }
     if (!path) return sl_usage_error(self, "which pipeline file?");
     sluice_context *ctx = sl_context_new();

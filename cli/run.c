@@ -71,13 +71,8 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             }
             a->params = grown;
             a->params[a->param_count++] = (sluice_param_value){name, eq + 1};
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sl_usage_error(self, "unknown option '%s'", argv[i]);
-        } else {
-            if (a->pipeline)
-                return sl_usage_error(self, "one pipeline file at a time ('%s' is extra)",
-                                      argv[i]);
-            a->pipeline = argv[i++];
+        } else if (sl_take_pipeline_arg(self, argv, &i, &a->pipeline) != SL_EXIT_OK) {
+            return SL_EXIT_USAGE;
         }
     }
     if (!a->pipeline) return sl_usage_error(self, "which pipeline file?");
@@ -86,21 +81,11 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
     return SL_EXIT_OK;
 }
 
-/* Pulls every result batch that is ready and appends it to the output files. */
-static int drain(sluice_session *s, sluice_context *ctx, sl_output *out) {
-    for (;;) {
-        sluice_batch *b = NULL;
-        sluice_status st = sluice_session_pull(s, &b);
-        if (st != SLUICE_OK) {
-            sl_print_diagnostics(ctx);
-            return sl_fail("pulling results failed: %s", sluice_strerror(st));
-        }
-        if (!b) return SL_EXIT_OK;
-        char err[512];
-        int rc = sl_output_append(out, b, err, sizeof err);
-        sluice_batch_free(b);
-        if (rc != 0) return sl_fail("%s", err);
-    }
+/* Appends a result batch to the output files. */
+static int write_batch(const sluice_batch *b, void *payload) {
+    char err[512];
+    if (sl_output_append(payload, b, err, sizeof err) != 0) return sl_fail("%s", err);
+    return SL_EXIT_OK;
 }
 
 /* The whole run once the arguments are parsed and the pipeline is loaded. */
@@ -146,7 +131,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
             break;
         }
         rows_in += rows;
-        rc = drain(s, ctx, out);
+        rc = sl_pull_ready(s, ctx, write_batch, out);
         progress_update(&pg, rows_in, false);
     }
     if (rc == SL_EXIT_OK) {
@@ -155,7 +140,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
             sl_print_diagnostics(ctx);
             rc = sl_fail("finishing the stream failed: %s", sluice_strerror(st));
         } else {
-            rc = drain(s, ctx, out);
+            rc = sl_pull_ready(s, ctx, write_batch, out);
         }
     }
     if (pg.shown || (rc == SL_EXIT_OK && pg.enabled && sl_now() - pg.start >= 1.0))
