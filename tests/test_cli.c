@@ -256,6 +256,14 @@ START_TEST(run_npy_raw_and_csv_agree_with_an_oracle) {
                 cli_tmp("npy"), cli_tmp("bad"));
     CLI_EXPECT(r, 2);
     cli_result_free(&r);
+    /* A backend that cannot run here is an error (1) with the library's reason. */
+    if (!sluice_backend_available(SLUICE_BACKEND_CUDA)) {
+        r = cli_run("run '%s' --in '%s' --out '%s' --backend cuda", cli_tmp("t.yaml"),
+                    cli_tmp("npy"), cli_tmp("cuda"));
+        CLI_EXPECT(r, 1);
+        expect_contains(r.err, "CUDA");
+        cli_result_free(&r);
+    }
     cli_tmp_remove();
 }
 END_TEST
