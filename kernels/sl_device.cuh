@@ -33,11 +33,11 @@ template <typename T> struct words_of {
 
 template <typename T> __device__ __forceinline__ void to_words(const T &v, uint32_t *w) {
     w[words_of<T>::value - 1] = 0; /* defined padding bits for a size not a multiple of 4 */
-    __builtin_memcpy(w, &v, sizeof(T));
+    memcpy(w, &v, sizeof(T));
 }
 template <typename T> __device__ __forceinline__ T from_words(const uint32_t *w) {
     T v;
-    __builtin_memcpy(&v, w, sizeof(T));
+    memcpy(&v, w, sizeof(T));
     return v;
 }
 
@@ -70,7 +70,7 @@ __device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t 
         const V *vs = reinterpret_cast<const V *>(src);
 #pragma unroll
         for (int k = 0; k < NV; k++) tmp[k] = __ldg(vs + k);
-        __builtin_memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
+        memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
     } else {
 #pragma unroll
         for (int i = 0; i < ITEMS; i++)
@@ -87,7 +87,7 @@ __device__ __forceinline__ void store_blocked(T *__restrict__ col, int64_t first
         typedef typename vec_of<W ? W : 4>::type V;
         constexpr int NV = W ? (int)sizeof(T) * ITEMS / W : 1;
         V tmp[NV];
-        __builtin_memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
+        memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
         V *vd = reinterpret_cast<V *>(dst);
 #pragma unroll
         for (int k = 0; k < NV; k++) vd[k] = tmp[k];

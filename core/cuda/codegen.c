@@ -608,7 +608,7 @@ static void emit_phase(cg *g, int phase) {
     sl_strbuf_printf(sb, "        S%d carry = s%d_identity();\n", phase, phase);
     sl_strbuf_printf(sb,
                      "        if (tile == 0 && threadIdx.x == 0) {\n            "
-                     "__builtin_memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
+                     "memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
                      g->carry_offset[phase]);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
@@ -637,7 +637,7 @@ static void emit_phase(cg *g, int phase) {
                      phase, phase - 1, phase, phase, phase);
     sl_strbuf_printf(sb,
                      "        if (tile == ntiles - 1 && threadIdx.x == 0) {\n            const S%d "
-                     "total = op(tile_excl, block_agg);\n            __builtin_memcpy(a.carry_out + "
+                     "total = op(tile_excl, block_agg);\n            memcpy(a.carry_out + "
                      "%zu, &total, sizeof total);\n",
                      phase, g->carry_offset[phase]);
     for (int si = 0; si < g->nslots; si++)
@@ -731,7 +731,7 @@ static sluice_status emit_kernel(cg *g) {
                          "    (void)first; (void)tile_first; (void)rows; (void)ntiles;\n");
     for (int k = 0; k < p->nparams; k++)
         sl_strbuf_printf(sb,
-                         "    %s p%d; __builtin_memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
+                         "    %s p%d; memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
                          ctype(p->params[k].type), k, k, k, k);
 
     /* registers: every column the kernel reads, makes or writes */

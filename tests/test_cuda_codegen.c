@@ -1,0 +1,519 @@
+/* test_cuda_codegen.c — the CUDA code generator without a GPU: generates and NVRTC-compiles
+ * for sm_90 the kernel of every fused group of every shipped pipeline (the .yaml files of pipelines/),
+ * of pipelines covering every stage, operator, segment kind and type, and of random
+ * pipelines; checks the group layouts the host relies on; and checks that the on-disk
+ * kernel cache hits, and rebuilds an entry that is corrupt, truncated or stale.
+ * Skips (77) in builds without CUDA. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#if __has_include(<nvrtc.h>)
+#include "context.h"
+#include "cuda/codegen.h"
+#include "cuda/kcache.h"
+#include "cuda/nvrtc.h"
+#include "plan.h"
+
+#define ARCH 90
+
+/* Generates and compiles every fused group of the pipeline; returns the number of groups. */
+static int compile_all_groups(sluice_context *ctx, sluice_pipeline *p, const char *what) {
+    sl_plan plan;
+    sluice_status st = sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan);
+    if (st != SLUICE_OK) tu_print_diags(ctx);
+    ck_assert_int_eq(st, SLUICE_OK);
+    int compiled = 0;
+    for (int gi = 0; gi < plan.ngroups; gi++) {
+        if (plan.groups[gi].kind != SL_GROUP_FUSED) continue;
+        sl_codegen cg;
+        st = sl_cuda_codegen(ctx, p, &plan, gi, ARCH, &cg);
+        if (st != SLUICE_OK) {
+            tu_print_diags(ctx);
+            ck_abort_msg("%s: codegen of group %d failed", what, gi);
+        }
+        void *cubin = NULL;
+        size_t size = 0;
+        st = sl_nvrtc_compile(ctx, cg.source, "test.cu", ARCH, &cubin, &size);
+        if (st != SLUICE_OK) {
+            fprintf(stderr, "---- %s group %d source ----\n%s\n", what, gi, cg.source);
+            tu_print_diags(ctx);
+            ck_abort_msg("%s: NVRTC rejected group %d", what, gi);
+        }
+        ck_assert_uint_gt(size, 0);
+        sl_free(ctx, cubin);
+        sl_codegen_free(ctx, &cg);
+        compiled++;
+    }
+    sl_plan_free(ctx, &plan);
+    return compiled;
+}
+
+static sluice_context *new_ctx(void) {
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    return ctx;
+}
+
+/* ---- shipped pipelines --------------------------------------------------------------- */
+
+START_TEST(shipped_pipelines_compile) {
+    sluice_context *ctx = new_ctx();
+    DIR *d = opendir(SLUICE_SOURCE_DIR "/pipelines");
+    ck_assert_ptr_nonnull(d);
+    struct dirent *ent;
+    int files = 0;
+    while ((ent = readdir(d))) {
+        size_t n = strlen(ent->d_name);
+        if (n < 6 || strcmp(ent->d_name + n - 5, ".yaml") != 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, SLUICE_SOURCE_DIR "/pipelines/%s", ent->d_name);
+        sluice_pipeline *p = NULL;
+        if (sluice_pipeline_load_file(ctx, path, &p) != SLUICE_OK) tu_print_diags(ctx);
+        ck_assert_ptr_nonnull(p);
+        compile_all_groups(ctx, p, ent->d_name);
+        sluice_pipeline_free(p);
+        files++;
+    }
+    closedir(d);
+    ck_assert_int_gt(files, 0);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- every operator, type and segment kind ------------------------------------------- */
+
+static const char *const type_names[] = {"bool", "i8",  "i16", "i32", "i64", "u8",
+                                         "u16",  "u32", "u64", "f16", "f32", "f64"};
+
+static void compile_yaml(const char *yaml, const char *what) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    ck_assert_int_ge(compile_all_groups(ctx, p, what), 1);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+
+/* One kernel holding scans of every applicable builtin operator over one input type, both
+ * kinds, plain and segmented three ways. */
+START_TEST(every_operator_over_each_type) {
+    const char *t = type_names[_i];
+    bool is_float = strcmp(t, "f16") == 0 || strcmp(t, "f32") == 0 || strcmp(t, "f64") == 0;
+    bool is_bool = strcmp(t, "bool") == 0;
+    char yaml[8192];
+    int n = snprintf(yaml, sizeof yaml,
+                     "sluice: 1\nname: ops-%s\ninput:\n  x: %s\n  k: u16\n  h: bool\n"
+                     "  rows: {type: i64, role: offsets}\nstages:\n",
+                     t, t);
+    const char *ops[] = {"sum", "prod", "min", "max", "and", "or", "xor"};
+    int col = 0;
+    for (size_t o = 0; o < SL_ARRAY_LEN(ops); o++) {
+        bool bitwise = o >= 4;
+        if (bitwise && is_float) continue;
+        for (int kind = 0; kind < 2; kind++) {
+            n += snprintf(yaml + n, sizeof yaml - (size_t)n,
+                          "  - scan: {of: x, op: %s, kind: %s, into: s%d%s}\n", ops[o],
+                          kind ? "exclusive" : "inclusive", col++, kind ? ", reset: batch" : "");
+            n += snprintf(yaml + n, sizeof yaml - (size_t)n,
+                          "  - segmented_scan: {of: x, op: %s, kind: %s, segments: h, into: s%d}\n"
+                          "  - segmented_scan: {of: x, op: %s, kind: %s, segments: {key: k}, into: s%d}\n"
+                          "  - segmented_scan: {of: x, op: %s, kind: %s, segments: rows, into: s%d}\n",
+                          ops[o], kind ? "exclusive" : "inclusive", col, ops[o],
+                          kind ? "exclusive" : "inclusive", col + 1, ops[o],
+                          kind ? "exclusive" : "inclusive", col + 2);
+            col += 3;
+        }
+    }
+    n += snprintf(yaml + n, sizeof yaml - (size_t)n,
+                  "  - scan: {op: count, into: cnt}\n"
+                  "  - segmented_scan: {op: count, segments: {key: x}, kind: exclusive, into: kcnt}\n");
+    if (!is_bool)
+        n += snprintf(yaml + n, sizeof yaml - (size_t)n,
+                      "  - scan: {op: linrec, a: x, b: x, into: lr}\n"
+                      "  - segmented_scan: {op: linrec, a: x, b: x, segments: h, kind: exclusive, "
+                      "into: slr}\n");
+    ck_assert_int_lt(n, (int)sizeof yaml);
+    compile_yaml(yaml, t);
+}
+END_TEST
+
+START_TEST(maps_of_every_type_and_compaction) {
+    const char *t = type_names[_i];
+    bool is_bool = strcmp(t, "bool") == 0;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: maps-%s\nparams:\n  lim: {type: %s, default: %s}\ninput:\n  x: %s\n"
+             "  y: f32\nstages:\n"
+             "  - map: {a: x, b: f64(x) * 2.5 + f64(y), c: %s(y)}\n"
+             "  - flag: {keep: b > f64(lim) || isnan(y)}\n"
+             "  - compact: {by: keep}\n"
+             "  - scan: {of: b, op: sum, kind: exclusive, into: before}\n"
+             "  - filter: before < 100.0\n",
+             t, t, is_bool ? "true" : "1", t, t);
+    compile_yaml(yaml, t);
+}
+END_TEST
+
+START_TEST(declared_operator_and_chained_phases) {
+    compile_yaml("sluice: 1\nname: affine\ninput:\n  decay: f32\n  u: f32\n  g: bool\n"
+                 "operators:\n  affine:\n    state: {a: f32, b: f32}\n"
+                 "    identity: {a: 1.0, b: 0.0}\n"
+                 "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+                 "stages:\n"
+                 "  - scan: {op: affine, of: {a: decay, b: u}, kind: inclusive, into: {b: h}}\n"
+                 "  - scan: {of: h, op: max, into: hmax}\n"
+                 "  - filter: h > hmax * 0.5\n"
+                 "  - segmented_scan: {op: affine, of: {a: decay, b: h}, segments: g, "
+                 "kind: exclusive, into: {a: pa, b: pb}}\n",
+                 "affine");
+}
+END_TEST
+
+START_TEST(six_stage_pipeline) {
+    compile_yaml("sluice: 1\nname: six\ninput:\n  x: f32\n  y: f32\nstages:\n"
+                 "  - map: {r2: x*x + y*y}\n"
+                 "  - flag: {near: r2 < 4.0}\n"
+                 "  - compact: {by: near}\n"
+                 "  - scan: {of: r2, op: sum, kind: exclusive, into: acc}\n"
+                 "  - map: {z: acc * 0.5}\n"
+                 "  - filter: z > 1.0\n",
+                 "six");
+}
+END_TEST
+
+/* ---- random pipelines ---------------------------------------------------------------- */
+
+/* A random pipeline over random input types: maps, flags, compacts, filters, scans of every
+ * operator (plain and segmented), linrec, sorts. Expressions cast to f64 or i64 so every
+ * combination types. */
+static void random_yaml(tu_rng *r, char *yaml, size_t cap) {
+    int ncols = (int)tu_rng_range(r, 1, 4);
+    int n = snprintf(yaml, cap, "sluice: 1\nname: random\ninput:\n");
+    char names[64][16];
+    int types[64];
+    int count = 0;
+    for (int c = 0; c < ncols; c++) {
+        types[count] = (int)tu_rng_range(r, 0, 11);
+        snprintf(names[count], 16, "x%d", c);
+        n += snprintf(yaml + n, cap - (size_t)n, "  %s: %s\n", names[count], type_names[types[count]]);
+        count++;
+    }
+    bool offsets = tu_rng_range(r, 0, 2) == 0;
+    if (offsets) n += snprintf(yaml + n, cap - (size_t)n, "  rows: {type: i64, role: offsets}\n");
+    n += snprintf(yaml + n, cap - (size_t)n, "stages:\n");
+    int nstages = (int)tu_rng_range(r, 1, 7);
+    bool compacted = false;
+    for (int s = 0; s < nstages && count < 60; s++) {
+        const char *a = names[tu_rng_range(r, 0, count - 1)];
+        const char *b = names[tu_rng_range(r, 0, count - 1)];
+        int kind = (int)tu_rng_range(r, 0, 7);
+        char name[16];
+        snprintf(name, sizeof name, "s%d", s);
+        switch (kind) {
+        case 0: /* map */
+            n += snprintf(yaml + n, cap - (size_t)n, "  - map: {%s: f64(%s) * 1.5 - f64(%s)}\n", name, a, b);
+            types[count] = 11;
+            break;
+        case 1: /* flag + compact */
+            n += snprintf(yaml + n, cap - (size_t)n,
+                          "  - flag: {%s: f64(%s) < f64(%s) + 0.5}\n  - compact: {by: %s}\n", name, a,
+                          b, name);
+            compacted = true;
+            continue;
+        case 2:
+            n += snprintf(yaml + n, cap - (size_t)n, "  - filter: i64(%s) != 3\n", a);
+            compacted = true;
+            continue;
+        case 3: { /* scan of a numeric op */
+            const char *ops[] = {"sum", "prod", "min", "max"};
+            n += snprintf(yaml + n, cap - (size_t)n, "  - scan: {of: f64(%s), op: %s, kind: %s, into: %s}\n",
+                          a, ops[tu_rng_range(r, 0, 3)], tu_rng_range(r, 0, 1) ? "exclusive" : "inclusive",
+                          name);
+            types[count] = 11;
+            break;
+        }
+        case 4: { /* bitwise scan on an integer image */
+            const char *ops[] = {"and", "or", "xor"};
+            n += snprintf(yaml + n, cap - (size_t)n, "  - scan: {of: i64(%s), op: %s, into: %s}\n", a,
+                          ops[tu_rng_range(r, 0, 2)], name);
+            types[count] = 4;
+            break;
+        }
+        case 5: /* segmented by key or by offsets */
+            if (offsets && !compacted && tu_rng_range(r, 0, 1))
+                n += snprintf(yaml + n, cap - (size_t)n,
+                              "  - segmented_scan: {of: i64(%s), op: sum, segments: rows, into: %s}\n", a,
+                              name);
+            else
+                n += snprintf(yaml + n, cap - (size_t)n,
+                              "  - segmented_scan: {of: f64(%s), op: max, segments: {key: %s}, kind: "
+                              "exclusive, into: %s}\n",
+                              a, b, name);
+            types[count] = tu_rng_range(r, 0, 1) ? 4 : 11;
+            break;
+        case 6:
+            n += snprintf(yaml + n, cap - (size_t)n, "  - scan: {op: linrec, a: f32(%s), b: f32(%s), into: %s}\n",
+                          a, b, name);
+            types[count] = 10;
+            break;
+        case 7:
+            if (types[0] == 0) continue; /* bool is not a sort key */
+            n += snprintf(yaml + n, cap - (size_t)n, "  - sort: {key: %s}\n", names[0]);
+            compacted = true;
+            continue;
+        }
+        snprintf(names[count], 16, "%s", name);
+        count++;
+    }
+    if (nstages == 0 || n == 0) n += snprintf(yaml + n, cap - (size_t)n, "  - map: {z: 1}\n");
+    (void)types;
+}
+
+START_TEST(random_pipelines_compile) {
+    tu_rng r;
+    tu_rng_seed(&r, 0x5eed0000u + (uint64_t)_i);
+    sluice_context *ctx = new_ctx();
+    for (int k = 0; k < 4; k++) {
+        char yaml[8192];
+        random_yaml(&r, yaml, sizeof yaml);
+        sluice_pipeline *p = NULL;
+        if (sluice_pipeline_load_string(ctx, yaml, strlen(yaml), "random", &p) != SLUICE_OK) {
+            /* The generator may combine stages the loader rejects (e.g. a scan over a column
+               a compact dropped); those say nothing about the code generator. */
+            continue;
+        }
+        compile_all_groups(ctx, p, yaml);
+        sluice_pipeline_free(p);
+    }
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- layouts the host side relies on ------------------------------------------------- */
+
+static sl_codegen generate(sluice_context *ctx, const char *yaml, sluice_pipeline **pp, int group) {
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, group, ARCH, &cg), SLUICE_OK);
+    sl_plan_free(ctx, &plan);
+    *pp = p;
+    return cg;
+}
+
+START_TEST(layouts) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p;
+    /* exclusive f32 sum: one phase, a 4-byte state (packed with its status in 8 bytes) */
+    sl_codegen cg = generate(ctx,
+                             "sluice: 1\nname: s\ninput:\n  x: f32\nstages:\n"
+                             "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n",
+                             &p, 0);
+    ck_assert_int_eq(cg.phases, 1);
+    ck_assert_uint_eq(cg.state_size[0], 4);
+    ck_assert(!cg.compacts);
+    ck_assert_int_eq(cg.ninputs, 1);
+    ck_assert_int_eq(cg.noutputs, 1);
+    ck_assert_int_eq(cg.npassthrough, 0);
+    ck_assert_int_eq(cg.items_per_thread * cg.block_threads, (int)cg.tile_rows);
+    float zero;
+    memcpy(&zero, cg.carry_identity, 4);
+    ck_assert(zero == 0.0f);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+
+    /* filter: compacts, every needed column written, the count alone in the tuple */
+    cg = generate(ctx,
+                  "sluice: 1\nname: f\ninput:\n  x: f32\n  id: u32\nstages:\n  - filter: x > 0\n", &p, 0);
+    ck_assert(cg.compacts);
+    ck_assert_int_eq(cg.noutputs, 2);
+    ck_assert_int_eq(cg.phases, 1);
+    ck_assert_uint_eq(cg.state_size[0], 8);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+
+    /* a map before a sort: inputs needed after the group pass through untouched */
+    cg = generate(ctx,
+                  "sluice: 1\nname: m\ninput:\n  x: f32\n  id: u32\nstages:\n  - map: {k: x * 2.0}\n"
+                  "  - sort: {key: k}\n",
+                  &p, 0);
+    ck_assert(!cg.compacts);
+    ck_assert_int_eq(cg.phases, 0);
+    ck_assert_int_eq(cg.noutputs, 1);
+    ck_assert_int_eq(cg.npassthrough, 2);
+    ck_assert_uint_eq(sl_codegen_scratch_size(&cg, 1000), 0);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+
+    /* a filter on a scan's output needs a second, chained look-back; min identity is +inf */
+    cg = generate(ctx,
+                  "sluice: 1\nname: c\ninput:\n  x: f32\nstages:\n"
+                  "  - scan: {of: x, op: min, into: m}\n  - filter: m > 0\n",
+                  &p, 0);
+    ck_assert_int_eq(cg.phases, 2);
+    ck_assert(cg.compacts);
+    float inf;
+    memcpy(&inf, cg.carry_identity, 4);
+    ck_assert(inf > 1e38f);
+    ck_assert_uint_gt(sl_codegen_phase_offset(&cg, 1 << 20, 1), sl_codegen_phase_offset(&cg, 1 << 20, 0));
+    ck_assert_uint_ge(sl_codegen_scratch_size(&cg, 1 << 20), sl_codegen_phase_offset(&cg, 1 << 20, 1));
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- the kernel cache ---------------------------------------------------------------- */
+
+static const char *const tiny_kernel =
+    "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n";
+
+static void entry_path(const char *dir, char *out, size_t cap) {
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *ent;
+    out[0] = 0;
+    while ((ent = readdir(d)))
+        if (strstr(ent->d_name, ".cubin")) snprintf(out, cap, "%s/%s", dir, ent->d_name);
+    closedir(d);
+    ck_assert(out[0] != 0);
+}
+
+START_TEST(kernel_cache_hits_and_rebuilds) {
+    char dir[] = "/tmp/sluice-kcache-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/nested/cache", dir); /* created on demand */
+    sluice_context_options opt = SLUICE_CONTEXT_OPTIONS_INIT;
+    opt.kernel_cache_dir = sub;
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
+    char got[4096];
+    ck_assert(sl_kcache_dir(ctx, got, sizeof got));
+    ck_assert_str_eq(got, sub);
+
+    void *bin = NULL;
+    size_t size = 0;
+    bool hit = true;
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    void *first = malloc(size);
+    memcpy(first, bin, size);
+    size_t first_size = size;
+    sl_free(ctx, bin);
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(hit);
+    ck_assert_uint_eq(size, first_size);
+    ck_assert_int_eq(memcmp(bin, first, size), 0);
+    sl_free(ctx, bin);
+
+    /* a flipped byte in the cubin: checksum mismatch, rebuilt, then valid again */
+    char path[4096];
+    entry_path(sub, path, sizeof path);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, -10, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -10, SEEK_END);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    ck_assert_int_eq(memcmp(bin, first, size), 0);
+    sl_free(ctx, bin);
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(hit);
+    sl_free(ctx, bin);
+
+    /* truncated entry: rebuilt */
+    ck_assert_int_eq(truncate(path, 40), 0);
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    ck_assert_uint_eq(size, first_size);
+    sl_free(ctx, bin);
+
+    /* a stale entry (another key's content under this name): rejected and replaced */
+    const char *other = "extern \"C\" __global__ void k2(int *x) { x[0] = 7; }\n";
+    ck_assert_int_eq(sl_kcache_get(ctx, other, "other.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    sl_free(ctx, bin);
+    char other_path[4096] = "";
+    {
+        DIR *d = opendir(sub);
+        struct dirent *ent;
+        while ((ent = readdir(d)))
+            if (strstr(ent->d_name, ".cubin") && !strstr(path, ent->d_name))
+                snprintf(other_path, sizeof other_path, "%s/%s", sub, ent->d_name);
+        closedir(d);
+    }
+    ck_assert(other_path[0] != 0);
+    ck_assert_int_eq(rename(other_path, path), 0);
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    ck_assert_int_eq(memcmp(bin, first, size), 0);
+    sl_free(ctx, bin);
+
+    /* another architecture is another entry */
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    sl_free(ctx, bin);
+    free(first);
+    sluice_context_destroy(ctx);
+
+    /* an empty directory option disables the cache */
+    opt.kernel_cache_dir = "";
+    ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
+    ck_assert(!sl_kcache_dir(ctx, got, sizeof got));
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!hit);
+    sl_free(ctx, bin);
+    sluice_context_destroy(ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(compile_error_is_a_status_with_the_log) {
+    sluice_context *ctx = new_ctx();
+    void *bin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_nvrtc_compile(ctx, "this is not CUDA;", "bad.cu", ARCH, &bin, &size),
+                     SLUICE_ERR_COMPILE);
+    ck_assert_ptr_null(bin);
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(strstr(d->message, "bad.cu"));
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+    Suite *s = suite_create("cuda_codegen");
+    TCase *tc = tcase_create("codegen");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, layouts);
+    tcase_add_test(tc, compile_error_is_a_status_with_the_log);
+    tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
+    tcase_add_test(tc, six_stage_pipeline);
+    tcase_add_test(tc, declared_operator_and_chained_phases);
+    tcase_add_test(tc, shipped_pipelines_compile);
+    tcase_add_loop_test(tc, every_operator_over_each_type, 0, 12);
+    tcase_add_loop_test(tc, maps_of_every_type_and_compaction, 0, 12);
+    tcase_add_loop_test(tc, random_pipelines_compile, 0, 8);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(make_suite()); }
+
+#else /* no CUDA in this build */
+int main(void) {
+    printf("test_cuda_codegen: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
