@@ -562,6 +562,53 @@ START_TEST(segmented_oracle) {
 }
 END_TEST
 
+/* A declared operator (the affine pair of DESIGN §2) gives the recurrence's loop, whole and
+ * cut, inclusive and exclusive; and segmented by a key. */
+START_TEST(declared_operator) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: affine\ninput: {decay: f64, u: f64, k: i32}\n"
+        "operators:\n  affine:\n    state: {a: f64, b: f64}\n    identity: {a: 1.0, b: 0.0}\n"
+        "    combine:\n      a: l.a * r.a\n      b: r.a * l.b + r.b\n"
+        "stages:\n  - scan: {op: affine, of: {a: decay, b: u}, kind: inclusive, into: {b: h}}\n"
+        "  - scan: {op: affine, of: {a: decay, b: u}, kind: exclusive, into: {b: e}}\n"
+        "  - segmented_scan: {op: affine, of: {a: decay, b: u}, segments: {key: k}, into: {b: g}}\n"
+        "output: [h, e, g]\n");
+    tu_rng rng;
+    tu_rng_seed(&rng, 17);
+    int64_t n = 3 * TILE + 123;
+    double *a = malloc(8 * (size_t)n), *u = malloc(8 * (size_t)n);
+    int32_t *k = malloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = 0.5 + 0.5 * tu_rng_uniform(&rng);
+        u[i] = tu_rng_normal(&rng);
+        k[i] = (int32_t)(i / 1000);
+    }
+    sluice_column c[3] = {{"decay", SLUICE_F64, a, n}, {"u", SLUICE_F64, u, n}, {"k", SLUICE_I32, k, n}};
+    int64_t cuts[3] = {1, 5000, 5001};
+    result r;
+    run_cut(ctx, p, c, 3, n, cuts, 3, -1, &r);
+    ck_assert_int_eq(r.rows, n);
+    double h = 0, g = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double before = h;
+        h = a[i] * h + u[i];
+        if (i % 1000 == 0) g = 0;
+        g = a[i] * g + u[i];
+        EXPECT(fabs(((double *)r.data[0])[i] - h) <= 1e-9 * (fabs(h) + 1), "h row %lld", (long long)i);
+        EXPECT(fabs(((double *)r.data[1])[i] - before) <= 1e-9 * (fabs(before) + 1), "e row %lld", (long long)i);
+        EXPECT(fabs(((double *)r.data[2])[i] - g) <= 1e-9 * (fabs(g) + 1), "g row %lld", (long long)i);
+    }
+    result_free(&r);
+    free(a);
+    free(u);
+    free(k);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* reset: batch restarts every pushed batch. */
 START_TEST(reset_per_batch) {
     sluice_context *ctx;
@@ -739,6 +786,7 @@ static Suite *cpu_scan_suite(void) {
     tcase_add_test(tc, scan_ops_types);
     tcase_add_test(tc, segmented_oracle);
     tcase_add_test(tc, reset_per_batch);
+    tcase_add_test(tc, declared_operator);
     tcase_add_test(tc, large_and_thread_independent);
     suite_add_tcase(s, tc);
     tc = tcase_create("stream");
