@@ -68,6 +68,7 @@ typedef struct cuda_session {
     group_state *groups;
     int *final_group;       /* per pipeline column: last group writing it, -1 none */
     int offsets_input;      /* pipeline column id of the offsets input, -1 none */
+    int64_t offsets_cap;    /* entries in in_buf[offsets_input] */
     bool cut_invariant;     /* output independent of where batches are cut */
     cudaMemPool_t pool;     /* device outputs and stream-sort buffers */
     sluice_status sticky;   /* a sticky CUDA error seen: every later call fails */
@@ -346,6 +347,7 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     size_t rows = (size_t)s->max_batch_rows;
     for (int i = 0; i < p->ninputs; i++) {
         size_t n = p->columns[i].role == SLUICE_ROLE_OFFSETS ? rows + 1 : rows;
+        if (p->columns[i].role == SLUICE_ROLE_OFFSETS) cs->offsets_cap = (int64_t)n;
         SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i), "an input buffer"));
     }
     size_t scratch = 256;
@@ -736,6 +738,17 @@ static sluice_status push_piece(sluice_session *s, cuda_session *cs, const sl_in
             continue;
         }
         size_t bytes = (offsets ? (size_t)(in->nsegments + 1) : (size_t)rows) * w;
+        if (offsets && in->nsegments + 1 > cs->offsets_cap) {
+            /* Empty segments can outnumber rows: grow (rare, geometric; waits for the stream). */
+            int64_t cap = 2 * (in->nsegments + 1);
+            CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "growing the offsets buffer");
+            CUDA_TRY(ctx, cudaStreamSynchronize(cs->copy), "growing the offsets buffer");
+            cudaFree(cs->in_buf[i]);
+            cs->in_buf[i] = NULL;
+            cs->offsets_cap = 0;
+            SL_TRY(device_alloc(ctx, &cs->in_buf[i], (size_t)cap * w, "the offsets buffer"));
+            cs->offsets_cap = cap;
+        }
         SL_TRY(stage_in(ctx, cs, cs->in_buf[i], src, bytes, &slot));
         cs->cur[i] = cs->in_buf[i];
         staged = true;
