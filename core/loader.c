@@ -675,7 +675,10 @@ static void parse_root(sl_loader *L, const ld_node *root) {
     const ld_node *name = ld_require(L, root, root->loc, "name", "a pipeline");
     if (name) {
         const char *text = ld_scalar(L, name, "name");
-        if (text && !(L->p->name = sl_strdup(L->ctx, text))) ld_oom(L);
+        if (text && !*text)
+            ld_error(L, SLUICE_ERR_BAD_VALUE, name->loc, "name must not be empty");
+        else if (text && !(L->p->name = sl_strdup(L->ctx, text)))
+            ld_oom(L);
     }
     const ld_node *det = ld_get(root, "determinism");
     if (det) {

@@ -299,6 +299,8 @@ START_TEST(bad_values) {
            SLUICE_ERR_BAD_VALUE, 6, 5, "indent it under 'scan:'");
     expect("sluice: 1\nname: t\ninput: {x: f32}\ndeterminism: always\nstages:\n  - map: {y: x}\n",
            SLUICE_ERR_BAD_VALUE, 4, 14, "determinism");
+    expect("sluice: 1\nname: \"\"\ninput: {x: f32}\nstages:\n  - map: {y: x}\n",
+           SLUICE_ERR_BAD_VALUE, 2, 7, "name must not be empty");
     expect("sluice: 1\nname: t\nparams:\n  r: {type: i8, default: 300}\ninput: {x: f32}\n"
            "stages:\n  - map: {y: x}\n", SLUICE_ERR_BAD_VALUE, 4, 26, "not a valid i8");
     /* offsets describe the input rows: not valid after a stage that changed them */
