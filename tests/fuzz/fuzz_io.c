@@ -6,14 +6,22 @@
  *   1  CSV: header row and every record, each field parsed as a type chosen per column;
  *   2  one CSV field parsed as each type; a parsed value printed and parsed again must give
  *      the same bits (NaN aside);
- *   3  raw: the element count of a file of a given size, for each type.
- * Every failure must come with a non-empty reason. */
+ *   3  raw: the element count of a file of a given size, for each type;
+ *   4  a directory input (cli/input.h) of rows.npy (offsets), v (.npy or raw .bin) and k
+ *      (.bin or .npy) for a segmented-scan pipeline, read in batches of a chosen size;
+ *   5  a CSV input for a pipeline of four typed columns, read in batches.
+ * Every failure must come with a non-empty reason. Every batch the input layer hands out
+ * must be one the library accepts (push returns SLUICE_OK), and together they must hold
+ * exactly the rows the input announced. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "fuzz_util.h"
 #include "cli/csv.h"
 #include "cli/half.h"
+#include "cli/input.h"
 #include "cli/npy.h"
 #include "cli/raw.h"
 
@@ -198,22 +206,186 @@ static void fuzz_raw(const uint8_t *data, size_t size) {
     }
 }
 
+
+/* ---- the input layer over real files ---------------------------------------------------- */
+
+static const char *const fz_io_ragged_yaml =
+    "sluice: 1\nname: fz-io-ragged\n"
+    "input:\n  rows: {type: i64, role: offsets}\n  v: f32\n  k: u8\n"
+    "stages:\n  - segmented_scan: {of: v, op: sum, segments: rows, into: s}\n";
+static const char *const fz_io_flat_yaml =
+    "sluice: 1\nname: fz-io-flat\n"
+    "input:\n  a: i16\n  b: f16\n  c: bool\n  d: u64\n"
+    "stages:\n  - map: {e: a + 1}\n";
+
+static sluice_context *fz_io_ctx;
+static sluice_pipeline *fz_io_ragged, *fz_io_flat;
+static char fz_io_dir[64];
+
+static const char *const fz_io_files[] = {"rows.npy", "rows.bin", "v.npy", "v.bin",
+                                          "k.npy",    "k.bin",    "in.csv"};
+
+static void fz_io_path(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s/%s", fz_io_dir, name);
+}
+
+static void fz_io_cleanup(void) {
+    char path[128];
+    for (size_t i = 0; i < FZ_ARRAY_LEN(fz_io_files); i++) {
+        fz_io_path(path, sizeof path, fz_io_files[i]);
+        unlink(path);
+    }
+    rmdir(fz_io_dir);
+}
+
+static void fz_io_init(void) {
+    if (fz_io_ctx) return;
+    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.cpu_threads = 1;
+    co.kernel_cache_dir = "";
+    sl_fuzz_check(sluice_context_create(&fz_io_ctx, &co) == SLUICE_OK, "context");
+    sl_fuzz_check(sluice_pipeline_load_string(fz_io_ctx, fz_io_ragged_yaml,
+                                              strlen(fz_io_ragged_yaml), NULL,
+                                              &fz_io_ragged) == SLUICE_OK &&
+                      sluice_pipeline_load_string(fz_io_ctx, fz_io_flat_yaml,
+                                                  strlen(fz_io_flat_yaml), NULL,
+                                                  &fz_io_flat) == SLUICE_OK,
+                  "the input harness's pipelines do not load");
+    snprintf(fz_io_dir, sizeof fz_io_dir, "/tmp/sluice-fuzz-io-XXXXXX");
+    sl_fuzz_check(mkdtemp(fz_io_dir) != NULL, "mkdtemp");
+    atexit(fz_io_cleanup);
+}
+
+static void fz_io_write(const char *name, const uint8_t *data, size_t size) {
+    char path[128];
+    fz_io_path(path, sizeof path, name);
+    FILE *f = fopen(path, "wb");
+    sl_fuzz_check(f != NULL, "cannot write %s", path);
+    if (size) sl_fuzz_check(fwrite(data, 1, size, f) == size, "short write");
+    fclose(f);
+}
+
+/* Reads the whole input in batches of at most max_rows and pushes each into a session. */
+static void fz_io_drain(sluice_pipeline *p, const char *path, int64_t max_rows) {
+    sl_input *in = NULL;
+    char err[512] = "";
+    if (sl_input_open(&in, p, path, err, sizeof err) != 0) {
+        fz_check_reason(err, "sl_input_open");
+        sl_fuzz_check(in == NULL, "failed open left an input");
+        return;
+    }
+    int64_t total = sl_input_total_rows(in), seen = 0;
+    sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+    so.backend = SLUICE_BACKEND_CPU;
+    sluice_session *s = NULL;
+    sl_fuzz_check(sluice_session_open(p, &so, &s) == SLUICE_OK, "session");
+    size_t ncols = sluice_pipeline_input_count(p);
+    bool ragged = false; /* batches then take whole segments, at least one however long */
+    for (size_t i = 0; i < ncols; i++) {
+        sluice_column_info info;
+        sluice_pipeline_input(p, i, &info);
+        ragged |= info.role == SLUICE_ROLE_OFFSETS;
+    }
+    sluice_column cols[8];
+    for (int batches = 0;; batches++) {
+        sl_fuzz_check(batches < 100000, "the input never ends");
+        int64_t rows = -1;
+        err[0] = '\0';
+        int got = sl_input_next(in, max_rows, cols, &rows, err, sizeof err);
+        if (got == 0) break;
+        if (got < 0) {
+            fz_check_reason(err, "sl_input_next");
+            break;
+        }
+        sl_fuzz_check(got == 1 && rows >= 0, "sl_input_next gave %d, %" PRId64 " rows", got,
+                      rows);
+        for (size_t i = 0; i < ncols; i++) {
+            sluice_column_info info;
+            sluice_pipeline_input(p, i, &info);
+            sl_fuzz_check(cols[i].type == info.type && !strcmp(cols[i].name, info.name),
+                          "column %zu is not input '%s'", i, info.name);
+            if (info.role != SLUICE_ROLE_OFFSETS) {
+                sl_fuzz_check(cols[i].length == rows, "'%s' has %" PRId64 " of %" PRId64 " rows",
+                              info.name, cols[i].length, rows);
+                sl_fuzz_check(ragged || rows <= max_rows, "batch of %" PRId64 " rows for a budget of %" PRId64
+                              " without an offsets input", rows, max_rows);
+            }
+        }
+        sluice_status st = sluice_session_push(s, cols, ncols);
+        if (st != SLUICE_OK) {
+            char d[1024];
+            sluice_diagnostic_format(sluice_context_diagnostic(fz_io_ctx, 0), d, sizeof d);
+            sl_fuzz_fail("the library refused a batch the input layer made: %s", d);
+        }
+        seen += rows;
+    }
+    if (total >= 0 && err[0] == '\0')
+        sl_fuzz_check(seen == total, "%" PRId64 " rows read of the %" PRId64 " announced", seen,
+                      total);
+    sl_fuzz_check(sluice_session_flush(s) == SLUICE_OK, "flush");
+    for (;;) {
+        sluice_batch *b = NULL;
+        sl_fuzz_check(sluice_session_pull(s, &b) == SLUICE_OK, "pull");
+        if (!b) break;
+        sluice_batch_free(b);
+    }
+    sluice_session_close(s);
+    sl_input_close(in);
+}
+
+/* Layout: flags, max_rows, then rows file and v file each as a 2-byte length and its bytes,
+ * then the k file (the rest). flags bit 0: v as raw .bin; bit 1: k as .npy; bit 2: rows as
+ * raw .bin (which the layer does not accept for an offsets input unless it is there). */
+static void fuzz_input_dir(const uint8_t *data, size_t size) {
+    fz_io_init();
+    fz_reader r = {data, size};
+    uint8_t flags = fz_u8(&r);
+    int64_t max_rows = 1 + fz_u8(&r) % 64;
+    size_t len;
+    for (size_t i = 0; i < FZ_ARRAY_LEN(fz_io_files); i++) {
+        char path[128];
+        fz_io_path(path, sizeof path, fz_io_files[i]);
+        unlink(path);
+    }
+    size_t want = fz_u8(&r) | (size_t)fz_u8(&r) << 8;
+    const uint8_t *rows = fz_bytes(&r, want, &len);
+    fz_io_write(flags & 4 ? "rows.bin" : "rows.npy", rows, len);
+    want = fz_u8(&r) | (size_t)fz_u8(&r) << 8;
+    const uint8_t *v = fz_bytes(&r, want, &len);
+    fz_io_write(flags & 1 ? "v.bin" : "v.npy", v, len);
+    const uint8_t *k = fz_bytes(&r, r.left, &len);
+    fz_io_write(flags & 2 ? "k.npy" : "k.bin", k, len);
+    fz_io_drain(fz_io_ragged, fz_io_dir, max_rows);
+}
+
+static void fuzz_input_csv(const uint8_t *data, size_t size) {
+    fz_io_init();
+    if (size < 1) return;
+    int64_t max_rows = 1 + data[0] % 16;
+    fz_io_write("in.csv", data + 1, size - 1);
+    char path[128];
+    fz_io_path(path, sizeof path, "in.csv");
+    fz_io_drain(fz_io_flat, path, max_rows);
+}
+
 int sl_fuzz_io(const uint8_t *data, size_t size);
 int sl_fuzz_io(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     uint8_t mode = data[0];
     data++;
     size--;
-    switch (mode % 4) {
+    switch (mode % 6) {
     case 0: {
         fuzz_npy(data, size);
         fz_reader r = {data, size};
         fuzz_npy_roundtrip(fz_u64(&r));
         break;
     }
-    case 1: fuzz_csv(data, size, (uint8_t)(mode / 4)); break;
+    case 1: fuzz_csv(data, size, (uint8_t)(mode / 6)); break;
     case 2: fuzz_value(data, size); break;
-    default: fuzz_raw(data, size); break;
+    case 3: fuzz_raw(data, size); break;
+    case 4: fuzz_input_dir(data, size); break;
+    default: fuzz_input_csv(data, size); break;
     }
     return 0;
 }
