@@ -58,6 +58,7 @@ typedef struct cuda_session {
     bool own_stream;
     cudaEvent_t slot_free[STAGING_SLOTS], inputs_ready, computed;
     void *pinned[STAGING_SLOTS];
+    size_t staging_bytes;   /* per slot */
     int64_t *pinned_small;  /* counts read back: [0] kept rows, [1] verdict, [2] last offset */
     void *dev_small;        /* device: kept-row count and offsets verdict */
     void *scratch;
@@ -303,10 +304,13 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     cs->arch = major * 10 + minor;
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->stream, cudaStreamNonBlocking), "creating a stream");
     cs->own_stream = true;
+    /* Pinned memory is slow to allocate: small sessions get small slots. */
+    cs->staging_bytes = (size_t)s->max_batch_rows * 8 + 4096;
+    if (cs->staging_bytes > STAGING_BYTES) cs->staging_bytes = STAGING_BYTES;
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->copy, cudaStreamNonBlocking), "creating a stream");
     for (int i = 0; i < STAGING_SLOTS; i++) {
         CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->slot_free[i], cudaEventDisableTiming), "creating an event");
-        CUDA_TRY(ctx, cudaMallocHost(&cs->pinned[i], STAGING_BYTES), "allocating pinned staging memory");
+        CUDA_TRY(ctx, cudaMallocHost(&cs->pinned[i], cs->staging_bytes), "allocating pinned staging memory");
     }
     CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->inputs_ready, cudaEventDisableTiming), "creating an event");
     CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->computed, cudaEventDisableTiming), "creating an event");
@@ -411,8 +415,9 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
 /* Copies `bytes` from host src to device dst on the copy stream through the pinned slots. */
 static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                               size_t bytes, int *slot) {
-    for (size_t at = 0; at < bytes; at += STAGING_BYTES) {
-        size_t len = bytes - at < STAGING_BYTES ? bytes - at : STAGING_BYTES;
+    size_t slot_bytes = cs->staging_bytes;
+    for (size_t at = 0; at < bytes; at += slot_bytes) {
+        size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
         int k = *slot;
         *slot = (k + 1) % STAGING_SLOTS;
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
@@ -430,11 +435,12 @@ static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst,
                                size_t bytes) {
     size_t pending_at = 0, pending_len = 0;
     int pending_slot = -1, k = 0;
-    for (size_t at = 0; at < bytes || pending_slot >= 0; at += STAGING_BYTES) {
+    size_t slot_bytes = cs->staging_bytes;
+    for (size_t at = 0; at < bytes || pending_slot >= 0; at += slot_bytes) {
         int issued = -1;
         size_t len = 0;
         if (at < bytes) {
-            len = bytes - at < STAGING_BYTES ? bytes - at : STAGING_BYTES;
+            len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
             issued = k;
             k = (k + 1) % STAGING_SLOTS;
             CUDA_TRY(ctx, cudaMemcpyAsync(cs->pinned[issued], (const char *)src + at, len,
