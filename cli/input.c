@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -217,6 +218,18 @@ static int open_csv(sl_input *in, const char *path, char *err, size_t errcap) {
     return 0;
 }
 
+/* A .npy (by its magic) or raw .bin (by its name) given where a directory belongs. */
+static bool is_column_file(const char *path) {
+    size_t n = strlen(path);
+    if (n >= 4 && strcmp(path + n - 4, ".bin") == 0) return true;
+    unsigned char head[6] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return got == sizeof head && memcmp(head, "\x93NUMPY", 6) == 0;
+}
+
 int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *path, char *err,
                   size_t errcap) {
     *out = NULL;
@@ -248,6 +261,10 @@ int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *p
     if (rc == 0) {
         if (S_ISDIR(st.st_mode)) {
             rc = open_directory(in, path, err, errcap);
+        } else if (is_column_file(path)) {
+            rc = sl_errf(err, errcap,
+                         "%s is a single column file; --in takes the directory holding one "
+                         "COLUMN.npy (or COLUMN.bin) per input column, or a CSV file", path);
         } else {
             in->csv_source = true;
             rc = open_csv(in, path, err, errcap);

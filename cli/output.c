@@ -13,13 +13,11 @@
 typedef struct output_column {
     sluice_column_info info;
     sl_npy_writer writer;
-    int64_t offsets_base; /* offsets outputs: the last offset written so far */
 } output_column;
 
 struct sl_output {
     size_t ncols;
     output_column *cols;
-    uint64_t bytes;
 };
 
 int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char *dir, char *err,
@@ -63,22 +61,6 @@ int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char 
     return 0;
 }
 
-/* Appends one batch's offsets, shifted so that the file holds offsets over all rows. */
-static int append_offsets(output_column *c, const sluice_column *col, bool first, char *err,
-                          size_t errcap) {
-    const int64_t *v = col->data;
-    int64_t shifted[1024];
-    int64_t from = first ? 0 : 1; /* later batches' leading 0 is the previous batch's end */
-    for (int64_t i = from; i < col->length;) {
-        int64_t m = 0;
-        for (; m < (int64_t)(sizeof shifted / sizeof shifted[0]) && i < col->length; m++, i++)
-            shifted[m] = v[i] + c->offsets_base;
-        if (sl_npy_writer_append(&c->writer, shifted, m, err, errcap) != 0) return -1;
-    }
-    if (col->length > 0) c->offsets_base += v[col->length - 1];
-    return 0;
-}
-
 int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap) {
     for (size_t i = 0; i < o->ncols; i++) {
         output_column *c = &o->cols[i];
@@ -91,23 +73,14 @@ int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t 
             return sl_errf(err, errcap, "result column '%s' is %s, the pipeline said %s",
                            c->info.name, sluice_type_name(col.type),
                            sluice_type_name(c->info.type));
-        int64_t before = c->writer.length;
-        int rc = c->info.role == SLUICE_ROLE_OFFSETS
-                     ? append_offsets(c, &col, before == 0, err, errcap)
-                     : sl_npy_writer_append(&c->writer, col.data, col.length, err, errcap);
-        if (rc != 0) return -1;
-        o->bytes += (uint64_t)(c->writer.length - before) * sluice_type_size(c->info.type);
+        if (sl_npy_writer_append(&c->writer, col.data, col.length, err, errcap) != 0) return -1;
     }
     return 0;
 }
 
 int64_t sl_output_rows(const sl_output *o) {
-    for (size_t i = 0; i < o->ncols; i++)
-        if (o->cols[i].info.role == SLUICE_ROLE_DATA) return o->cols[i].writer.length;
-    return 0;
+    return o->ncols > 0 ? o->cols[0].writer.length : 0;
 }
-
-uint64_t sl_output_bytes(const sl_output *o) { return o->bytes; }
 
 int sl_output_close(sl_output *o, char *err, size_t errcap) {
     if (!o) return 0;

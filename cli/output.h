@@ -1,7 +1,7 @@
 /* output.h — where `sluice run` puts its results: OUTDIR/COLUMN.npy per output column, each
  * written as result batches are pulled (the header's length is patched at the end), so the
- * output never has to fit in memory. An offsets output is stitched across batches: each
- * batch's offsets are shifted by the rows already written and its leading 0 dropped. */
+ * output never has to fit in memory. (Outputs are always row columns: an offsets input
+ * cannot be an output.) */
 #ifndef SL_CLI_OUTPUT_H
 #define SL_CLI_OUTPUT_H
 
@@ -18,10 +18,8 @@ int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char 
                    size_t errcap);
 /* Appends a result batch. Returns 0, or -1 (write error, or the batch lacks a column). */
 int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap);
-/* Rows written so far (of the first data column; 0 when there is none). */
+/* Rows written so far (0 when the pipeline has no outputs). */
 int64_t sl_output_rows(const sl_output *o);
-/* Bytes written so far, all columns. */
-uint64_t sl_output_bytes(const sl_output *o);
 /* Patches the headers and closes the files. Returns 0, or -1 with the first error. Frees o. */
 int sl_output_close(sl_output *o, char *err, size_t errcap);
 

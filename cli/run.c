@@ -145,8 +145,12 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     }
     if (pg.shown || (rc == SL_EXIT_OK && pg.enabled && sl_now() - pg.start >= 1.0))
         progress_update(&pg, rows_in, true);
+    int64_t rows_out = out ? sl_output_rows(out) : 0;
     if (out && sl_output_close(out, err, sizeof err) != 0 && rc == SL_EXIT_OK)
         rc = sl_fail("%s", err);
+    if (rc == SL_EXIT_OK)
+        printf("%s: %" PRId64 " rows in, %" PRId64 " rows out to %s/\n", a->pipeline, rows_in,
+               rows_out, a->out);
     sl_input_close(in);
     free(cols);
     sluice_session_close(s);

@@ -608,6 +608,12 @@ START_TEST(input_reports_bad_directories) {
     write_bytes(tmp_path("x.npy"), img, n);
     ck_assert_int_eq(sl_input_open(&in, p, tmp_root, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "x.npy") && strstr(err, "truncated"), "%s", err);
+    /* A column file where the directory belongs. */
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("x.npy"), SLUICE_F32, x, 5, err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_path("x.npy"), err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "single column file") && strstr(err, "directory"), "%s", err);
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_path("id.bin"), err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "single column file"), "%s", err);
     ck_assert_int_eq(sl_input_open(&in, p, "/nonexistent-input", err, sizeof err), -1);
     ck_assert_msg(strstr(err, "/nonexistent-input"), "%s", err);
     sluice_pipeline_free(p);
