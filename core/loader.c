@@ -19,16 +19,21 @@
 /* ---- diagnostics ----------------------------------------------------------------------- */
 
 bool ld_error(sl_loader *L, sluice_status status, sl_srcloc loc, const char *fmt, ...) {
+    if (L->stop) return false;
+    /* past the context's cap the diagnostic is not kept (diag.c notes that there were
+     * more): checking further would only cost time */
+    if (L->ctx->ndiags - L->diag_mark >= SL_MAX_LOAD_DIAGNOSTICS) L->stop = true;
     va_list ap;
     va_start(ap, fmt);
-    if (sl_diag_v(L->ctx, status, loc, fmt, ap) == SLUICE_ERR_NO_MEMORY) L->oom = true;
+    if (sl_diag_v(L->ctx, status, loc, fmt, ap) == SLUICE_ERR_NO_MEMORY) L->oom = L->stop = true;
     va_end(ap);
+    if (status == SLUICE_ERR_LIMIT) L->stop = true;
     return false;
 }
 
 bool ld_oom(sl_loader *L) {
     if (!L->oom) sl_error(L->ctx, SLUICE_ERR_NO_MEMORY, "out of memory while loading the pipeline");
-    L->oom = true;
+    L->oom = L->stop = true;
     return false;
 }
 
@@ -451,7 +456,7 @@ static void parse_params(sl_loader *L, const ld_node *params) {
         return;
     }
     static const char *const keys[] = {"type", "default"};
-    for (int i = 0; i < params->count && !L->oom; i++) {
+    for (int i = 0; i < params->count && !L->stop; i++) {
         const ld_node *k = ld_key(params, i), *v = ld_val(params, i);
         if (!ld_is_identifier(k->text)) {
             ld_error(L, SLUICE_ERR_BAD_VALUE, k->loc,
@@ -500,7 +505,7 @@ static bool parse_input(sl_loader *L, const ld_node *input) {
     static const char *const keys[] = {"type", "role"};
     static const char *const roles[] = {"data", "offsets"};
     int declared_data = 0;
-    for (int i = 0; i < input->count && !L->oom; i++) {
+    for (int i = 0; i < input->count && !L->stop; i++) {
         const ld_node *k = ld_key(input, i), *v = ld_val(input, i);
         sluice_type t = SLUICE_F64;
         int role = 0;
@@ -549,7 +554,7 @@ static void parse_stages(sl_loader *L, const ld_node *stages) {
     }
     size_t nkinds;
     const char *const *kinds = sl_stage_names(&nkinds);
-    for (int i = 0; i < stages->count && !L->oom; i++) {
+    for (int i = 0; i < stages->count && !L->stop; i++) {
         const ld_node *item = stages->items[i];
         if (item->kind != LD_MAPPING || item->count == 0) {
             ld_error(L, SLUICE_ERR_BAD_VALUE, item->loc,
@@ -687,15 +692,15 @@ static void parse_root(sl_loader *L, const ld_node *root) {
             L->p->determinism = SL_DETERMINISM_RUN_TO_RUN;
     }
     const ld_node *params = ld_get(root, "params");
-    if (params && !L->oom) parse_params(L, params);
+    if (params && !L->stop) parse_params(L, params);
     const ld_node *input = ld_require(L, root, root->loc, "input", "a pipeline");
-    bool have_input = input && !L->oom && parse_input(L, input);
+    bool have_input = input && !L->stop && parse_input(L, input);
     const ld_node *ops = ld_get(root, "operators");
-    if (ops && !L->oom) ld_parse_operators(L, ops);
+    if (ops && !L->stop) ld_parse_operators(L, ops);
     const ld_node *stages = ld_require(L, root, root->loc, "stages", "a pipeline");
     /* without inputs every column reference would be reported: check stages only with them */
-    if (stages && have_input && !L->oom) parse_stages(L, stages);
-    if (L->oom || !have_input || !stages) return;
+    if (stages && have_input && !L->stop) parse_stages(L, stages);
+    if (L->stop || !have_input || !stages) return;
     const ld_node *output = ld_get(root, "output");
     if (output)
         parse_output(L, output);
@@ -724,7 +729,8 @@ sluice_status sl_pipeline_parse(sluice_context *ctx, const char *text, size_t le
     if (!p) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory loading a pipeline");
     p->ctx = ctx;
     p->file = sl_strdup(ctx, file ? file : "<string>");
-    sl_loader L = {.ctx = ctx, .p = p, .rows_changed_stage = -1, .oom = !p->file};
+    sl_loader L = {.ctx = ctx, .p = p, .rows_changed_stage = -1, .oom = !p->file,
+                   .stop = !p->file, .diag_mark = mark};
     if (L.oom) sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory loading a pipeline");
 
     ld_node *root = NULL;

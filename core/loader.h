@@ -14,6 +14,8 @@
 #define SL_MAX_STAGES 256
 #define SL_MAX_PARAMS 256
 #define SL_MAX_OPERATORS 64
+/* The context keeps this many diagnostics (core/diag.c); a load stops checking past it. */
+#define SL_MAX_LOAD_DIAGNOSTICS 100
 
 /* ---- the YAML tree -------------------------------------------------------------------- */
 
@@ -54,7 +56,10 @@ const char *ld_shape(const ld_node *n);
 typedef struct sl_loader {
     sluice_context *ctx;
     sluice_pipeline *p;
-    bool oom;               /* an allocation failed: stop everything, one diagnostic */
+    bool oom;               /* an allocation failed: one diagnostic, then stop */
+    bool stop;              /* stop checking: out of memory, a size limit was hit, or
+                               SL_MAX_LOAD_DIAGNOSTICS problems are reported already */
+    size_t diag_mark;       /* diagnostics in the context before this load */
 
     int columns_cap;
     bool *live;             /* columns live at the current point of the pipeline */
@@ -77,7 +82,9 @@ typedef struct sl_loader {
     size_t scope_names_cap;
 } sl_loader;
 
-/* Records a diagnostic at loc; returns false so callers can `return ld_error(...)`. */
+/* Records a diagnostic at loc; returns false so callers can `return ld_error(...)`. A problem
+ * found past SL_MAX_LOAD_DIAGNOSTICS (which the context notes as "more problems") and any
+ * SLUICE_ERR_LIMIT diagnostic set L->stop: nothing further is checked. */
 bool ld_error(sl_loader *L, sluice_status status, sl_srcloc loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Records the (single) out-of-memory diagnostic; returns false. */

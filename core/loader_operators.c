@@ -267,7 +267,7 @@ static bool parse_combine(sl_loader *L, sl_operator *op, const ld_node *combine)
         L->scope_field_names[2 * f + 1] = L->scope_field_text[2 * f + 1];
     }
     L->scope_operator = op;
-    for (int f = 0; f < op->nfields && !L->oom; f++) {
+    for (int f = 0; f < op->nfields && !L->stop; f++) {
         const ld_node *v = ld_get(combine, op->field_names[f]);
         if (!v) continue;
         sl_expr *e = ld_expr(L, v, NULL);
@@ -303,7 +303,7 @@ void ld_parse_operators(sl_loader *L, const ld_node *ops) {
         return;
     }
     static const char *const keys[] = {"state", "identity", "combine"};
-    for (int i = 0; i < ops->count && !L->oom; i++) {
+    for (int i = 0; i < ops->count && !L->stop; i++) {
         const ld_node *k = ld_key(ops, i), *v = ld_val(ops, i);
         sl_scan_op builtin;
         if (!ld_is_identifier(k->text)) {

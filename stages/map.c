@@ -21,7 +21,7 @@ void sl_stage_parse_definitions(sl_loader *L, const ld_node *body, sl_srcloc kin
         ld_oom(L);
         return;
     }
-    for (int i = 0; i < body->count && !L->oom; i++) {
+    for (int i = 0; i < body->count && !L->stop; i++) {
         const ld_node *name = ld_key(body, i), *value = ld_val(body, i);
         sl_expr *e = ld_expr(L, value, NULL);
         if (e && predicates && e->type != SLUICE_BOOL) {

@@ -200,7 +200,7 @@ static void parse_custom(scan_parse *s, const sl_operator *op) {
         return;
     }
     if (!ld_check_fields(L, op, of, "of", true)) s->ok = false;
-    for (int f = 0; f < op->nfields && !L->oom; f++) {
+    for (int f = 0; f < op->nfields && !L->stop; f++) {
         const ld_node *v = ld_get(of, op->field_names[f]);
         if (!v) continue;
         sl_expr *e = ld_expr(L, v, NULL);
@@ -338,7 +338,7 @@ void sl_stage_parse_any_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_l
         else
             parse_builtin(&s, op, sl_scan_op_name(scan_of(&s)));
     }
-    if (L->oom) return;
+    if (L->stop) return;
     if (into) {
         define_into(&s, into);
     }

@@ -379,6 +379,8 @@ START_TEST(limit_columns) {
     for (int i = 0; i < 1030; i++) snprintf(yaml + strlen(yaml), cap - strlen(yaml), "  c%d: f32\n", i);
     strcat(yaml, "stages:\n  - map: {y: c0}\n");
     expect(yaml, SLUICE_ERR_LIMIT, 3 + 1025, 3, "at most 1024 columns");
+    /* past a size limit nothing else is checked or reported */
+    ck_assert_uint_eq(sluice_context_diagnostic_count(ctx), 1);
     free(yaml);
 }
 END_TEST
@@ -389,6 +391,20 @@ START_TEST(limit_stages) {
     strcpy(yaml, "sluice: 1\nname: t\ninput: {x: f32}\nstages:\n");
     for (int i = 0; i < 300; i++) strcat(yaml, "  - sort: {key: x}\n");
     expect(yaml, SLUICE_ERR_LIMIT, 5, 3, "at most 256");
+    free(yaml);
+}
+END_TEST
+
+START_TEST(limit_problem_count) {
+    /* 5000 problems: the first 100 are kept, one more entry says there were more */
+    size_t cap = 64 * 5100;
+    char *yaml = malloc(cap);
+    strcpy(yaml, "sluice: 1\nname: t\ninput: {x: f32}\nstages:\n  - map:\n");
+    for (int i = 0; i < 5000; i++)
+        snprintf(yaml + strlen(yaml), cap - strlen(yaml), "      c%d: x + nope%d\n", i, i);
+    expect(yaml, SLUICE_ERR_UNKNOWN_COLUMN, 6, 15, "nope0");
+    ck_assert_uint_eq(sluice_context_diagnostic_count(ctx), 101);
+    ck_assert_int_eq(sluice_context_diagnostic(ctx, 100)->status, SLUICE_ERR_LIMIT);
     free(yaml);
 }
 END_TEST
@@ -431,6 +447,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, limit_nesting_depth);
     tcase_add_test(tc, limit_columns);
     tcase_add_test(tc, limit_stages);
+    tcase_add_test(tc, limit_problem_count);
     tcase_add_test(tc, limit_file_size);
     suite_add_tcase(s, tc);
     return s;
