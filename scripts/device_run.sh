@@ -56,7 +56,7 @@ if [ "$MODE" = all ] || [ "$MODE" = sanitize ]; then
     for t in $gpu_tests; do
       has "$t" || continue
       s=$(date +%s)
-      SLUICE_TEST_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+      SLUICE_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
         "$(exe "$t")" > "$OUT/san_${tool}_$t.log" 2>&1
       rc=$?
       note "compute-sanitizer $tool $t: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E 'ERROR SUMMARY' "$OUT/san_${tool}_$t.log" | tail -1)"
