@@ -367,6 +367,117 @@ START_TEST(run_rejects_bad_files_with_exit_1) {
 }
 END_TEST
 
+/* ---- the primer's worked examples, from CSV through the command line ---------------------- */
+
+/* Reads a numeric column into out[0..n) as doubles. */
+static void read_as_doubles(const char *path, double *out, int64_t n) {
+    cli_column c;
+    char err[256];
+    ck_assert_msg(cli_read_npy(path, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c.length == n, "%s: %lld rows, expected %lld", path, (long long)c.length,
+                  (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        switch (c.type) {
+        case SLUICE_I32: out[i] = ((int32_t *)c.data)[i]; break;
+        case SLUICE_I64: out[i] = (double)((int64_t *)c.data)[i]; break;
+        case SLUICE_F32: out[i] = ((float *)c.data)[i]; break;
+        case SLUICE_F64: out[i] = ((double *)c.data)[i]; break;
+        default: ck_abort_msg("%s: unexpected type %s", path, sluice_type_name(c.type));
+        }
+    }
+    free(c.data);
+}
+
+static void expect_doubles(const char *path, const double *want, int64_t n, double tol) {
+    double got[64];
+    ck_assert_int_le(n, 64);
+    read_as_doubles(path, got, n);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= tol, "%s[%lld] = %.9g, expected %.9g", path,
+                      (long long)i, got[i], want[i]);
+}
+
+START_TEST(primer_examples_through_the_command_line) {
+    cli_tmp_make();
+    /* Hillis-Steele / Blelloch: [3 1 7 0 4 1 6 3] scans to [3 4 11 11 15 16 22 25]; the
+     * exclusive scan is [0 3 4 11 11 15 16 22] with total 25. */
+    write_text(cli_tmp("scan.yaml"),
+               "sluice: 1\nname: primer-scan\ninput:\n  x: i32\nstages:\n"
+               "  - scan: {of: x, op: sum, into: inc}\n"
+               "  - scan: {of: x, op: sum, kind: exclusive, into: exc}\n");
+    write_text(cli_tmp("scan.csv"), "x\n3\n1\n7\n0\n4\n1\n6\n3\n");
+    cli_result r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows 3", cli_tmp("scan.yaml"),
+                           cli_tmp("scan.csv"), cli_tmp("scan"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    expect_doubles(cli_tmp("scan/inc.npy"), (double[]){3, 4, 11, 11, 15, 16, 22, 25}, 8, 0);
+    expect_doubles(cli_tmp("scan/exc.npy"), (double[]){0, 3, 4, 11, 11, 15, 16, 22}, 8, 0);
+
+    /* Compaction: keeping positives of [5 -2 9 0 -7 3 8 -1]: the flags' exclusive scan is
+     * [0 1 1 2 2 2 3 4] and the output [5 9 3 8]. */
+    write_text(cli_tmp("offs.yaml"),
+               "sluice: 1\nname: primer-offsets\ninput:\n  x: i32\nstages:\n"
+               "  - flag: {keep: x > 0}\n"
+               "  - scan: {of: keep, op: sum, kind: exclusive, into: off}\n"
+               "output: [off]\n");
+    write_text(cli_tmp("keep.yaml"),
+               "sluice: 1\nname: primer-compact\ninput:\n  x: i32\nstages:\n"
+               "  - filter: x > 0\n");
+    write_text(cli_tmp("c.csv"), "x\n5\n-2\n9\n0\n-7\n3\n8\n-1\n");
+    r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("offs.yaml"), cli_tmp("c.csv"),
+                cli_tmp("offs"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    expect_doubles(cli_tmp("offs/off.npy"), (double[]){0, 1, 1, 2, 2, 2, 3, 4}, 8, 0);
+    r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows 2", cli_tmp("keep.yaml"),
+                cli_tmp("c.csv"), cli_tmp("keep"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    expect_doubles(cli_tmp("keep/x.npy"), (double[]){5, 9, 3, 8}, 4, 0);
+
+    /* The recurrence: a = [0.5 0.9 0.1 1.0], b = [1 2 3 4] gives [1.0 2.9 3.29 7.29]. */
+    write_text(cli_tmp("lr.yaml"),
+               "sluice: 1\nname: primer-linrec\ninput:\n  a: f32\n  b: f32\nstages:\n"
+               "  - scan: {op: linrec, a: a, b: b, into: h}\n");
+    write_text(cli_tmp("lr.csv"), "a,b\n0.5,1\n0.9,2\n0.1,3\n1.0,4\n");
+    r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows 1", cli_tmp("lr.yaml"),
+                cli_tmp("lr.csv"), cli_tmp("lr"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    expect_doubles(cli_tmp("lr/h.npy"), (double[]){1.0, 2.9, 3.29, 7.29}, 4, 1e-5);
+
+    /* 4096 copies of 0.1 in f16 sum to 409.5 with the default f32 accumulator; asking for
+     * an f16 accumulator (which would stall at 256) is refused when the file is checked. */
+    write_text(cli_tmp("h.yaml"),
+               "sluice: 1\nname: primer-f16\ninput:\n  v: f16\nstages:\n"
+               "  - scan: {of: v, op: sum, into: s}\n");
+    FILE *f = fopen(cli_tmp("h.csv"), "w");
+    fputs("v\n", f);
+    for (int i = 0; i < 4096; i++) fputs("0.1\n", f);
+    fclose(f);
+    r = cli_run("run '%s' --in '%s' --out '%s' --batch-rows 1000", cli_tmp("h.yaml"),
+                cli_tmp("h.csv"), cli_tmp("h"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    cli_column s;
+    char err[256];
+    ck_assert(cli_read_npy(cli_tmp("h/s.npy"), &s, err, sizeof err) == 0);
+    ck_assert_int_eq(s.type, SLUICE_F32);
+    ck_assert_int_eq(s.length, 4096);
+    ck_assert_float_eq_tol(((float *)s.data)[4095], 409.5f, 1e-3f);
+    free(s.data);
+    write_text(cli_tmp("h16.yaml"),
+               "sluice: 1\nname: primer-f16-acc\ninput:\n  v: f16\nstages:\n"
+               "  - scan: {of: v, op: sum, into: s, acc: f16}\n");
+    r = cli_run("check '%s'", cli_tmp("h16.yaml"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "h16.yaml:6:");
+    expect_contains(r.err, "f32");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
 /* ---- ragged input, batch cutting, gen, bench ---------------------------------------------- */
 
 START_TEST(batch_rows_do_not_change_outputs) {
@@ -491,6 +602,7 @@ int main(void) {
     tcase_add_test(tc, run_npy_raw_and_csv_agree_with_an_oracle);
     tcase_add_test(tc, run_round_trips_every_type);
     tcase_add_test(tc, run_rejects_bad_files_with_exit_1);
+    tcase_add_test(tc, primer_examples_through_the_command_line);
     tcase_add_test(tc, batch_rows_do_not_change_outputs);
     tcase_add_test(tc, gen_is_deterministic);
     tcase_add_test(tc, bench_reports_throughput_beside_memcpy);
