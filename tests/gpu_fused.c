@@ -357,6 +357,8 @@ START_TEST(batches_carry_state) {
 END_TEST
 
 int main(void) {
+    /* CUDA does not survive fork(): run the cases in this process (Check forks by default). */
+    setenv("CK_FORK", "no", 1);
     if (!have_gpu()) {
         printf("gpu_fused: no GPU, skipped\n");
         return 77;
