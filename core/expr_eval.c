@@ -8,11 +8,17 @@
  * value per run: a literal, a param, or a constant sub-expression such as radius*radius,
  * computed once per run by "scalar" steps over slots). Registers hold max_rows elements of up
  * to 8 bytes; a step never writes a register it reads, so loops see no aliasing and the
- * compiler vectorises them. The last step writes straight into the caller's output. */
+ * compiler vectorises them. The last step writes straight into the caller's output.
+ *
+ * The per-run scalar steps run first; then the vector steps run over the tile in strips of
+ * STRIP rows, so the registers of a strip stay in L1 however many intermediate values an
+ * expression has (x*x + y*y < r*r over 4096 rows was 2.2x slower without strips). */
 #include <string.h>
 
 #include "expr.h"
 #include "sl_ops.h"
+
+#define STRIP 512
 
 /* ---- kernels: one loop per (operation, type), operands vector or scalar ------------------- */
 
@@ -256,6 +262,7 @@ typedef enum operand_kind {
 
 typedef struct operand {
     uint8_t kind, side;
+    uint8_t size; /* element bytes, for stepping through a tile by strips */
     int32_t index;
 } operand;
 
@@ -280,6 +287,8 @@ struct sl_expr_program {
     int64_t max_rows;
     step *steps;
     int nsteps, steps_cap;
+    operand *inputs; /* the distinct columns and fields the vector steps read */
+    int ninputs, inputs_cap;
     sl_raw *slots; /* initial slot values (literals; params are written at each run) */
     int nslots, slots_cap;
     param_use *params;
@@ -311,7 +320,7 @@ static bool grow(compiler *c, void **array, int *cap, int need, size_t elem) {
 }
 
 static operand new_slot(compiler *c, const sl_raw *value) {
-    operand o = {OPND_SLOT, 0, -1};
+    operand o = {OPND_SLOT, 0, 8, -1};
     sl_expr_program *p = c->p;
     if (!grow(c, (void **)&p->slots, &p->slots_cap, p->nslots + 1, sizeof *p->slots)) return o;
     if (value) p->slots[p->nslots] = *value;
@@ -321,7 +330,7 @@ static operand new_slot(compiler *c, const sl_raw *value) {
 }
 
 static operand new_reg(compiler *c) {
-    operand o = {OPND_REG, 0, -1};
+    operand o = {OPND_REG, 0, 8, -1};
     if (c->nfree > 0) {
         o.index = c->free_regs[--c->nfree];
     } else {
@@ -364,7 +373,7 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, 
         sl_expr_program *p = c->p;
         for (int i = 0; i < p->nparams; i++) {
             if (p->params[i].param == e->index && p->params[i].type == e->type) {
-                *out = (operand){OPND_SLOT, 0, p->params[i].slot};
+                *out = (operand){OPND_SLOT, 0, 8, p->params[i].slot};
                 return;
             }
         }
@@ -374,8 +383,20 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, 
         p->params[p->nparams++] = (param_use){out->index, e->index, e->type};
         return;
     }
-    case SL_EXPR_COLUMN: *out = (operand){OPND_COLUMN, 0, e->index}; return;
-    case SL_EXPR_FIELD: *out = (operand){OPND_FIELD, (uint8_t)(e->side & 1), e->index}; return;
+    case SL_EXPR_COLUMN:
+    case SL_EXPR_FIELD: {
+        *out = (operand){e->kind == SL_EXPR_COLUMN ? OPND_COLUMN : OPND_FIELD,
+                         (uint8_t)(e->kind == SL_EXPR_FIELD ? e->side & 1 : 0),
+                         (uint8_t)sluice_type_size(e->type), e->index};
+        sl_expr_program *p = c->p;
+        for (int i = 0; i < p->ninputs; i++)
+            if (p->inputs[i].kind == out->kind && p->inputs[i].side == out->side &&
+                p->inputs[i].index == out->index)
+                return;
+        if (grow(c, (void **)&p->inputs, &p->inputs_cap, p->ninputs + 1, sizeof *p->inputs))
+            p->inputs[p->ninputs++] = *out;
+        return;
+    }
     case SL_EXPR_CAST:
         if (e->a->type == e->type) { /* no conversion: read the operand itself */
             compile_node(c, e->a, scalar, root, out);
@@ -384,7 +405,7 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, 
         break;
     default: break;
     }
-    operand a = {0, 0, 0}, b = {0, 0, 0}, k = {0, 0, 0};
+    operand a = {0, 0, 0, 0}, b = {0, 0, 0, 0}, k = {0, 0, 0, 0};
     step_kind kind;
     if (e->kind == SL_EXPR_COND) {
         compile_node(c, e->a, scalar, false, &k);
@@ -407,7 +428,9 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, 
         if (c->failed) return;
         kind = e->kind == SL_EXPR_CAST ? STEP_CAST : e->b ? STEP_BINARY : STEP_UNARY;
     }
-    operand dst = scalar ? new_slot(c, NULL) : root ? (operand){OPND_OUT, 0, 0} : new_reg(c);
+    operand dst = scalar ? new_slot(c, NULL)
+                  : root ? (operand){OPND_OUT, 0, (uint8_t)sluice_type_size(e->type), 0}
+                         : new_reg(c);
     step *s = add_step(c, kind, scalar);
     if (!s) return;
     s->op = (uint8_t)e->op;
@@ -437,7 +460,7 @@ sluice_status sl_expr_compile(sluice_context *ctx, const sl_expr *e, int64_t max
     if (!p) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory compiling an expression");
     p->type = e->type;
     p->max_rows = max_rows;
-    p->reg_bytes = (reg_bytes + 63) & ~(size_t)63;
+    p->reg_bytes = ((size_t)(max_rows < STRIP ? max_rows : STRIP) * 8 + 63) & ~(size_t)63;
     compiler c = {ctx, p, NULL, 0, 0, false};
     operand root;
     compile_node(&c, e, false, true, &root);
@@ -447,7 +470,7 @@ sluice_status sl_expr_compile(sluice_context *ctx, const sl_expr *e, int64_t max
             if (s) {
                 s->type = (uint8_t)e->type;
                 s->a = root;
-                s->dst = (operand){OPND_OUT, 0, 0};
+                s->dst = (operand){OPND_OUT, 0, (uint8_t)sluice_type_size(e->type), 0};
             }
         }
     }
@@ -464,6 +487,7 @@ sluice_status sl_expr_compile(sluice_context *ctx, const sl_expr *e, int64_t max
 void sl_expr_program_free(sluice_context *ctx, sl_expr_program *p) {
     if (!p) return;
     sl_free(ctx, p->steps);
+    sl_free(ctx, p->inputs);
     sl_free(ctx, p->slots);
     sl_free(ctx, p->params);
     sl_free(ctx, p);
@@ -474,14 +498,43 @@ size_t sl_expr_program_scratch_size(const sl_expr_program *p) {
     return p->slot_bytes + (size_t)p->nregs * p->reg_bytes;
 }
 
+/* Where operand o is for the strip starting at row `start` (registers hold one strip). */
 static void *resolve(const sl_expr_program *p, const sl_eval_env *env, char *scratch, void *out,
-                     operand o) {
+                     operand o, int64_t start) {
+    size_t offset = (size_t)start * o.size;
     switch (o.kind) {
     case OPND_REG: return scratch + p->slot_bytes + (size_t)o.index * p->reg_bytes;
     case OPND_SLOT: return scratch + (size_t)o.index * sizeof(sl_raw);
-    case OPND_COLUMN: return (void *)env->columns[o.index];
-    case OPND_FIELD: return (void *)env->fields[o.side][o.index];
-    default: return out;
+    case OPND_COLUMN: return (char *)env->columns[o.index] + offset;
+    case OPND_FIELD: return (char *)env->fields[o.side][o.index] + offset;
+    default: return (char *)out + offset;
+    }
+}
+
+static void run_step(const sl_expr_program *p, const step *st, const sl_eval_env *env, char *s,
+                     void *out, int64_t start, int64_t n) {
+    void *dst = resolve(p, env, s, out, st->dst, start);
+    const void *a = resolve(p, env, s, out, st->a, start);
+    bool as = !st->scalar && is_scalar_operand(st->a);
+    switch ((step_kind)st->kind) {
+    case STEP_UNARY: k_unary((sl_expr_op)st->op, (sluice_type)st->type, a, dst, n); break;
+    case STEP_BINARY:
+        k_binary((sl_expr_op)st->op, (sluice_type)st->type, a, as,
+                 resolve(p, env, s, out, st->b, start), !st->scalar && is_scalar_operand(st->b),
+                 dst, n);
+        break;
+    case STEP_CAST:
+        sl_cast_rows((sluice_type)st->type, a, (sluice_type)st->out_type, dst, n);
+        break;
+    case STEP_SELECT:
+        k_select(sluice_type_size((sluice_type)st->type), resolve(p, env, s, out, st->c, start), a,
+                 as, resolve(p, env, s, out, st->b, start), !st->scalar && is_scalar_operand(st->b),
+                 dst, n);
+        break;
+    case STEP_COPY:
+        if (n) memcpy(dst, a, (size_t)n * sluice_type_size((sluice_type)st->type));
+        break;
+    case STEP_BROADCAST: k_broadcast(sluice_type_size((sluice_type)st->type), a, dst, n); break;
     }
 }
 
@@ -494,29 +547,21 @@ void sl_expr_run(const sl_expr_program *p, const sl_eval_env *env, int64_t rows,
         sl_value_to_raw(sl_value_cast(env->params[p->params[i].param], p->params[i].type), &r);
         memcpy(s + (size_t)p->params[i].slot * sizeof(sl_raw), &r, sizeof r);
     }
-    for (int i = 0; i < p->nsteps; i++) {
-        const step *st = &p->steps[i];
-        int64_t n = st->scalar ? 1 : rows;
-        void *dst = resolve(p, env, s, out, st->dst);
-        const void *a = resolve(p, env, s, out, st->a);
-        bool as = !st->scalar && is_scalar_operand(st->a);
-        switch ((step_kind)st->kind) {
-        case STEP_UNARY: k_unary((sl_expr_op)st->op, (sluice_type)st->type, a, dst, n); break;
-        case STEP_BINARY:
-            k_binary((sl_expr_op)st->op, (sluice_type)st->type, a, as,
-                     resolve(p, env, s, out, st->b), !st->scalar && is_scalar_operand(st->b), dst, n);
-            break;
-        case STEP_CAST:
-            sl_cast_rows((sluice_type)st->type, a, (sluice_type)st->out_type, dst, n);
-            break;
-        case STEP_SELECT:
-            k_select(sluice_type_size((sluice_type)st->type), resolve(p, env, s, out, st->c), a, as,
-                     resolve(p, env, s, out, st->b), !st->scalar && is_scalar_operand(st->b), dst, n);
-            break;
-        case STEP_COPY:
-            if (n) memcpy(dst, a, (size_t)n * sluice_type_size((sluice_type)st->type));
-            break;
-        case STEP_BROADCAST: k_broadcast(sluice_type_size((sluice_type)st->type), a, dst, n); break;
+    for (int i = 0; i < p->nsteps; i++) /* per-run values: they read only slots */
+        if (p->steps[i].scalar) run_step(p, &p->steps[i], env, s, out, 0, 1);
+    for (int64_t start = 0; start < rows; start += STRIP) {
+        int64_t n = rows - start < STRIP ? rows - start : STRIP;
+        /* Each step's loop is too short for the hardware prefetcher to follow a stream, so
+         * ask for the next strip of every input while this one computes. */
+        if (start + STRIP < rows) {
+            for (int i = 0; i < p->ninputs; i++) {
+                const char *next = resolve(p, env, s, out, p->inputs[i], start + STRIP);
+                int64_t left = rows - start - STRIP;
+                size_t bytes = (size_t)(left < STRIP ? left : STRIP) * p->inputs[i].size;
+                for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b);
+            }
         }
+        for (int i = 0; i < p->nsteps; i++)
+            if (!p->steps[i].scalar) run_step(p, &p->steps[i], env, s, out, start, n);
     }
 }

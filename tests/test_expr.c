@@ -415,11 +415,13 @@ static void table_free(table *t) {
     free(t->fields[1]);
 }
 
-/* Same value: same type and bits, any NaN equal to any NaN of the same sign. */
+/* Same value: same type and bits, any NaN equal to any NaN. The sign and payload of a NaN
+ * that arithmetic produces are not specified (x86 propagates an operand's NaN and a vectorised
+ * loop may swap operands; CUDA produces one canonical NaN), so they are not compared. */
 static bool same_value(sl_value a, sl_value b) {
     if (a.type != b.type) return false;
     if (sl_type_is_float(a.type)) {
-        if (isnan(a.f) || isnan(b.f)) return isnan(a.f) && isnan(b.f) && !signbit(a.f) == !signbit(b.f);
+        if (isnan(a.f) || isnan(b.f)) return isnan(a.f) && isnan(b.f);
         return sl_f64_bits(a.f) == sl_f64_bits(b.f);
     }
     return a.u == b.u;
