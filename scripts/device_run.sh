@@ -44,7 +44,7 @@ if [ "$MODE" = all ] || [ "$MODE" = tests ]; then
   for t in $gpu_tests; do
     has "$t" || continue
     s=$(date +%s)
-    "$(exe "$t")" > "$OUT/$t.log" 2>&1
+    timeout ${TEST_TIMEOUT:-900} "$(exe "$t")" > "$OUT/$t.log" 2>&1
     rc=$?
     note "$t: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$OUT/$t.log" | tail -1)"
     [ $rc -ne 0 ] && grep -E "Failure|Error|error" "$OUT/$t.log" | head -8
