@@ -1,11 +1,13 @@
 /* fuzz_session.c — libFuzzer harness for sessions: the input is a program of API calls
  * (push a good batch, push a bad one of each kind, push zero rows, flush, pull, reset,
- * set_param, close and reopen) run against one of four fixed pipelines: a map/filter/scan
+ * set_param, close and reopen, and "refuse the Nth host allocation of the next call") run
+ * against one of four fixed pipelines: a map/filter/scan
  * chain, a stream-wide sort, a segmented scan over an offsets input, and a mix of key
  * segments, a linear recurrence, a per-batch scan and a per-batch sort.
  *
- * Invariants checked: every status is the one the API documents for that call in that state;
- * a rejected batch changes nothing; after a flush, pulling drains and then yields NULL;
+ * Invariants checked: every status is the one the API documents for that call in that state
+ * (or SLUICE_ERR_NO_MEMORY when an allocation was refused); a rejected batch, or a call that
+ * ran out of memory, changes nothing; after a flush, pulling drains and then yields NULL;
  * every result batch has the pipeline's output columns; for pipelines whose rows all
  * survive, rows out == rows in; and for the first three (exact arithmetic) the output of the
  * stream as the program cut it equals the output of one session given the whole stream as
@@ -79,9 +81,46 @@ static const fz_pipe fz_pipes[] = {
 static sluice_context *fz_ctx;
 static sluice_pipeline *fz_loaded[FZ_NPIPES];
 
+/* The context's allocator refuses one allocation when `countdown` reaches zero: the program
+ * arms it for the call that follows, and it is disarmed after that call. */
+static struct {
+    long countdown; /* 0: off */
+    bool hit;       /* an allocation was refused since the last arming */
+} fz_mem;
+
+static bool fz_refuse(void) {
+    if (fz_mem.countdown > 0 && --fz_mem.countdown == 0) {
+        fz_mem.hit = true;
+        return true;
+    }
+    return false;
+}
+static void *fz_alloc(size_t size, void *opaque) {
+    (void)opaque;
+    return fz_refuse() ? NULL : malloc(size);
+}
+static void *fz_realloc(void *ptr, size_t size, void *opaque) {
+    (void)opaque;
+    return fz_refuse() ? NULL : realloc(ptr, size);
+}
+static void fz_free(void *ptr, void *opaque) {
+    (void)opaque;
+    free(ptr);
+}
+static const sluice_allocator fz_allocator = {fz_alloc, fz_realloc, fz_free, NULL};
+
+/* The call failed only because an allocation was refused: it must say so. */
+static bool fz_out_of_memory(sluice_status r) {
+    if (r != SLUICE_ERR_NO_MEMORY) return false;
+    sl_fuzz_check(fz_mem.hit, "SLUICE_ERR_NO_MEMORY with no allocation refused");
+    fz_check_diagnostics(fz_ctx, r);
+    return true;
+}
+
 static void fz_init(void) {
     if (fz_ctx) return;
     sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.allocator = &fz_allocator;
     co.cpu_threads = 1;
     co.kernel_cache_dir = "";
     sl_fuzz_check(sluice_context_create(&fz_ctx, &co) == SLUICE_OK, "context");
@@ -149,6 +188,11 @@ static void fz_open(fz_state *st, int64_t max_rows) {
     so.backend = SLUICE_BACKEND_CPU;
     so.max_batch_rows = max_rows;
     sluice_status r = sluice_session_open(st->p, &so, &st->s);
+    if (fz_out_of_memory(r)) {
+        sl_fuzz_check(st->s == NULL, "failed open left a session");
+        fz_mem.countdown = 0;
+        r = sluice_session_open(st->p, &so, &st->s);
+    }
     sl_fuzz_check(r == SLUICE_OK, "session_open: %s", sluice_status_name(r));
 }
 
@@ -224,7 +268,11 @@ static void fz_push_good(fz_state *st, int64_t rows, uint64_t seed) {
     for (size_t i = 0; i < st->ninputs; i++)
         order[i] = cols[seed & 1 ? st->ninputs - 1 - i : i];
     sluice_status r = sluice_session_push(st->s, order, st->ninputs);
-    if (st->flushed) {
+    /* Out of memory comes first: even a misuse is reported as out of memory when its
+     * diagnostic cannot be recorded. */
+    if (fz_out_of_memory(r)) {
+        /* rejected as a whole: not part of the stream */
+    } else if (st->flushed) {
         sl_fuzz_check(r == SLUICE_ERR_MISUSE, "push after flush gave %s", sluice_status_name(r));
         fz_check_diagnostics(fz_ctx, r);
     } else {
@@ -313,7 +361,9 @@ static void fz_push_bad(fz_state *st, uint8_t how, int64_t rows, uint64_t seed) 
         break;
     }
     sluice_status r = sluice_session_push(st->s, arg, count);
-    if (st->flushed) {
+    if (fz_out_of_memory(r)) {
+        /* out of memory judging the batch or recording the verdict */
+    } else if (st->flushed) {
         sl_fuzz_check(r == SLUICE_ERR_MISUSE, "bad push after flush gave %s",
                       sluice_status_name(r));
     } else if (want == SLUICE_OK) {
@@ -353,6 +403,7 @@ static void fz_check_and_keep(fz_state *st, sluice_batch *b) {
 static bool fz_pull_one(fz_state *st) {
     sluice_batch *b = (sluice_batch *)&b; /* pull must overwrite it, NULL or a batch */
     sluice_status r = sluice_session_pull(st->s, &b);
+    if (fz_out_of_memory(r)) return false;
     sl_fuzz_check(r == SLUICE_OK, "pull gave %s", sluice_status_name(r));
     if (!b) return false;
     fz_check_and_keep(st, b);
@@ -360,6 +411,7 @@ static bool fz_pull_one(fz_state *st) {
 }
 
 static void fz_drain(fz_state *st) {
+    fz_mem.countdown = 0; /* draining is checked without refusals */
     int guard = 0;
     while (fz_pull_one(st)) sl_fuzz_check(++guard < 1000000, "pull never runs dry");
     sluice_batch *b = NULL;
@@ -387,6 +439,7 @@ static bool fz_same_value(sluice_type t, const uint8_t *x, const uint8_t *y) {
 
 /* The stream as cut by the program must give what one whole batch gives. */
 static void fz_check_cut_invariance(fz_state *st) {
+    fz_mem.countdown = 0;
     if (!st->pipe->cut_invariant || st->param_changed || st->overflowed ||
         st->pulled.rows > 4 * FZ_MAX_STREAM_ROWS)
         return;
@@ -447,6 +500,7 @@ static void fz_check_cut_invariance(fz_state *st) {
 }
 
 static void fz_end_stream(fz_state *st) {
+    fz_mem.countdown = 0;
     if (!st->flushed) {
         sluice_status r = sluice_session_flush(st->s);
         sl_fuzz_check(r == SLUICE_OK, "flush gave %s", sluice_status_name(r));
@@ -487,18 +541,27 @@ int sl_fuzz_session(const uint8_t *data, size_t size) {
     fz_open(&st, 1 + fz_below(&in, 64));
     fz_new_stream(&st);
 
+    long arm_next = 0;
     for (int step = 0; step < 64 && in.left; step++) {
         uint8_t op = fz_u8(&in);
         uint64_t seed = fz_u64(&in);
         int64_t rows = fz_u8(&in);
         if (rows > 200) rows = (rows - 200) * 40; /* now and then a batch of many tiles */
-        switch (op % 10) {
+        if (getenv("SL_FUZZ_TRACE"))
+            fprintf(stderr, "step %d: op %d rows %" PRId64 " armed %ld flushed %d\n", step,
+                    op % 11, rows, arm_next, st.flushed);
+        fz_mem.countdown = arm_next; /* this call may run out of memory */
+        fz_mem.hit = false;
+        arm_next = 0;
+        switch (op % 11) {
         case 0: case 1: fz_push_good(&st, rows, seed); break;
         case 2: fz_push_bad(&st, (uint8_t)(op / 10), rows, seed); break;
         case 3: fz_push_good(&st, 0, seed); break;
         case 4: {
             sluice_status r = sluice_session_flush(st.s);
-            if (st.flushed) {
+            if (fz_out_of_memory(r)) {
+                /* the stream goes on as if flush had not been called */
+            } else if (st.flushed) {
                 sl_fuzz_check(r == SLUICE_ERR_MISUSE, "second flush gave %s",
                               sluice_status_name(r));
                 fz_check_diagnostics(fz_ctx, r);
@@ -514,10 +577,18 @@ int sl_fuzz_session(const uint8_t *data, size_t size) {
             else fz_drain(&st);
             break;
         case 7: {
-            sl_fuzz_check(sluice_session_reset(st.s) == SLUICE_OK, "reset");
+            sluice_status r = sluice_session_reset(st.s);
+            if (fz_out_of_memory(r)) {
+                fz_mem.countdown = 0;
+                r = sluice_session_reset(st.s);
+            }
+            sl_fuzz_check(r == SLUICE_OK, "reset gave %s", sluice_status_name(r));
             fz_new_stream(&st);
             break;
         }
+        case 10: /* refuse the Nth allocation of the next call */
+            arm_next = 1 + (long)(seed % 48);
+            break;
         case 8: {
             static const char *const texts[] = {"0", "1.5", "-2", "1e30", "nan", "inf", "abc",
                                                 "", "1.0.0", "100"};
@@ -526,7 +597,9 @@ int sl_fuzz_session(const uint8_t *data, size_t size) {
             bool unknown = (seed >> 8) % 4 == 0 || !st.pipe->param;
             if (unknown) name = (seed >> 10) & 1 ? "no_such_param" : "";
             sluice_status r = sluice_session_set_param(st.s, name, text);
-            if (unknown) {
+            if (fz_out_of_memory(r)) {
+                /* the param keeps its value */
+            } else if (unknown) {
                 sl_fuzz_check(r == SLUICE_ERR_UNKNOWN_PARAM, "unknown param gave %s",
                               sluice_status_name(r));
             } else if (r == SLUICE_OK) {
@@ -539,13 +612,14 @@ int sl_fuzz_session(const uint8_t *data, size_t size) {
             if (r != SLUICE_OK) fz_check_diagnostics(fz_ctx, r);
             break;
         }
-        default: /* close and reopen: a new session, a new stream, default params */
+        case 9: /* close and reopen: a new session, a new stream, default params */
             sluice_session_close(st.s);
             st.s = NULL;
             fz_open(&st, 1 + (int64_t)(seed % 64));
             fz_new_stream(&st);
             st.param_now[0] = '\0';
             break;
+        default: break;
         }
     }
     fz_end_stream(&st);
