@@ -401,6 +401,37 @@ START_TEST(scan_ops_types) {
 }
 END_TEST
 
+/* Accumulators narrower than the default (wrapping sums) and wider floats, exact rows. */
+START_TEST(narrow_accumulators) {
+    static const struct { sluice_type in; const char *acc; } cases[] = {
+        {SLUICE_I16, "i16"}, {SLUICE_I8, "i32"}, {SLUICE_U8, "u16"}, {SLUICE_U32, "u32"},
+        {SLUICE_I32, "i32"}, {SLUICE_F32, "f64"}};
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    for (size_t ci = 0; ci < SL_ARRAY_LEN(cases); ci++) {
+        for (int ex = 0; ex < 2; ex++) {
+            char extra[64];
+            snprintf(extra, sizeof extra, ", acc: %s", cases[ci].acc);
+            sluice_pipeline *p = scan_pipeline(ctx, "sum", cases[ci].in, ex, extra);
+            for (size_t si = 0; si < SL_ARRAY_LEN(sizes); si++) {
+                int64_t n = sizes[si];
+                void *x = random_column(&rng, cases[ci].in, n, "sum");
+                sluice_column c = {"x", cases[ci].in, x, n};
+                result r;
+                run_whole(ctx, p, &c, 1, n, &r);
+                check_scan_oracle("sum", cases[ci].in, x, n, ex, &r);
+                result_free(&r);
+                free(x);
+            }
+            sluice_pipeline_free(p);
+        }
+    }
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* The same stream cut at random points gives the same bits, for every stateful stage. */
 START_TEST(cutting_invariance) {
     static const char *pipelines[] = {
@@ -784,6 +815,7 @@ static Suite *cpu_scan_suite(void) {
     tc = tcase_create("oracle");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, scan_ops_types);
+    tcase_add_test(tc, narrow_accumulators);
     tcase_add_test(tc, segmented_oracle);
     tcase_add_test(tc, reset_per_batch);
     tcase_add_test(tc, declared_operator);

@@ -18,6 +18,9 @@
 #include "fused.h"
 
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "context.h"
 #include "scan.h"
@@ -413,7 +416,38 @@ typedef struct fused_run {
     int64_t ntiles;
     int64_t next_tile;
     int64_t generation;
+    bool stream_out; /* output larger than the caches: write it with non-temporal stores */
 } fused_run;
+
+/* Above this many output bytes per batch, results bypass the caches on their way out. */
+#define STREAM_OUT_BYTES ((size_t)8 << 20)
+
+/* A copy that writes around the caches (no read-for-ownership of the destination lines):
+ * a tile's results are not read again soon, and writing them through the cache costs a third
+ * more memory traffic. */
+static void stream_copy(void *dst, const void *src, size_t n) {
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, n);
+#endif
+}
 
 static uint64_t load_bits(const void *data, size_t size, int64_t i) {
     switch (size) {
@@ -650,8 +684,14 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
     for (int j = 0; j < g->nout; j++) {
         int c = g->out[j];
         size_t sz = g->col_size[c];
-        if (cur > 0) memcpy((char *)r->dest[c] + (size_t)at * sz, wk->view[c], (size_t)cur * sz);
+        if (cur == 0) continue;
+        char *to = (char *)r->dest[c] + (size_t)at * sz;
+        if (r->stream_out) stream_copy(to, wk->view[c], (size_t)cur * sz);
+        else memcpy(to, wk->view[c], (size_t)cur * sz);
     }
+#if defined(__SSE2__)
+    if (r->stream_out) _mm_sfence();
+#endif
 }
 
 static void tile_task(void *arg, int w) {
@@ -673,8 +713,10 @@ sluice_status sl_cpu_fused_run(sl_cpu_fused *g, sl_cpu_pool *pool, const sl_valu
     tile_status *start = g->start_status;
     start->out_rows = 0;
     memcpy(start->carries, carries, sizeof(sl_cpu_carry) * (size_t)g->nscans);
+    size_t row_bytes = 0;
+    for (int j = 0; j < g->nout; j++) row_bytes += g->col_size[g->out[j]];
     fused_run r = {g, params, src, rows, offsets, nsegments < 0 ? 0 : nsegments, dest, ntiles, 0,
-                   ++g->generation};
+                   ++g->generation, (size_t)rows * row_bytes >= STREAM_OUT_BYTES};
     int nworkers = pool ? sl_cpu_pool_size(pool) : 1;
     if (nworkers > g->nworkers) nworkers = g->nworkers;
     if (nworkers > ntiles) nworkers = (int)ntiles;

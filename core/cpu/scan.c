@@ -135,6 +135,71 @@ FLOAT_FAMILY(f32, float, float, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
 FLOAT_FAMILY(f64, double, double, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
 FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
 
+/* ---- sums without segments: eight interleaved chains ----------------------------------
+ * A running sum is one long chain of dependent adds (4 cycles each for floats), slower than
+ * memory. The tile is split into eight contiguous lanes scanned side by side (eight
+ * independent chains), then each lane gets the total of the lanes before it added — one
+ * vectorisable pass in L1. Floats round differently from the row-by-row loop (as any
+ * parallel scan does) but always the same way for the same tile. */
+#define SUM_LANES 8
+#define SUM_LANES_LOOP(ST, CT, STATE)                                                     \
+    do {                                                                                 \
+        const ST *x_ = x;                                                                \
+        ST *y_ = y;                                                                      \
+        int64_t m_ = n / SUM_LANES;                                                      \
+        CT s_[SUM_LANES] = {0};                                                          \
+        if (exclusive) {                                                                 \
+            for (int64_t j = 0; j < m_; j++)                                             \
+                for (int q = 0; q < SUM_LANES; q++) {                                    \
+                    CT v_ = (CT)x_[q * m_ + j];                                          \
+                    y_[q * m_ + j] = (ST)s_[q];                                          \
+                    s_[q] += v_;                                                         \
+                }                                                                        \
+            for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
+                CT v_ = (CT)x_[i];                                                       \
+                y_[i] = (ST)s_[SUM_LANES - 1];                                           \
+                s_[SUM_LANES - 1] += v_;                                                 \
+            }                                                                            \
+        } else {                                                                         \
+            for (int64_t j = 0; j < m_; j++)                                             \
+                for (int q = 0; q < SUM_LANES; q++) {                                    \
+                    s_[q] += (CT)x_[q * m_ + j];                                         \
+                    y_[q * m_ + j] = (ST)s_[q];                                          \
+                }                                                                        \
+            for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
+                s_[SUM_LANES - 1] += (CT)x_[i];                                          \
+                y_[i] = (ST)s_[SUM_LANES - 1];                                           \
+            }                                                                            \
+        }                                                                                \
+        CT off_ = (CT)(STATE);                                                           \
+        for (int q = 0; q < SUM_LANES; q++) {                                            \
+            int64_t b_ = q * m_, e_ = q == SUM_LANES - 1 ? n : b_ + m_;                  \
+            for (int64_t i = b_; i < e_; i++) y_[i] = (ST)((CT)y_[i] + off_);            \
+            off_ += s_[q];                                                               \
+        }                                                                                \
+        (STATE) = off_;                                                                  \
+    } while (0)
+
+/* Returns false when the acc type has no lane loop (f16 rounds every step). */
+static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state, void *y,
+                      bool exclusive) {
+    switch (acc) {
+    case SLUICE_BOOL:
+    case SLUICE_U8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, st); state->u = st; break; }
+    case SLUICE_I8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, st); state->i = (int8_t)st; break; }
+    case SLUICE_U16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, st); state->u = st; break; }
+    case SLUICE_I16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, st); state->i = (int16_t)st; break; }
+    case SLUICE_U32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, st); state->u = st; break; }
+    case SLUICE_I32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, st); state->i = (int32_t)st; break; }
+    case SLUICE_U64:
+    case SLUICE_I64: { uint64_t st = state->u; SUM_LANES_LOOP(uint64_t, uint64_t, st); state->u = st; break; }
+    case SLUICE_F32: { float st = (float)state->f; SUM_LANES_LOOP(float, float, st); state->f = st; break; }
+    case SLUICE_F64: { double st = state->f; SUM_LANES_LOOP(double, double, st); state->f = st; break; }
+    default: return false;
+    }
+    return true;
+}
+
 /* ---- single-field builtins: sl_value state <-> native registers ---------------------- */
 
 static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uint8_t *head,
@@ -142,6 +207,9 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
     sl_scan_op op = scan->op;
     bool ex = scan->exclusive;
     sl_value id = scan->identity[0];
+    if (!head && n >= 16 * SUM_LANES && (op == SL_SCAN_SUM || op == SL_SCAN_COUNT) &&
+        sum_lanes(scan->acc[0], n, x, state, y, ex))
+        return true;
     switch (scan->acc[0]) {
 #define INT_CASE(T, NAME, CT, FIELD)                                                     \
     case T: {                                                                            \
