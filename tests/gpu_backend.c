@@ -241,6 +241,10 @@ static void run_stream(sluice_context *ctx, sluice_pipeline *p, bool subject, mo
                  : sluice_session_push(s, pc.cols, (size_t)pc.n);
         free_piece(&pc, dev);
         if (st != SLUICE_OK) fail_with_diag(ctx, "push", sluice_pipeline_name(p), st);
+        /* Device outputs are ready in the session stream's order (sluice_cuda.h): the copies
+         * below run on another stream, so wait for it first. */
+        if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+            CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
         sluice_batch *b_out;
         while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
             table_append(out, b_out);
@@ -249,6 +253,8 @@ static void run_stream(sluice_context *ctx, sluice_pipeline *p, bool subject, mo
     }
     st = sluice_session_flush(s);
     if (st != SLUICE_OK) fail_with_diag(ctx, "flush", sluice_pipeline_name(p), st);
+    if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+        CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
     sluice_batch *b_out;
     while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
         table_append(out, b_out);

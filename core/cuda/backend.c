@@ -197,30 +197,24 @@ static void cuda_close(sluice_session *s) {
     s->impl = NULL;
 }
 
-/* The columns a sort moves: every column alive at the sort that a later stage or the
- * output needs, and its keys. */
+/* The columns a sort moves: its keys and every column alive at the sort. (Only the columns
+ * a later stage or the output needs would do, but a later fused group may take any live
+ * column as input; moving them all keeps every pointer it gets valid.) */
 static sluice_status sort_columns(sluice_context *ctx, const sluice_pipeline *p, int stage,
                                   group_state *g) {
-    bool *needed = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *needed);
     g->cols = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->cols);
     g->types = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->types);
-    if (!needed || !g->cols || !g->types) {
-        sl_free(ctx, needed);
+    if (!g->cols || !g->types)
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-    }
-    sl_cuda_columns_needed_from(p, stage + 1, needed);
     const sl_sort *so = &p->stages[stage].sort;
-    for (int k = 0; k < so->nkeys; k++) needed[so->keys[k]] = true;
     const bool *live = p->stages[stage].live_after;
     for (int c = 0; c < p->ncolumns; c++) {
-        if (!needed[c] || p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
         bool is_key = false;
         for (int k = 0; k < so->nkeys; k++) is_key |= so->keys[k] == c;
-        if (!live[c] && !is_key) continue;
+        if (p->columns[c].role == SLUICE_ROLE_OFFSETS || (!live[c] && !is_key)) continue;
         g->types[g->ncols] = p->columns[c].type;
         g->cols[g->ncols++] = c;
     }
-    sl_free(ctx, needed);
     return SLUICE_OK;
 }
 
