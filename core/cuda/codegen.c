@@ -5,6 +5,8 @@
  * the device, checked by static_assert), then print the kernel. */
 #include "codegen.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../kernels/sl_scratch.h"
@@ -42,6 +44,7 @@ typedef struct cg {
     const sluice_pipeline *p;
     int first, last;    /* stages */
     const sl_tuning *tuning;
+    sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
     int items;
 
     int *level;         /* per column: 0 = available before any look-back, k = after phase k */
@@ -806,6 +809,19 @@ static sluice_status emit_kernel(cg *g) {
 
 /* ---- entry points -------------------------------------------------------------------- */
 
+/* SLUICE_CUDA_TUNING="THREADS:ITEMS" overrides the table for measurements (bench runs that
+ * compare launch shapes in one go); values that are not a multiple of 32 threads in
+ * [32, 1024] and a power of two of items in [1, 64] are ignored. */
+static bool tuning_override(int *threads, int *items) {
+    const char *env = getenv("SLUICE_CUDA_TUNING");
+    int t = 0, i = 0;
+    if (!env || sscanf(env, "%d:%d", &t, &i) != 2) return false;
+    if (t < 32 || t > 1024 || t % 32 != 0 || i < 1 || i > 64 || (i & (i - 1)) != 0) return false;
+    *threads = t;
+    *items = i;
+    return true;
+}
+
 static int choose_items(const cg *g) {
     const sl_tuning *t = g->tuning;
     size_t widest = 1;
@@ -836,6 +852,13 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (st == SLUICE_OK) {
         g.items = choose_items(&g);
         out->block_threads = g.tuning->block_threads;
+        int threads, items;
+        if (tuning_override(&threads, &items)) {
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20};
+            g.tuning = &g.override;
+            g.items = items;
+            out->block_threads = threads;
+        }
         out->items_per_thread = g.items;
         out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
         out->phases = g.phases;
