@@ -353,7 +353,8 @@ static bool scope_lookup(void *payload, const char *name, sl_expr_kind *kind, in
         *type = L->p->columns[c].type;
         return true;
     }
-    if (c >= 0 && !L->p->columns[c].hidden && L->dropped_at[c].line > 0 && L->scope_dropped < 0)
+    if (c >= 0 && !L->p->columns[c].hidden && L->scope_dropped < 0 &&
+        (L->dropped_at[c].line > 0 || L->p->columns[c].role == SLUICE_ROLE_OFFSETS))
         L->scope_dropped = c;
     int prm = find_param(L, name);
     if (prm >= 0) {
@@ -376,8 +377,9 @@ static const char *const *scope_candidates(void *payload, size_t *count) {
     return L->scope_names;
 }
 
-/* An expression named a column that existed but was dropped: the expression parser only
- * knows it is not in scope, so its unknown-name message gets the reason appended. */
+/* An expression named a column that exists but is not live (dropped by a stage, or an offsets
+ * input): the expression parser only knows it is not in scope, so its unknown-name message
+ * gets the reason appended. */
 static void explain_dropped(sl_loader *L, size_t mark) {
     sluice_context *ctx = L->ctx;
     const sl_column *col = &L->p->columns[L->scope_dropped];
@@ -386,9 +388,14 @@ static void explain_dropped(sl_loader *L, size_t mark) {
         if (d->pub.status != SLUICE_ERR_UNKNOWN_COLUMN || !strstr(d->message, col->name)) continue;
         sl_strbuf sb;
         sl_strbuf_init(&sb, ctx);
-        sl_strbuf_printf(&sb, "%s; column '%s' is no longer live here: the stage at line %d "
-                              "dropped it", d->message, col->name,
-                         L->dropped_at[L->scope_dropped].line);
+        if (col->role == SLUICE_ROLE_OFFSETS)
+            sl_strbuf_printf(&sb, "%s; '%s' is an offsets input (segment bounds, not one value "
+                                  "per row): only a segmented_scan's segments can read it",
+                             d->message, col->name);
+        else
+            sl_strbuf_printf(&sb, "%s; column '%s' is no longer live here: the stage at line %d "
+                                  "dropped it", d->message, col->name,
+                             L->dropped_at[L->scope_dropped].line);
         char *text = sl_strbuf_take(&sb);
         if (!text) return; /* keep the shorter message */
         sl_free(ctx, d->message);

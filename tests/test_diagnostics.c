@@ -117,6 +117,12 @@ START_TEST(unknown_column) {
     /* a column dropped by a compact says so */
     expect(HEAD "  - compact: {by: f, columns: [x]}\n  - sort: {key: k}\n",
            SLUICE_ERR_UNKNOWN_COLUMN, 6, 17, "line 5 dropped it");
+    /* offsets inputs are not columns of rows */
+    expect("sluice: 1\nname: t\ninput: {x: f32, rows: {type: i64, role: offsets}}\nstages:\n"
+           "  - map: {y: x + f32(rows)}\n", SLUICE_ERR_UNKNOWN_COLUMN, 5, 22,
+           "'rows' is an offsets input");
+    expect("sluice: 1\nname: t\ninput: {x: f32, rows: {type: i64, role: offsets}}\nstages:\n"
+           "  - sort: {key: rows}\n", SLUICE_ERR_TYPE, 5, 17, "'rows' is an offsets input");
     /* and inside an expression */
     expect(HEAD "  - sort: {key: x, values: [f]}\n  - map: {y: x + f32(k)}\n",
            SLUICE_ERR_UNKNOWN_COLUMN, 6, 22, "the stage at line 5 dropped it");
