@@ -406,7 +406,9 @@ START_TEST(radix_direct) {
     }
     uint64_t *orig = malloc(8 * (size_t)n);
     memcpy(orig, k, 8 * (size_t)n);
-    bool in_tmp = sl_cpu_radix_sort(pool, k, kt, true, v, vt, false, n, 0, 64);
+    int64_t *counts = calloc(sl_cpu_radix_counts(pool), sizeof(int64_t));
+    bool in_tmp = sl_cpu_radix_sort(pool, counts, k, kt, true, v, vt, false, n, 0, 64);
+    free(counts);
     const uint64_t *sk = in_tmp ? kt : k;
     const uint32_t *sv = in_tmp ? vt : v;
     for (int64_t i = 0; i < n; i++) {

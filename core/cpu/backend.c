@@ -45,6 +45,7 @@ typedef struct cpu_impl {
     /* radix sort scratch: two image buffers (8 bytes a row), two permutations */
     void *img[2], *perm[2];
     int64_t sort_cap;
+    int64_t *radix_counts;
 } cpu_impl;
 
 static sluice_status oom(sluice_context *ctx, const char *what, int64_t rows) {
@@ -182,6 +183,10 @@ static sluice_status cpu_open(sluice_session *s) {
     if (!im) return oom(ctx, "CPU backend state", 0);
     s->impl = im;
     sluice_status st = sl_cpu_pool_create(ctx, ctx->cpu_threads, &im->pool);
+    if (st == SLUICE_OK) {
+        im->radix_counts = sl_calloc(ctx, sl_cpu_radix_counts(im->pool), sizeof(int64_t));
+        if (!im->radix_counts) st = oom(ctx, "CPU backend state", 0);
+    }
     if (st == SLUICE_OK) st = compute_need(ctx, p, im);
     if (st == SLUICE_OK) {
         im->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *im->groups);
@@ -270,6 +275,7 @@ static void cpu_close(sluice_session *s) {
         sl_free_aligned(ctx, im->perm[i]);
     }
     sl_cpu_pool_destroy(im->pool);
+    sl_free(ctx, im->radix_counts);
     sl_free(ctx, im);
     s->impl = NULL;
 }
@@ -346,8 +352,9 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
     if (so->nkeys == 1 && (g->nmove == 0 || (g->nmove == 1 && g->move[0] == key0))) {
         image_job ij = {t0, src[key0], NULL, false, so->descending, false, im->img[0]};
         sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &ij);
-        bool in_tmp = sl_cpu_radix_sort(im->pool, im->img[0], im->img[1], sl_sortkey_is_wide(t0),
-                                        NULL, NULL, false, n, so->bits_lo, so->bits_hi);
+        bool in_tmp = sl_cpu_radix_sort(im->pool, im->radix_counts, im->img[0], im->img[1],
+                                        sl_sortkey_is_wide(t0), NULL, NULL, false, n, so->bits_lo,
+                                        so->bits_hi);
         if (g->nmove == 1) {
             image_job vj = {t0, in_tmp ? im->img[1] : im->img[0], NULL, false, so->descending, true,
                             dest[key0]};
@@ -374,8 +381,8 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
             lo = so->bits_lo;
             hi = so->bits_hi;
         }
-        bool in_tmp = sl_cpu_radix_sort(im->pool, im->img[0], im->img[1], sl_sortkey_is_wide(t),
-                                        perm, perm_tmp, perm_wide, n, lo, hi);
+        bool in_tmp = sl_cpu_radix_sort(im->pool, im->radix_counts, im->img[0], im->img[1],
+                                        sl_sortkey_is_wide(t), perm, perm_tmp, perm_wide, n, lo, hi);
         if (in_tmp) {
             void *x = perm;
             perm = perm_tmp;

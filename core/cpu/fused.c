@@ -615,7 +615,8 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
     int64_t r0 = t * T, n = r->rows - r0 < T ? r->rows - r0 : T;
     for (int j = 0; j < g->nstart; j++) {
         int c = g->start[j];
-        wk->view[c] = (const char *)r->src[c] + (size_t)r0 * g->col_size[c];
+        /* A live column nothing reads any more is not handed over (NULL). */
+        wk->view[c] = r->src[c] ? (const char *)r->src[c] + (size_t)r0 * g->col_size[c] : NULL;
     }
     if (g->has_seg) {
         segment_ids(r->offsets, r->nsegments, r0, n, wk->buf[g->seg_id]);
@@ -648,7 +649,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         default: break;
         }
     }
-    bool waited = cin != NULL;
+    bool waited = cin != NULL; /* then every local prefix was already fixed up */
     if (!cin) {
         cin = wait_for(r, t - 1);
         resolve_heads(g, wk, cin);

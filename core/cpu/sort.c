@@ -18,7 +18,7 @@ typedef struct radix_pass {
     uint64_t mask; /* digit mask: 8 bits, fewer in a last pass that ends at hi */
     int64_t n;
     int nworkers;
-    int64_t counts[MAX_SORT_WORKERS][RADIX];
+    int64_t (*counts)[RADIX]; /* per worker: digit counts, then start offsets */
 } radix_pass;
 
 static void slice(int64_t n, int nworkers, int w, int64_t *begin, int64_t *end) {
@@ -31,7 +31,7 @@ static void count_task(void *arg, int w) {
     int64_t b, e;
     slice(rp->n, rp->nworkers, w, &b, &e);
     int64_t *c = rp->counts[w];
-    memset(c, 0, sizeof rp->counts[w]);
+    memset(c, 0, sizeof(int64_t) * RADIX);
     int s = rp->shift;
     uint64_t m = rp->mask;
     if (rp->wide) {
@@ -87,12 +87,18 @@ static void scatter_task(void *arg, int w) {
     }
 }
 
-bool sl_cpu_radix_sort(sl_cpu_pool *pool, void *keys, void *keys_tmp, bool wide, void *vals,
-                       void *vals_tmp, bool vals_wide, int64_t n, int lo, int hi) {
+size_t sl_cpu_radix_counts(const sl_cpu_pool *pool) {
+    int nworkers = pool ? sl_cpu_pool_size(pool) : 1;
+    if (nworkers > MAX_SORT_WORKERS) nworkers = MAX_SORT_WORKERS;
+    return (size_t)nworkers * RADIX;
+}
+
+bool sl_cpu_radix_sort(sl_cpu_pool *pool, int64_t *counts, void *keys, void *keys_tmp, bool wide,
+                       void *vals, void *vals_tmp, bool vals_wide, int64_t n, int lo, int hi) {
     if (n <= 1 || hi <= lo) return false;
-    /* Counts per worker: 64 × 256 × 8 bytes = 128 KiB, fine on a worker's stack. */
     radix_pass rp_storage;
     radix_pass *rp = &rp_storage;
+    rp->counts = (int64_t(*)[RADIX])counts;
     int nworkers = pool ? sl_cpu_pool_size(pool) : 1;
     if (nworkers > MAX_SORT_WORKERS) nworkers = MAX_SORT_WORKERS;
     int64_t by_size = n / MIN_ROWS_PER_WORKER;
