@@ -225,6 +225,14 @@ sluice_status ld_yaml_read(sluice_context *ctx, const char *text, size_t length,
                 break;
             }
             node->loc = loc;
+            if (ev.type == YAML_SCALAR_EVENT &&
+                memchr(ev.data.scalar.value, 0, ev.data.scalar.length)) {
+                /* names and expressions are C strings: an escaped \0 would cut them short */
+                sl_free(ctx, node);
+                st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc,
+                             "a value contains a NUL character (\\0); pipeline files are text");
+                break;
+            }
             if (ev.type == YAML_SCALAR_EVENT) {
                 node->kind = LD_SCALAR;
                 node->len = ev.data.scalar.length;

@@ -38,6 +38,7 @@ START_TEST(yaml_syntax) {
            "YAML syntax error");
     expect("sluice: 1\n\tname: t\n", SLUICE_ERR_YAML_SYNTAX, 2, 1, "YAML syntax error");
     expect("sluice: 1\n---\nsluice: 1\n", SLUICE_ERR_YAML_SYNTAX, 2, 1, "one YAML document");
+    expect("sluice: 1\nname: \"a\\0b\"\n", SLUICE_ERR_YAML_SYNTAX, 2, 7, "NUL character");
     expect("sluice: 1\nname: &n t\ninput: {x: f32}\nstages:\n  - map: {y: *n}\n",
            SLUICE_ERR_YAML_SYNTAX, 5, 14, "aliases");
 }
