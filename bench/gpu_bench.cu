@@ -376,18 +376,23 @@ int main(int argc, char **argv) {
         float *r2 = out, *xc = out2, *r2c = out2 + n, *before = (float *)uo, *z = (float *)vo;
         char *keep = (char *)u;  // scratch flags (u's contents are not needed any more)
         float *zo = out + n, *r2o = (float *)v;
+        int64_t *h_count;
+        CK(cudaMallocHost(&h_count, 8));
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] {
             k_r2<<<grid(n), 256, 0, g_stream>>>(x, y, r2, n);
             k_flag_lt<<<grid(n), 256, 0, g_stream>>>(r2, 2.0f, keep, n);
             CK(cub::DeviceSelect::Flagged(tmp, b, x, keep, xc, count, n, g_stream));
             CK(cub::DeviceSelect::Flagged(tmp, b, r2, keep, r2c, count, n, g_stream));
-            // The kept count stays on the device: the later steps run over n rows bounded by it.
-            CK(cub::DeviceScan::ExclusiveSum(tmp, b, r2c, before, n, g_stream));
-            k_z<<<grid(n), 256, 0, g_stream>>>(xc, before, count, z);
-            k_flag_pos<<<grid(n), 256, 0, g_stream>>>(xc, count, keep);
-            CK(cub::DeviceSelect::Flagged(tmp, b, z, keep, zo, count + 1, n, g_stream));
-            CK(cub::DeviceSelect::Flagged(tmp, b, r2c, keep, r2o, count + 2, n, g_stream));
+            // As a CUB user would: read the kept count back and run the rest over those rows.
+            CK(cudaMemcpyAsync(h_count, count, 8, cudaMemcpyDeviceToHost, g_stream));
+            CK(cudaStreamSynchronize(g_stream));
+            int64_t m = *h_count;
+            CK(cub::DeviceScan::ExclusiveSum(tmp, b, r2c, before, m, g_stream));
+            k_z<<<grid(m), 256, 0, g_stream>>>(xc, before, count, z);
+            k_flag_pos<<<grid(m), 256, 0, g_stream>>>(xc, count, keep);
+            CK(cub::DeviceSelect::Flagged(tmp, b, z, keep, zo, count + 1, m, g_stream));
+            CK(cub::DeviceSelect::Flagged(tmp, b, r2c, keep, r2o, count + 2, m, g_stream));
         });
         double t_sl = -1;
         sluice_job j;

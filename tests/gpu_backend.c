@@ -767,6 +767,41 @@ START_TEST(test_bad_device_batches) {
 }
 END_TEST
 
+/* Device memory exhaustion at open is a status with a message; the context stays usable. */
+START_TEST(test_out_of_device_memory) {
+    if (g_subject_cpu) return;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: oom\ninput: {x: f64}\nstages:\n"
+        "  - scan: {of: x, op: sum, into: s}\noutput: [s]\n");
+    sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+    so.max_batch_rows = (int64_t)1 << 40; /* 8 TiB a column */
+    sluice_session *s;
+    sluice_status st = sluice_cuda_session_open(p, &so, NULL, &s);
+    ck_assert_int_eq(st, SLUICE_ERR_NO_MEMORY);
+    ck_assert_ptr_null(s);
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(strstr(d->message, "device memory"));
+    so.max_batch_rows = 1000;
+    ck_assert_int_eq(sluice_cuda_session_open(p, &so, NULL, &s), SLUICE_OK);
+    double x[3] = {1, 2, 3};
+    sluice_column c = {"x", SLUICE_F64, x, 3};
+    ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
+    sluice_batch *b;
+    ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+    ck_assert_ptr_nonnull(b);
+    sluice_column out;
+    sluice_batch_column(b, 0, &out);
+    ck_assert(((const double *)out.data)[2] == 6.0);
+    sluice_batch_free(b);
+    sluice_session_close(s);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* Sessions on two caller streams at once give the same results as one at a time. */
 START_TEST(test_two_streams) {
     if (g_subject_cpu) return;
@@ -891,6 +926,7 @@ static Suite *gpu_backend_suite(void) {
     tcase_add_test(tc, test_primer_examples_on_gpu);
     tcase_add_test(tc, test_bad_device_batches);
     tcase_add_test(tc, test_two_streams);
+    tcase_add_test(tc, test_out_of_device_memory);
     tcase_add_test(tc, test_no_allocation_on_hot_path);
     tcase_add_loop_test(tc, test_map_flag_compact_every_type, 0, (int)NELEM(num_types));
     tcase_add_loop_test(tc, test_scan_arith_every_type, 0, (int)NELEM(num_types));
