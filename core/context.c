@@ -48,10 +48,13 @@ SLUICE_API sluice_status sluice_context_create(sluice_context **out,
     return SLUICE_OK;
 }
 
+static void cache_release(sluice_context *ctx);
+
 SLUICE_API void sluice_context_destroy(sluice_context *ctx) {
     if (!ctx) return;
     sl_diag_clear(ctx);
     sl_free(ctx, ctx->diags);
+    cache_release(ctx);
     if (ctx->cuda && ctx->cuda_free) ctx->cuda_free(ctx, ctx->cuda);
     sl_free(ctx, ctx->kernel_cache_dir);
     ctx->allocator.free(ctx, ctx->allocator.opaque);
@@ -87,21 +90,76 @@ char *sl_strndup(sluice_context *ctx, const char *s, size_t n) {
 
 char *sl_strdup(sluice_context *ctx, const char *s) { return sl_strndup(ctx, s, strlen(s)); }
 
-/* Aligned blocks: over-allocate through the hooks and keep the original pointer just below
- * the aligned address. */
-enum { SL_ALIGN = 64 };
+/* Aligned blocks: over-allocate through the hooks and keep, just below the aligned address,
+ * the original pointer and the usable size. Large blocks go back to the context's cache on
+ * free and are handed out again for a request of at most their size and at least half of
+ * it: result batches of a stream are usually the same size, and reusing a block skips the
+ * page faults (and the kernel's zeroing) of a fresh mapping. */
+enum { SL_ALIGN = 64, SL_HEADER = 2 * sizeof(void *) };
+
+typedef struct block_header {
+    void *raw;
+    size_t size;
+} block_header;
+
+static void *cache_take(sluice_context *ctx, size_t size) {
+    struct sl_block_cache *c = &ctx->blocks;
+    int best = -1;
+    for (int i = 0; i < SL_BLOCK_CACHE_SLOTS; i++) {
+        if (!c->raw[i] || c->size[i] < size || c->size[i] / 2 > size) continue;
+        if (best < 0 || c->size[i] < c->size[best]) best = i;
+    }
+    if (best < 0) return NULL;
+    void *raw = c->raw[best];
+    c->bytes -= c->size[best];
+    c->raw[best] = NULL;
+    return raw;
+}
+
+static bool cache_put(sluice_context *ctx, void *raw, size_t size) {
+    struct sl_block_cache *c = &ctx->blocks;
+    if (size < SL_BLOCK_CACHE_MIN || c->bytes + size > SL_BLOCK_CACHE_MAX_BYTES) return false;
+    for (int i = 0; i < SL_BLOCK_CACHE_SLOTS; i++) {
+        if (c->raw[i]) continue;
+        c->raw[i] = raw;
+        c->size[i] = size;
+        c->bytes += size;
+        return true;
+    }
+    return false;
+}
+
+static void cache_release(sluice_context *ctx) {
+    for (int i = 0; i < SL_BLOCK_CACHE_SLOTS; i++) {
+        sl_free(ctx, ctx->blocks.raw[i]);
+        ctx->blocks.raw[i] = NULL;
+    }
+    ctx->blocks.bytes = 0;
+}
+
+/* The aligned address inside a raw block; its header sits just below it. */
+static void *aligned_in(void *raw) {
+    return (void *)(((uintptr_t)raw + SL_HEADER + SL_ALIGN - 1) & ~(uintptr_t)(SL_ALIGN - 1));
+}
 
 void *sl_alloc_aligned(sluice_context *ctx, size_t size) {
-    if (size > SIZE_MAX - SL_ALIGN - sizeof(void *)) return NULL;
-    char *raw = sl_alloc(ctx, size + SL_ALIGN + sizeof(void *));
+    if (size > SIZE_MAX - SL_ALIGN - SL_HEADER) return NULL;
+    /* A cached block keeps its header (raw pointer and its full capacity). */
+    void *raw = size >= SL_BLOCK_CACHE_MIN ? cache_take(ctx, size) : NULL;
+    if (raw) return aligned_in(raw);
+    raw = sl_alloc(ctx, size + SL_ALIGN + SL_HEADER);
     if (!raw) return NULL;
-    uintptr_t aligned = ((uintptr_t)raw + sizeof(void *) + SL_ALIGN - 1) & ~(uintptr_t)(SL_ALIGN - 1);
-    ((void **)aligned)[-1] = raw;
-    return (void *)aligned;
+    void *aligned = aligned_in(raw);
+    block_header *h = (block_header *)aligned - 1;
+    h->raw = raw;
+    h->size = size;
+    return aligned;
 }
 
 void sl_free_aligned(sluice_context *ctx, void *ptr) {
-    if (ptr) sl_free(ctx, ((void **)ptr)[-1]);
+    if (!ptr) return;
+    block_header *h = (block_header *)ptr - 1;
+    if (!cache_put(ctx, h->raw, h->size)) sl_free(ctx, h->raw);
 }
 
 /* ---- string buffer --------------------------------------------------------------------- */

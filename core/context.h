@@ -5,6 +5,12 @@
 
 #include "diag.h"
 
+/* Block cache bounds: blocks of at least MIN bytes are cached, at most SLOTS of them and
+ * MAX_BYTES together. */
+#define SL_BLOCK_CACHE_SLOTS 16
+#define SL_BLOCK_CACHE_MIN ((size_t)1 << 20)
+#define SL_BLOCK_CACHE_MAX_BYTES ((size_t)1 << 30)
+
 typedef struct sl_diag_entry {
     sluice_diagnostic pub;  /* strings below are owned by the entry */
     char *message, *file, *source_line;
@@ -23,6 +29,14 @@ struct sluice_context {
     const char *src_file;
     const char *src_text;
     size_t src_len;
+
+    /* Large aligned blocks freed recently (result batches' columns), kept for reuse so a
+     * stream of equal-sized batches does not fault fresh pages in for every batch. */
+    struct sl_block_cache {
+        void *raw[SL_BLOCK_CACHE_SLOTS];
+        size_t size[SL_BLOCK_CACHE_SLOTS];
+        size_t bytes;
+    } blocks;
 
     void *cuda;              /* CUDA backend's per-context state (kernel cache), or NULL */
     void (*cuda_free)(sluice_context *ctx, void *state);
