@@ -804,6 +804,50 @@ START_TEST(transactional_push) {
 }
 END_TEST
 
+/* After open, a push of up to max_batch_rows rows allocates only its result batch (the batch
+ * shell and one buffer per output column): scratch is the session's. */
+START_TEST(no_allocation_on_the_hot_path) {
+    static const char *pipelines[] = {
+        "sluice: 1\nname: a\ninput: {x: f32}\nstages:\n  - filter: x > 0\n"
+        "  - scan: {of: x, op: sum, into: s}\noutput: [x, s]\n",
+        "sluice: 1\nname: b\ninput: {x: f32}\nstages:\n  - map: {k: -x}\n"
+        "  - sort: {key: k, per: batch}\n  - scan: {of: x, op: max, into: m}\noutput: [x, m]\n",
+    };
+    failing f = {-1};
+    long count = 0;
+    sluice_allocator a = {f_alloc, f_realloc, f_free, &f};
+    sluice_context_options o = SLUICE_CONTEXT_OPTIONS_INIT;
+    o.allocator = &a;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, &o), SLUICE_OK);
+    float x[20000];
+    for (int i = 0; i < 20000; i++) x[i] = (float)((i * 37) % 101) - 50.0f;
+    for (size_t pi = 0; pi < SL_ARRAY_LEN(pipelines); pi++) {
+        sluice_pipeline *p = tu_load(ctx, pipelines[pi]);
+        sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+        so.backend = SLUICE_BACKEND_CPU;
+        so.max_batch_rows = 20000;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &so, &s), SLUICE_OK);
+        for (int round = 0; round < 4; round++) {
+            sluice_column c = {"x", SLUICE_F32, x, round == 0 ? 20000 : 5000 * round};
+            f.budget = 1000000;
+            ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
+            count = 1000000 - f.budget;
+            f.budget = -1;
+            sluice_batch *b;
+            while (sluice_session_pull(s, &b) == SLUICE_OK && b) sluice_batch_free(b);
+            /* round 0 may grow the session's output queue once */
+            if (round > 0)
+                ck_assert_msg(count <= 3 + 2, "pipeline %zu: a push made %ld allocations", pi, count);
+        }
+        sluice_session_close(s);
+        sluice_pipeline_free(p);
+    }
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *cpu_scan_suite(void) {
     Suite *s = suite_create("cpu_scan");
     TCase *tc = tcase_create("primer");
@@ -825,6 +869,7 @@ static Suite *cpu_scan_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, cutting_invariance);
     tcase_add_test(tc, transactional_push);
+    tcase_add_test(tc, no_allocation_on_the_hot_path);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -46,6 +46,9 @@ typedef struct cpu_impl {
     void *img[2], *perm[2];
     int64_t sort_cap;
     int64_t *radix_counts;
+    /* column tables (per column id), made at open so a push allocates nothing but its result */
+    const void **push_cols, **flush_cols;
+    void **run_dest, **flush_dest;
 } cpu_impl;
 
 static sluice_status oom(sluice_context *ctx, const char *what, int64_t rows) {
@@ -187,6 +190,15 @@ static sluice_status cpu_open(sluice_session *s) {
         im->radix_counts = sl_calloc(ctx, sl_cpu_radix_counts(im->pool), sizeof(int64_t));
         if (!im->radix_counts) st = oom(ctx, "CPU backend state", 0);
     }
+    if (st == SLUICE_OK) {
+        size_t n = (size_t)p->ncolumns + 1;
+        im->push_cols = sl_calloc(ctx, n, sizeof(void *));
+        im->flush_cols = sl_calloc(ctx, n, sizeof(void *));
+        im->run_dest = sl_calloc(ctx, n, sizeof(void *));
+        im->flush_dest = sl_calloc(ctx, n, sizeof(void *));
+        if (!im->push_cols || !im->flush_cols || !im->run_dest || !im->flush_dest)
+            st = oom(ctx, "CPU backend state", 0);
+    }
     if (st == SLUICE_OK) st = compute_need(ctx, p, im);
     if (st == SLUICE_OK) {
         im->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *im->groups);
@@ -276,6 +288,10 @@ static void cpu_close(sluice_session *s) {
     }
     sl_cpu_pool_destroy(im->pool);
     sl_free(ctx, im->radix_counts);
+    sl_free(ctx, im->push_cols);
+    sl_free(ctx, im->flush_cols);
+    sl_free(ctx, im->run_dest);
+    sl_free(ctx, im->flush_dest);
     sl_free(ctx, im);
     s->impl = NULL;
 }
@@ -456,8 +472,7 @@ static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const
                                 int64_t rows, const int64_t *offsets, int64_t nsegments,
                                 sluice_batch **out) {
     const sluice_pipeline *p = s->pipeline;
-    void **dest = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
-    if (!dest) return oom(s->ctx, "a batch's column table", rows);
+    void **dest = im->run_dest;
     sluice_status st = SLUICE_OK;
     sluice_batch *batch = NULL;
     for (int gi = from; gi < im->ngroups && st == SLUICE_OK; gi++) {
@@ -481,7 +496,6 @@ static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const
         rows = rows_out;
         if (batch) finish_batch(p, batch, rows);
     }
-    sl_free(s->ctx, dest);
     if (st != SLUICE_OK) {
         sluice_batch_free(batch);
         return st;
@@ -524,8 +538,8 @@ static sluice_status cpu_push(sluice_session *s, const sl_input *in) {
     if (in->on_device)
         return sl_error(s->ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "the CPU backend takes host memory only; this batch is on the device");
-    const void **cols = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
-    if (!cols) return oom(s->ctx, "a batch's column table", in->rows);
+    const void **cols = im->push_cols;
+    memset(cols, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
     const int64_t *offsets = NULL;
     for (int c = 0; c < p->ninputs; c++) {
         if (p->columns[c].role == SLUICE_ROLE_OFFSETS) offsets = in->data[c];
@@ -548,7 +562,6 @@ static sluice_status cpu_push(sluice_session *s, const sl_input *in) {
         st = run_groups(s, im, 0, cols, in->rows, offsets, in->nsegments, &batch);
         if (st != SLUICE_OK) restore_state(im);
     }
-    sl_free(s->ctx, cols);
     if (st == SLUICE_OK) {
         st = emit(s, batch);
         if (st != SLUICE_OK && im->ngroups) restore_state(im);
@@ -560,10 +573,10 @@ static sluice_status cpu_flush(sluice_session *s) {
     cpu_impl *im = s->impl;
     const sluice_pipeline *p = s->pipeline;
     save_state(im);
-    const void **cols = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
-    void **dest = sl_calloc(s->ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+    const void **cols = im->flush_cols;
+    void **dest = im->flush_dest;
     sluice_batch *pending = NULL;
-    sluice_status st = cols && dest ? SLUICE_OK : oom(s->ctx, "flush", 0);
+    sluice_status st = SLUICE_OK;
     for (int gi = 0; st == SLUICE_OK && gi < im->ngroups; gi++) {
         cpu_group *g = &im->groups[gi];
         if (g->kind != SL_GROUP_SORT || g->sort->per_batch || g->sbuf_rows == 0) continue;
@@ -587,8 +600,6 @@ static sluice_status cpu_flush(sluice_session *s) {
             sluice_batch_free(batch);
         }
     }
-    sl_free(s->ctx, cols);
-    sl_free(s->ctx, dest);
     if (st == SLUICE_OK) st = emit(s, pending);
     else sluice_batch_free(pending);
     if (st != SLUICE_OK) restore_state(im);
