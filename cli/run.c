@@ -2,6 +2,7 @@
  * through a pipeline in batches and writes every output column to OUTDIR/COLUMN.npy as the
  * result batches are pulled. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,10 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
     if (!a->pipeline) return sl_usage_error(self, "which pipeline file?");
     if (!a->in) return sl_usage_error(self, "--in INPUT is required");
     if (!a->out) return sl_usage_error(self, "--out OUTDIR is required");
+    /* Writing into the input directory would truncate column files while they are mapped. */
+    char in_real[PATH_MAX], out_real[PATH_MAX];
+    if (realpath(a->in, in_real) && realpath(a->out, out_real) && strcmp(in_real, out_real) == 0)
+        return sl_usage_error(self, "--out must not be the input directory ('%s')", a->in);
     return SL_EXIT_OK;
 }
 

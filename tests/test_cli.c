@@ -104,6 +104,7 @@ START_TEST(usage_errors_exit_2) {
         "gen %s/t.yaml --rows 10",
         "bench %s/t.yaml",
         "bench %s/t.yaml --rows 10 --repeat 0",
+        "run %s/t.yaml --in /tmp --out /tmp/",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512];
