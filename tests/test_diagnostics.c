@@ -226,6 +226,16 @@ START_TEST(operator_not_associative) {
     ck_assert_ptr_nonnull(strstr(sluice_context_diagnostic(ctx, 0)->message, "(a op b) op c = {a: "));
     expect(op_yaml("(l.a + r.a) / 2.0", "{a: 0.0}"), SLUICE_ERR_NOT_ASSOCIATIVE, 5, 3,
            "not associative");
+    /* in every float format, despite the tolerance for rounding */
+    const char *formats[] = {"f16", "f64"};
+    for (int i = 0; i < 2; i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: t\ninput: {x: f32}\noperators:\n"
+                 "  minus: {state: {s: %s}, identity: {s: 0}, combine: {s: l.s - r.s}}\n"
+                 "stages:\n  - scan: {op: minus, of: {s: x}, into: {s: y}}\n", formats[i]);
+        expect(yaml, SLUICE_ERR_NOT_ASSOCIATIVE, 5, 3, "operator 'minus' is not associative");
+    }
     /* integer subtraction too, exactly */
     expect("sluice: 1\nname: t\ninput: {x: i32}\noperators:\n  sub:\n    state: {v: i32}\n"
            "    identity: {v: 0}\n    combine: {v: l.v - r.v}\nstages:\n"

@@ -448,6 +448,26 @@ START_TEST(declared_integer_operators) {
 }
 END_TEST
 
+START_TEST(declared_float_operators_in_every_format) {
+    /* rounding in f16 and f64 is not mistaken for non-associativity */
+    const char *types[] = {"f16", "f32", "f64"};
+    for (int i = 0; i < 3; i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: t\ninput: {x: %s}\noperators:\n"
+                 "  plus: {state: {s: %s}, identity: {s: 0}, combine: {s: l.s + r.s}}\n"
+                 "  affine:\n    state: {a: %s, b: %s}\n    identity: {a: 1, b: 0}\n"
+                 "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+                 "stages:\n  - scan: {op: plus, of: {s: x}, into: {s: total}}\n"
+                 "  - scan: {op: affine, of: {a: x, b: x}, into: {b: h}}\n",
+                 types[i], types[i], types[i], types[i]);
+        sluice_pipeline *p = tu_load(ctx, yaml);
+        ck_assert_int_eq(p->noperators, 2);
+        sluice_pipeline_free(p);
+    }
+}
+END_TEST
+
 /* Folds `op` over the primer's array with sl_monoid_combine, inclusive and exclusive. */
 START_TEST(monoid_primer_scans) {
     sl_scan sum = {.op = SL_SCAN_SUM, .nfields = 1, .acc = {SLUICE_I64}};
@@ -586,6 +606,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, determinism_and_params);
     tcase_add_test(tc, declared_affine_operator);
     tcase_add_test(tc, declared_integer_operators);
+    tcase_add_test(tc, declared_float_operators_in_every_format);
     tcase_add_test(tc, monoid_primer_scans);
     tcase_add_test(tc, monoid_builtin_semantics);
     tcase_add_test(tc, acc_rules_table);
