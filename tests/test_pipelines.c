@@ -119,7 +119,8 @@ START_TEST(every_pipeline_has_a_header_comment) {
     }
     /* The minimum cookbook. */
     static const char *const required[] = {"cull-visible", "output-offsets", "ragged-cumsum",
-                                           "linrec", "sort-by-depth", "trades-vwap"};
+                                           "linrec", "sort-by-depth", "trades-vwap",
+                                           "drawdown"};
     for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
         bool found = false;
         for (int i = 0; i < pipeline_count; i++) found |= !strcmp(pipeline_names[i], required[r]);

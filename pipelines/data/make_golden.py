@@ -154,8 +154,20 @@ def trades_vwap(rng):
          csv=csv)
 
 
+def drawdown(rng):
+    n = 1500
+    price = 100.0 * np.exp(np.cumsum(0.01 * rng.normal(size=n)))
+    price[700:720] = price[699]  # a flat stretch: no new peak, no new fall
+    peak = np.maximum.accumulate(price)
+    # Every candidate fall is one exact subtraction price[i] - price[j], whatever the
+    # grouping, so the oracle and the parallel scan agree bit for bit.
+    fall = np.maximum.accumulate(peak - price)
+    save("drawdown", {"price": price}, {"price": price, "peak": peak, "drawdown": fall})
+
+
 def main():
-    makers = [cull_visible, output_offsets, ragged_cumsum, linrec, sort_by_depth, trades_vwap]
+    makers = [cull_visible, output_offsets, ragged_cumsum, linrec, sort_by_depth, trades_vwap,
+              drawdown]
     for i, make in enumerate(makers):
         make(np.random.default_rng(1000 + i))
         print("wrote", make.__name__)
