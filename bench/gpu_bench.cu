@@ -371,6 +371,23 @@ int main(int argc, char **argv) {
         g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
                           "1.000x", ""});
     }
+    // 5b. f32 keys: sluice maps them to u32 images and back (two extra passes); CUB sorts
+    // floats natively. Prediction (RESULTS.md): about 0.93x of CUB.
+    {
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceRadixSort::SortKeys(tmp, b, x, out, (int)n, 0, 32, g_stream)); });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-sort-f32\ninput: {k: f32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n", n)) {
+            std::vector<sluice_column> c = {{"k", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            if (j.failed) t_sl = -1;
+            sluice_close(j);
+        } else printf("sluice sort f32: %s\n", j.why.c_str());
+        printf("f32 key sort    sluice %8.3f ms  CUB DeviceRadixSort<float> %8.3f ms (%.3fx of CUB speed)\n",
+               t_sl, t_cub, t_sl < 0 ? -1 : t_cub / t_sl);
+        g_rows.push_back({"f32 key sort (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl), "1.000x", ""});
+    }
     // 6. six stages (map, flag, compact, scan, map, filter): one sluice pass vs CUB + kernels.
     {
         float *r2 = out, *xc = out2, *r2c = out2 + n, *before = (float *)uo, *z = (float *)vo;
