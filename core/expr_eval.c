@@ -253,6 +253,7 @@ sl_value sl_expr_eval_scalar(const sl_expr *e, const sl_eval_env *env, int64_t r
 /* ---- programs ---------------------------------------------------------------------------- */
 
 typedef enum operand_kind {
+    OPND_NONE,   /* no operand: the zero value, so an unset operand is never a register */
     OPND_REG,    /* a register in scratch */
     OPND_SLOT,   /* one value in scratch: literal, param or per-run constant */
     OPND_COLUMN, /* a column of the tile, read in place */

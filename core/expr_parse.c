@@ -646,8 +646,12 @@ static sl_expr *make_binary(parser *p, sl_expr_op op, sl_expr *a, int da, sl_exp
                         "'%s' does not order bools: compare them with == or !=", what);
                 goto fail;
             }
-        } else if ((a->type == SLUICE_BOOL) != (b->type == SLUICE_BOOL) && !untyped(a) &&
-                   !untyped(b)) {
+        } else if ((a->type == SLUICE_BOOL && untyped(b)) || (b->type == SLUICE_BOOL && untyped(a))) {
+            fail_at(p, pos, SLUICE_ERR_TYPE,
+                    "'%s' compares a bool with %s: compare a bool with true or false", what,
+                    type_text(untyped(a) ? a->type : b->type));
+            goto fail;
+        } else if ((a->type == SLUICE_BOOL) != (b->type == SLUICE_BOOL)) {
             fail_at(p, pos, SLUICE_ERR_TYPE,
                     "'%s' compares %s with %s: a bool compares only with a bool", what,
                     type_text(a->type), type_text(b->type));
@@ -742,6 +746,7 @@ static sl_expr *make_unary(parser *p, sl_expr_op op, sl_expr *a, int da, size_t 
             }
             set_const_int(a, r);
         }
+        a->loc = loc_at(p, pos); /* the constant now starts at the operator */
         *depth = da;
         return a;
     } else if (op == SL_OP_BITNOT) {
