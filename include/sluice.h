@@ -193,7 +193,8 @@ SLUICE_API size_t sluice_diagnostic_format(const sluice_diagnostic *diag, char *
 /* ---------------------------------------------------------------- 3. pipelines */
 
 /* Loads and checks a pipeline file. On failure *out is NULL and the context holds one
- * diagnostic per problem found (all of them, not only the first), each with file:line:col.
+ * diagnostic per problem found (all of them, not only the first, up to 100 and then one saying
+ * there were more), each with file:line:col.
  * The pipeline is immutable once loaded. Errors: every pipeline status in the list above,
  * SLUICE_ERR_IO, SLUICE_ERR_LIMIT, SLUICE_ERR_NO_MEMORY. */
 SLUICE_API sluice_status sluice_pipeline_load_file(sluice_context *ctx, const char *path,
