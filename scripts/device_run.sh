@@ -6,12 +6,19 @@
 #   run carry: [".device"]  command: scripts/device_run.sh [all|tests|sanitize|bench] [log2_rows] [reps]
 #
 # Logs go to $OUT (the device tool brings them back) or ./out elsewhere. Each step's status
-# is recorded and the script goes on, so one failure does not hide the other results.
+# is recorded and the script goes on, so one failure does not hide the other results. Order:
+# benchmark (seconds), test suites (minutes), sanitizers (slowest; each run is cut at
+# SAN_TIMEOUT seconds, default 45: rc=124 means "stopped early, no error seen until then").
+# GPU_TESTS limits the suites, TEST_TIMEOUT caps each suite (default 900 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f .device/env.sh ] && source .device/env.sh
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+# The device tool brings back at most 8 files: logs go to LOG and come back as one archive.
+FINAL_OUT=$OUT
+LOG=$(mktemp -d /tmp/sluice-device-logs.XXXXXX)
+OUT=$LOG
 MODE=${1:-all}
 LG=${2:-28}
 REPS=${3:-20}
@@ -40,6 +47,14 @@ grep -E "error" "$OUT/build.log" | head -20
 has() { case " $built " in *" $1 "*) return 0;; esac; return 1; }
 exe() { if [ -x "$BUILD/tests/$1" ]; then echo "$BUILD/tests/$1"; else echo "$BUILD/bench/$1"; fi; }
 
+if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
+  if has gpu_bench; then
+    s=$(date +%s)
+    "$BUILD/bench/gpu_bench" "$LG" "$REPS" > "$OUT/bench.txt" 2>&1
+    note "gpu_bench 2^$LG x$REPS: rc=$? ($(( $(date +%s) - s )) s)"
+  fi
+fi
+
 if [ "$MODE" = all ] || [ "$MODE" = tests ]; then
   for t in $gpu_tests; do
     has "$t" || continue
@@ -56,7 +71,7 @@ if [ "$MODE" = all ] || [ "$MODE" = sanitize ]; then
     for t in $gpu_tests; do
       has "$t" || continue
       s=$(date +%s)
-      SLUICE_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
+      SLUICE_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-45} compute-sanitizer --tool $tool --error-exitcode 9 \
         "$(exe "$t")" > "$OUT/san_${tool}_$t.log" 2>&1
       rc=$?
       note "compute-sanitizer $tool $t: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E 'ERROR SUMMARY' "$OUT/san_${tool}_$t.log" | tail -1)"
@@ -64,16 +79,14 @@ if [ "$MODE" = all ] || [ "$MODE" = sanitize ]; then
   done
 fi
 
-if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
-  if has gpu_bench; then
-    s=$(date +%s)
-    "$BUILD/bench/gpu_bench" "$LG" "$REPS" > "$OUT/bench.txt" 2>&1
-    note "gpu_bench 2^$LG x$REPS: rc=$? ($(( $(date +%s) - s )) s)"
-  fi
-fi
 
-echo
-echo "---- summary ----"
-for l in "${summary[@]}"; do echo "$l"; done
-[ -f "$OUT/bench.txt" ] && sed -n '/^| job/,$p' "$OUT/bench.txt"
+{
+  echo
+  echo "---- summary ----"
+  for l in "${summary[@]}"; do echo "$l"; done
+  [ -f "$OUT/bench.txt" ] && sed -n '/^| job/,$p' "$OUT/bench.txt"
+} | tee "$LOG/summary.txt"
+tar czf "$FINAL_OUT/device-logs.tgz" -C "$LOG" .
+cp "$LOG/summary.txt" "$FINAL_OUT/" 2>/dev/null
+[ -f "$LOG/bench.txt" ] && cp "$LOG/bench.txt" "$FINAL_OUT/"
 exit 0
