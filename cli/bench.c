@@ -226,7 +226,9 @@ static int bench_run(sluice_context *ctx, sluice_pipeline *p, const bench_args *
     if (rc == SL_EXIT_OK) {
         sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
         opts.backend = a->backend;
-        opts.max_batch_rows = a->batch_rows;
+        /* Scratch for at most the default batch; larger pushes are cut inside the library. */
+        opts.max_batch_rows =
+            a->batch_rows < DEFAULT_BENCH_BATCH_ROWS ? a->batch_rows : DEFAULT_BENCH_BATCH_ROWS;
         sluice_status st = sluice_session_open(p, &opts, &s);
         if (st != SLUICE_OK) {
             sl_print_diagnostics(ctx);

@@ -98,7 +98,9 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
                         const run_args *a) {
     sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
     opts.backend = a->backend;
-    opts.max_batch_rows = a->batch_rows;
+    /* The session sizes its scratch for this many rows; a larger push is cut inside the
+     * library, so a huge --batch-rows must not turn into a huge allocation. */
+    opts.max_batch_rows = a->batch_rows < DEFAULT_BATCH_ROWS ? a->batch_rows : DEFAULT_BATCH_ROWS;
     opts.params = a->params;
     opts.param_count = a->param_count;
     sluice_session *s = NULL;
