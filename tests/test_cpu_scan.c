@@ -804,6 +804,41 @@ START_TEST(transactional_push) {
 }
 END_TEST
 
+/* A filter keeping a few rows of a large batch (the result moves into a buffer of its size). */
+START_TEST(selective_filter) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx, "sluice: 1\nname: f\ninput: {x: f32, i: i64}\nstages:\n"
+                                      "  - filter: x > 0.999\noutput: [i, x]\n");
+    int64_t n = 1 << 20;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    int64_t *iv = malloc(sizeof(int64_t) * (size_t)n);
+    tu_rng rng;
+    tu_rng_seed(&rng, 8);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)tu_rng_uniform(&rng);
+        iv[i] = i;
+    }
+    sluice_column c[2] = {{"x", SLUICE_F32, x, n}, {"i", SLUICE_I64, iv, n}};
+    result r;
+    run_whole(ctx, p, c, 2, n, &r);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!(x[i] > 0.999f)) continue;
+        EXPECT(k < r.rows && ((int64_t *)r.data[0])[k] == i && ((float *)r.data[1])[k] == x[i],
+               "kept row %lld", (long long)k);
+        k++;
+    }
+    ck_assert_int_eq(r.rows, k);
+    ck_assert_int_gt(k, 100);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    free(x);
+    free(iv);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* After open, a push of up to max_batch_rows rows allocates only its result batch (the batch
  * shell and one buffer per output column): scratch is the session's. */
 START_TEST(no_allocation_on_the_hot_path) {
@@ -870,6 +905,7 @@ static Suite *cpu_scan_suite(void) {
     tcase_add_test(tc, cutting_invariance);
     tcase_add_test(tc, transactional_push);
     tcase_add_test(tc, no_allocation_on_the_hot_path);
+    tcase_add_test(tc, selective_filter);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -451,6 +451,25 @@ static void finish_batch(const sluice_pipeline *p, sluice_batch *b, int64_t rows
     }
 }
 
+/* A result much smaller than the room it was given (a selective filter: the room is the rows
+ * that entered the group) moves into a buffer of its own size, so a caller holding many
+ * results does not hold mostly empty memory. If that allocation fails the roomy one stays. */
+static void shrink_batch(sluice_context *ctx, const sluice_pipeline *p, sluice_batch **bp,
+                         int64_t capacity) {
+    sluice_batch *b = *bp;
+    size_t row_bytes = 0;
+    for (size_t i = 0; i < b->ncolumns; i++) row_bytes += sluice_type_size(b->columns[i].type);
+    if (b->rows * 2 > capacity || (size_t)capacity * row_bytes < ((size_t)1 << 20)) return;
+    sluice_batch *small = sl_batch_new_host(ctx, p, b->rows);
+    if (!small) return;
+    for (size_t i = 0; i < b->ncolumns; i++) {
+        size_t bytes = (size_t)b->rows * sluice_type_size(b->columns[i].type);
+        if (bytes) memcpy(small->owned[i], b->owned[i], bytes);
+    }
+    sluice_batch_free(b);
+    *bp = small;
+}
+
 static sluice_status append_stream(sluice_session *s, cpu_group *g, const void *const *src,
                                    int64_t rows) {
     const sluice_pipeline *p = s->pipeline;
@@ -484,7 +503,7 @@ static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const
         memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
         st = destination(s, im, gi, rows, dest, &batch);
         if (st != SLUICE_OK) break;
-        int64_t rows_out = rows;
+        int64_t rows_out = rows, capacity = rows;
         if (g->kind == SL_GROUP_FUSED) {
             st = sl_cpu_fused_run(g->fused, im->pool, s->params, cols, rows,
                                   gi == 0 ? offsets : NULL, nsegments, g->carries, dest, &rows_out);
@@ -494,7 +513,10 @@ static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const
         if (st != SLUICE_OK) break;
         for (int c = 0; c <= p->ncolumns; c++) cols[c] = dest[c];
         rows = rows_out;
-        if (batch) finish_batch(p, batch, rows);
+        if (batch) {
+            finish_batch(p, batch, rows);
+            shrink_batch(s->ctx, p, &batch, capacity);
+        }
     }
     if (st != SLUICE_OK) {
         sluice_batch_free(batch);
