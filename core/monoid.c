@@ -109,7 +109,7 @@ bool sl_monoid_acc_allowed(sl_scan_op op, sluice_type input, sluice_type acc, ch
     }
     if (sl_type_is_float(input)) {
         if (!sl_type_is_float(acc)) {
-            snprintf(why, cap, "a %s input cannot accumulate in %s: fractions and range would be "
+            snprintf(why, cap, "%s values cannot accumulate in %s: fractions and range would be "
                                "lost; use a float acc", in, ac);
             return false;
         }
