@@ -43,6 +43,8 @@ struct sl_input {
     int64_t rows;     /* data rows in the input (column files) */
     int64_t pos;      /* next data row */
     long offsets_col; /* the offsets input, or -1 */
+    const int64_t *offsets; /* its k+1 entries: in the mapping, or offsets_copy */
+    int64_t *offsets_copy;  /* an aligned copy when the file misaligns them */
     int64_t segments; /* k: the offsets file has k+1 entries */
     int64_t seg_pos;  /* next segment */
     sl_csv_reader *csv;
@@ -125,12 +127,6 @@ static void release_before(input_column *c, const void *ptr) {
     c->released = upto;
 }
 
-static int64_t offsets_at(const input_column *c, int64_t i) {
-    int64_t v;
-    memcpy(&v, c->base + (size_t)i * sizeof v, sizeof v);
-    return v;
-}
-
 static int open_directory(sl_input *in, const char *dir, char *err, size_t errcap) {
     int64_t rows = -1;
     const char *rows_from = NULL;
@@ -168,7 +164,16 @@ static int open_directory(sl_input *in, const char *dir, char *err, size_t errca
             return sl_errf(err, errcap,
                            "%s: an offsets column needs k+1 entries (at least the leading 0)",
                            o->path);
-        int64_t first = offsets_at(o, 0), last = offsets_at(o, o->length - 1);
+        if ((uintptr_t)o->base % sizeof(int64_t) == 0) {
+            in->offsets = (const int64_t *)(const void *)o->base;
+        } else { /* a .npy with an unusual header length: read them from an aligned copy */
+            in->offsets_copy = malloc((size_t)o->length * sizeof(int64_t));
+            if (!in->offsets_copy) return sl_errf(err, errcap, "out of memory");
+            memcpy(in->offsets_copy, o->base, (size_t)o->length * sizeof(int64_t));
+            in->offsets = in->offsets_copy;
+        }
+        const int64_t *off = in->offsets;
+        int64_t first = off[0], last = off[o->length - 1];
         if (first != 0)
             return sl_errf(err, errcap, "%s: offsets must start at 0, not %" PRId64, o->path,
                            first);
@@ -178,12 +183,11 @@ static int open_directory(sl_input *in, const char *dir, char *err, size_t errca
                            " rows; they must be equal",
                            o->path, last, rows_from, rows);
         for (int64_t i = 1; i < o->length; i++) {
-            int64_t lo = offsets_at(o, i - 1), hi = offsets_at(o, i);
-            if (hi < lo)
+            if (off[i] < off[i - 1])
                 return sl_errf(err, errcap,
                                "%s: offsets decrease at entry %" PRId64 " (%" PRId64
                                " after %" PRId64 "); they must be non-decreasing",
-                               o->path, i, hi, lo);
+                               o->path, i, off[i], off[i - 1]);
         }
         if (rows < 0) rows = last;
         in->segments = o->length - 1;
@@ -287,6 +291,7 @@ void sl_input_close(sl_input *in) {
         free(c->buf);
     }
     free(in->cols);
+    free(in->offsets_copy);
     sl_csv_close(in->csv);
     free(in);
 }
@@ -323,21 +328,16 @@ static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, 
         input_column *o = &in->cols[in->offsets_col];
         if (in->seg_pos >= in->segments) return 0;
         /* The offsets were checked non-decreasing and within the rows when opened. */
-        int64_t s = in->seg_pos, base = offsets_at(o, s), e;
-        release_before(o, o->base + (size_t)s * sizeof(int64_t));
-        if ((uintptr_t)o->base % sizeof(int64_t) == 0) {
-            e = sl_next_segment_cut((const int64_t *)(const void *)o->base, in->segments, s,
-                                    max_rows);
-        } else { /* an oddly aligned .npy: the same rule, element by element */
-            e = s + 1;
-            while (e < in->segments && offsets_at(o, e + 1) - base <= max_rows) e++;
-        }
+        const int64_t *off = in->offsets;
+        int64_t s = in->seg_pos, base = off[s];
+        int64_t e = sl_next_segment_cut(off, in->segments, s, max_rows);
+        if (!in->offsets_copy) release_before(o, off + s);
         size_t k1 = (size_t)(e - s + 1);
         if (ensure_buf(o, k1 * sizeof(int64_t)) != 0) return sl_errf(err, errcap, "out of memory");
         int64_t *rebased = o->buf;
-        for (size_t i = 0; i < k1; i++) rebased[i] = offsets_at(o, s + (int64_t)i) - base;
+        for (size_t i = 0; i < k1; i++) rebased[i] = off[s + (int64_t)i] - base;
         start = base;
-        n = offsets_at(o, e) - base;
+        n = off[e] - base;
         in->seg_pos = e;
         cols[in->offsets_col] = (sluice_column){o->info.name, SLUICE_I64, rebased, (int64_t)k1};
     } else {
