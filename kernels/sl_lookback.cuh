@@ -120,33 +120,54 @@ template <typename T> struct tile_states {
 };
 
 /* The exclusive prefix of `tile` (> 0) from its predecessors; called by all 32 lanes of
- * one warp, returns the same value in every lane. */
+ * one warp, returns the same value in every lane.
+ *
+ * The first window is the 32 nearest predecessors (one state per lane): usually enough.
+ * When it holds no inclusive prefix the nearest one tends to be far back (at full speed
+ * hundreds of tiles are in flight), and each window costs an L2 round trip, so later
+ * windows take 4 consecutive states per lane (128 tiles per round trip). A lane folds its
+ * states from the last inclusive one among them; the warp then folds the lanes from the
+ * last lane holding an inclusive state. Left stays left throughout. */
 template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {
     const int lane = threadIdx.x & 31;
     T exclusive = identity;
     int64_t window_end = tile - 1;
+    int per_lane = 1;
     for (;;) {
-        const int64_t idx = window_end - 31 + lane;
-        uint32_t status = SL_STATUS_INCLUSIVE;
-        T v = identity;
-        if (idx >= 0) {
-            int backoff = 8;
-            for (;;) {
-                states.read(idx, status, v);
-                if (status != SL_STATUS_INVALID) break;
-                __nanosleep(backoff);
-                if (backoff < 256) backoff *= 2;
+        const int64_t lane_first = window_end - (int64_t)(32 * per_lane - 1) + (int64_t)lane * per_lane;
+        T folded = identity;
+        bool has_inclusive = false;
+#pragma unroll 1
+        for (int j = 0; j < per_lane; j++) {
+            const int64_t idx = lane_first + j;
+            uint32_t status = SL_STATUS_INCLUSIVE;
+            T v = identity;
+            if (idx >= 0) {
+                int backoff = 8;
+                for (;;) {
+                    states.read(idx, status, v);
+                    if (status != SL_STATUS_INVALID) break;
+                    __nanosleep(backoff);
+                    if (backoff < 256) backoff *= 2;
+                }
+            }
+            if (status == SL_STATUS_INCLUSIVE) {
+                folded = v; /* everything before it is already inside v */
+                has_inclusive = true;
+            } else {
+                folded = op(folded, v);
             }
         }
-        const unsigned inclusive_lanes = __ballot_sync(FULL_MASK, status == SL_STATUS_INCLUSIVE);
+        const unsigned inclusive_lanes = __ballot_sync(FULL_MASK, has_inclusive);
         const int start = inclusive_lanes ? 31 - __clz((int)inclusive_lanes) : 0;
-        T x = lane >= start ? v : identity;
+        T x = lane >= start ? folded : identity;
         x = warp_inclusive_scan(x, lane, op);
         exclusive = op(shfl_idx(x, 31), exclusive);
         if (inclusive_lanes) break;
-        window_end -= 32;
+        window_end -= 32 * per_lane;
+        per_lane = 4;
     }
     return exclusive;
 }
