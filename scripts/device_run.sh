@@ -22,7 +22,7 @@ OUT=$LOG
 MODE=${1:-all}
 LG=${2:-28}
 REPS=${3:-20}
-BUILD=build-gpu
+BUILD=${BUILD:-build-gpu}
 export SLUICE_CACHE_DIR=$PWD/$BUILD/kernel-cache
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
