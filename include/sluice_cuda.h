@@ -62,7 +62,9 @@ typedef struct sluice_cuda_options {
 
 /* Opens a session on the CUDA backend (options->backend must be AUTO or CUDA; it runs on
  * CUDA either way) with the stream and output placement in `cuda` (NULL: defaults). The
- * device is the caller's current device (cudaSetDevice) at this call.
+ * session runs on the caller's current device (cudaSetDevice) at this call, and later calls
+ * work there whatever device is current then (the caller's current device is restored). A
+ * caller's stream must belong to that device.
  * Errors: those of sluice_session_open; SLUICE_ERR_BACKEND_UNAVAILABLE when no GPU is usable;
  * SLUICE_ERR_INVALID_ARGUMENT for an unknown options version or backend CPU. */
 SLUICE_API sluice_status sluice_cuda_session_open(sluice_pipeline *pipeline,

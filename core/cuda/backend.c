@@ -134,6 +134,23 @@ static bool cuda_available(void) {
     return n > 0;
 }
 
+/* ---- the session's device ---------------------------------------------------------------- */
+
+/* Every call works on the device the session was opened on, whatever the calling thread's
+ * current device is, and leaves the caller's choice as it was. */
+static int enter_device(const cuda_session *cs) {
+    int prev = cs->device;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    if (prev != cs->device) cudaSetDevice(cs->device);
+    return prev;
+}
+static void leave_device(const cuda_session *cs, int prev) {
+    if (prev >= 0 && prev != cs->device) cudaSetDevice(prev);
+}
+
 /* ---- open and close ------------------------------------------------------------------ */
 
 static size_t type_size(const sluice_pipeline *p, int column) {
@@ -167,6 +184,7 @@ static void cuda_close(sluice_session *s) {
     cuda_session *cs = s->impl;
     if (!cs) return;
     sluice_context *ctx = s->ctx;
+    int prev = cs->stream ? enter_device(cs) : -1;
     if (cs->stream) cudaStreamSynchronize(cs->stream);
     for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, cs, &cs->groups[i]);
     if (cs->stream) cudaStreamSynchronize(cs->stream);
@@ -193,6 +211,7 @@ static void cuda_close(sluice_session *s) {
      * destroyed pool's memory when the last allocation returns). */
     if (cs->pool) cudaMemPoolDestroy(cs->pool);
     cudaGetLastError();
+    leave_device(cs, prev);
     sl_free(ctx, cs);
     s->impl = NULL;
 }
@@ -760,7 +779,7 @@ static sluice_status push_piece(sluice_session *s, cuda_session *cs, const sl_in
     return run_from(s, cs, 0, rows, in->nsegments);
 }
 
-static sluice_status cuda_push(sluice_session *s, const sl_input *in) {
+static sluice_status push_impl(sluice_session *s, const sl_input *in) {
     cuda_session *cs = s->impl;
     sluice_context *ctx = s->ctx;
     int64_t rows = in->rows;
@@ -821,7 +840,14 @@ static sluice_status flush_sort(sluice_session *s, cuda_session *cs, int gi) {
     return st;
 }
 
-static sluice_status cuda_flush(sluice_session *s) {
+static sluice_status cuda_push(sluice_session *s, const sl_input *in) {
+    int prev = enter_device(s->impl);
+    sluice_status st = push_impl(s, in);
+    leave_device(s->impl, prev);
+    return st;
+}
+
+static sluice_status flush_impl(sluice_session *s) {
     cuda_session *cs = s->impl;
     txn t = txn_begin(s, cs);
     sluice_status st = SLUICE_OK;
@@ -835,7 +861,14 @@ static sluice_status cuda_flush(sluice_session *s) {
     return txn_end(s, cs, t, st);
 }
 
-static sluice_status cuda_reset(sluice_session *s) {
+static sluice_status cuda_flush(sluice_session *s) {
+    int prev = enter_device(s->impl);
+    sluice_status st = flush_impl(s);
+    leave_device(s->impl, prev);
+    return st;
+}
+
+static sluice_status reset_impl(sluice_session *s) {
     cuda_session *cs = s->impl;
     sluice_context *ctx = s->ctx;
     for (int gi = 0; gi < cs->ngroups; gi++) {
@@ -849,6 +882,13 @@ static sluice_status cuda_reset(sluice_session *s) {
     }
     CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "resetting the session");
     return SLUICE_OK;
+}
+
+static sluice_status cuda_reset(sluice_session *s) {
+    int prev = enter_device(s->impl);
+    sluice_status st = reset_impl(s);
+    leave_device(s->impl, prev);
+    return st;
 }
 
 static const sl_backend_ops cuda_ops = {
