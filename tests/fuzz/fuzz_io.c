@@ -5,7 +5,8 @@
  *      header the writer formats must parse back to the same type and length;
  *   1  CSV: header row and every record, each field parsed as a type chosen per column;
  *   2  one CSV field parsed as each type; a parsed value printed and parsed again must give
- *      the same bits (NaN aside);
+ *      the same bits (NaN aside); the same for the library's literal parser (params, YAML
+ *      defaults: sl_value_parse) and its shortest round-trip formatter;
  *   3  raw: the element count of a file of a given size, for each type;
  *   4  a directory input (cli/input.h) of rows.npy (offsets), v (.npy or raw .bin) and k
  *      (.bin or .npy) for a segmented-scan pipeline, read in batches of a chosen size;
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
+#include "types.h"
 #include "cli/csv.h"
 #include "cli/half.h"
 #include "cli/input.h"
@@ -164,11 +166,34 @@ static void print_value(sluice_type t, uint64_t bits, char *buf, size_t cap) {
     }
 }
 
+/* The library's literals: what parses must format and parse back to the same value. */
+static void fuzz_literal(const char *text) {
+    for (int t = 0; t < SLUICE_TYPE_COUNT_; t++) {
+        sl_value v;
+        if (!sl_value_parse(text, (sluice_type)t, &v)) continue;
+        sl_fuzz_check(v.type == (sluice_type)t, "'%s' parsed as %s has type %d", text,
+                      sluice_type_name((sluice_type)t), (int)v.type);
+        char printed[64];
+        sl_value_format(v, printed, sizeof printed);
+        sl_value again;
+        sl_fuzz_check(sl_value_parse(printed, (sluice_type)t, &again),
+                      "'%s' parsed as %s, formatted '%s', does not parse back", text,
+                      sluice_type_name((sluice_type)t), printed);
+        bool same = sl_type_is_float((sluice_type)t)
+                        ? (v.f == again.f && signbit(v.f) == signbit(again.f)) ||
+                              (isnan(v.f) && isnan(again.f))
+                        : v.u == again.u;
+        sl_fuzz_check(same, "'%s' as %s formatted '%s' parsed back differently", text,
+                      sluice_type_name((sluice_type)t), printed);
+    }
+}
+
 static void fuzz_value(const uint8_t *data, size_t size) {
     char text[256];
     size_t n = size < sizeof text - 1 ? size : sizeof text - 1;
     memcpy(text, data, n);
     text[n] = '\0';
+    fuzz_literal(text);
     for (int t = 0; t < SLUICE_TYPE_COUNT_; t++) {
         uint64_t v = 0;
         char err[512] = "";
