@@ -13,7 +13,6 @@
 
 #include "context.h"
 #include "loader.h"
-#include "monoid.h"
 #include "stages/registry.h"
 
 /* ---- diagnostics ----------------------------------------------------------------------- */

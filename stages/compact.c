@@ -1,8 +1,6 @@
 /* compact.c — the `compact` stage: keep the rows whose `by` column is true, in order, with no
  * gaps. `columns` (optional) lists the live columns kept after the stage; by default every
  * live column stays. Also the shared tail of `filter`. */
-#include <string.h>
-
 #include "stages/registry.h"
 
 void sl_stage_add_compact(sl_loader *L, const char *kind_name, sl_srcloc loc, int by,
