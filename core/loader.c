@@ -421,7 +421,10 @@ sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned) {
     L->scope_hit_poison = false;
     L->scope_dropped = -1;
     sl_expr *e = NULL;
-    sluice_status st = sl_expr_parse(L->ctx, n->text, n->len, loc, &scope, &e);
+    /* a block scalar keeps its leading blank lines; text_loc is the first non-blank one */
+    size_t skip = 0;
+    while (skip < n->len && n->text[skip] == '\n') skip++;
+    sluice_status st = sl_expr_parse(L->ctx, n->text + skip, n->len - skip, loc, &scope, &e);
     if (st == SLUICE_ERR_NO_MEMORY) {
         ld_oom(L);
         return NULL;

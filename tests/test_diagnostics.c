@@ -202,6 +202,7 @@ START_TEST(expression_syntax) {
     /* quoted and block scalars: positions inside the text as written */
     expect(HEAD "  - map: {y: 'x * * 2.0'}\n", SLUICE_ERR_EXPR_SYNTAX, 5, 19, "");
     expect(HEAD "  - map:\n      y: |\n        x * * 2.0\n", SLUICE_ERR_EXPR_SYNTAX, 7, 13, "");
+    expect(HEAD "  - map:\n      y: |\n\n        x * * 2.0\n", SLUICE_ERR_EXPR_SYNTAX, 8, 13, "");
 }
 END_TEST
 
