@@ -10,30 +10,12 @@
  *               images keeps equal keys in arrival order.
  *
  * Images of types up to 32 bits are held in uint32_t, of 64-bit types in uint64_t. The
- * per-element transforms are inline so other backends can share them. */
+ * per-element transforms are kernels/sl_ops.h's sl_sortkey_* (shared with generated GPU
+ * code); this file applies them to whole columns. */
 #ifndef SL_SORTKEY_H
 #define SL_SORTKEY_H
 
 #include "types.h"
-
-static inline uint32_t sl_sortkey_f32_bits(uint32_t bits) {
-    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-static inline uint32_t sl_sortkey_f32_unbits(uint32_t img) {
-    return (img & 0x80000000u) ? (img & 0x7fffffffu) : ~img;
-}
-static inline uint64_t sl_sortkey_f64_bits(uint64_t bits) {
-    return (bits & 0x8000000000000000ull) ? ~bits : (bits | 0x8000000000000000ull);
-}
-static inline uint64_t sl_sortkey_f64_unbits(uint64_t img) {
-    return (img & 0x8000000000000000ull) ? (img & 0x7fffffffffffffffull) : ~img;
-}
-static inline uint32_t sl_sortkey_f16_bits(uint16_t bits) {
-    return (bits & 0x8000u) ? (uint16_t)~bits : (uint16_t)(bits | 0x8000u);
-}
-static inline uint16_t sl_sortkey_f16_unbits(uint32_t img) {
-    return (img & 0x8000u) ? (uint16_t)(img & 0x7fffu) : (uint16_t)~img;
-}
 
 /* Width of a type's image in bits (= the type's width; bool: 8). */
 static inline int sl_sortkey_bits(sluice_type t) { return sl_type_bits(t); }
