@@ -619,6 +619,12 @@ START_TEST(test_primer_examples_on_gpu) {
     int32_t x[] = {3, 1, 7, 0};
     sluice_column cols[] = {{"a", SLUICE_F32, a, 4}, {"b", SLUICE_F32, b, 4}, {"x", SLUICE_I32, x, 4}};
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    /* auto picks the GPU when there is one */
+    ck_assert(sluice_backend_available(SLUICE_BACKEND_CUDA));
+    sluice_session *auto_s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &auto_s), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_backend(auto_s), SLUICE_BACKEND_CUDA);
+    sluice_session_close(auto_s);
     o.backend = SLUICE_BACKEND_CUDA;
     sluice_batch *out;
     ck_assert_int_eq(sluice_run(p, &o, cols, 3, &out), SLUICE_OK);
