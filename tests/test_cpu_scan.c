@@ -599,34 +599,47 @@ START_TEST(declared_operator) {
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
     sluice_pipeline *p = tu_load(ctx,
-        "sluice: 1\nname: affine\ninput: {decay: f64, u: f64, k: i32}\n"
+        "sluice: 1\nname: affine\ninput: {decay: f64, u: f64, k: i32, hf: bool}\n"
         "operators:\n  affine:\n    state: {a: f64, b: f64}\n    identity: {a: 1.0, b: 0.0}\n"
         "    combine:\n      a: l.a * r.a\n      b: r.a * l.b + r.b\n"
         "stages:\n  - scan: {op: affine, of: {a: decay, b: u}, kind: inclusive, into: {b: h}}\n"
         "  - scan: {op: affine, of: {a: decay, b: u}, kind: exclusive, into: {b: e}}\n"
         "  - segmented_scan: {op: affine, of: {a: decay, b: u}, segments: {key: k}, into: {b: g}}\n"
-        "output: [h, e, g]\n");
+        "  - segmented_scan: {op: affine, of: {a: decay, b: u}, kind: exclusive, segments: hf,"
+        " into: {a: qa, b: q}}\n"
+        "output: [h, e, g, q, qa]\n");
     tu_rng rng;
     tu_rng_seed(&rng, 17);
     int64_t n = 3 * TILE + 123;
     double *a = malloc(8 * (size_t)n), *u = malloc(8 * (size_t)n);
     int32_t *k = malloc(4 * (size_t)n);
+    uint8_t *hf = malloc((size_t)n);
     for (int64_t i = 0; i < n; i++) {
         a[i] = 0.5 + 0.5 * tu_rng_uniform(&rng);
         u[i] = tu_rng_normal(&rng);
         k[i] = (int32_t)(i / 1000);
+        hf[i] = tu_rng_range(&rng, 0, 30) == 0;
     }
-    sluice_column c[3] = {{"decay", SLUICE_F64, a, n}, {"u", SLUICE_F64, u, n}, {"k", SLUICE_I32, k, n}};
+    sluice_column c[4] = {{"decay", SLUICE_F64, a, n}, {"u", SLUICE_F64, u, n}, {"k", SLUICE_I32, k, n},
+                          {"hf", SLUICE_BOOL, hf, n}};
     int64_t cuts[3] = {1, 5000, 5001};
     result r;
-    run_cut(ctx, p, c, 3, n, cuts, 3, -1, &r);
+    run_cut(ctx, p, c, 4, n, cuts, 3, -1, &r);
     ck_assert_int_eq(r.rows, n);
-    double h = 0, g = 0;
+    double h = 0, g = 0, qa = 1, qb = 0;
     for (int64_t i = 0; i < n; i++) {
         double before = h;
         h = a[i] * h + u[i];
         if (i % 1000 == 0) g = 0;
         g = a[i] * g + u[i];
+        if (hf[i]) {
+            qa = 1;
+            qb = 0;
+        }
+        EXPECT(fabs(((double *)r.data[3])[i] - qb) <= 1e-9 * (fabs(qb) + 1), "q row %lld", (long long)i);
+        EXPECT(fabs(((double *)r.data[4])[i] - qa) <= 1e-9, "qa row %lld", (long long)i);
+        qb = a[i] * qb + u[i];
+        qa = qa * a[i];
         EXPECT(fabs(((double *)r.data[0])[i] - h) <= 1e-9 * (fabs(h) + 1), "h row %lld", (long long)i);
         EXPECT(fabs(((double *)r.data[1])[i] - before) <= 1e-9 * (fabs(before) + 1), "e row %lld", (long long)i);
         EXPECT(fabs(((double *)r.data[2])[i] - g) <= 1e-9 * (fabs(g) + 1), "g row %lld", (long long)i);
@@ -635,6 +648,7 @@ START_TEST(declared_operator) {
     free(a);
     free(u);
     free(k);
+    free(hf);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }

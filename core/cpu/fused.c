@@ -42,6 +42,7 @@ typedef struct fstage {
     sl_expr_program *of_prog[SL_MAX_FIELDS];
     int of_col[SL_MAX_FIELDS]; /* >= 0: `of` is that column as is, no evaluation */
     int key_col;               /* HEADFLAG/KEY: the column; OFFSETS: the pseudo column */
+    sl_cpu_combine combine;    /* declared operators: the combine, vectorised */
 } fstage;
 
 /* Per tile, per scan: what the local pass learnt, for the carry and the fix-up. */
@@ -66,6 +67,7 @@ typedef struct worker {
     void *expr_scratch;
     scan_tile *tiles; /* nscans */
     const void **view;
+    sl_cpu_combine_scratch *combine; /* per scan slot (declared operators only) */
 } worker;
 
 typedef struct tile_status {
@@ -81,6 +83,7 @@ struct sl_cpu_fused {
     fstage *stages;
     int nscans;
     const sl_scan **scans;
+    const sl_cpu_combine **combines; /* per scan slot */
     int nout, *out;
     int nstart, *start;  /* columns live at the group's start */
     int ncols;           /* p->ncolumns + 1: the last id is the segment-id pseudo column */
@@ -161,11 +164,12 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     bool *materialized = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
     g->stages = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->stages);
     g->scans = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->scans);
+    g->combines = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->combines);
     g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
     g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
     g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
-    if (!tainted || !materialized || !g->stages || !g->scans || !g->col_size || !g->out ||
-        !g->start) {
+    if (!tainted || !materialized || !g->stages || !g->scans || !g->combines || !g->col_size ||
+        !g->out || !g->start) {
         st = oom(ctx);
         goto done;
     }
@@ -238,7 +242,10 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         } else if (s->kind == SL_STAGE_SCAN) {
             const sl_scan *sc = &s->scan;
             fs->slot = g->nscans;
+            g->combines[g->nscans] = &fs->combine;
             g->scans[g->nscans++] = sc;
+            st = sl_cpu_combine_compile(ctx, sc, T, &fs->combine);
+            if (st != SLUICE_OK) goto done;
             bool reads_tainted = false;
             for (int f = 0; f < sc->nfields; f++) {
                 const sl_expr *e = sc->of[f];
@@ -293,6 +300,10 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         for (int k = 0; k < g->nscans; k++)
             for (int f = 0; f < g->scans[k]->nfields; f++)
                 bytes += 2 * align64(sluice_type_size(g->scans[k]->acc[f]) * T);
+        for (int k = 0; k < g->nscans; k++)
+            if (g->combines[k]->prog[0])
+                bytes += 3 * (size_t)g->scans[k]->nfields * align64(8 * T) +
+                         align64(g->combines[k]->scratch);
         bytes += align64(T) + align64(sizeof(uint32_t) * T) + align64(max_expr);
         wk->block = sl_alloc_aligned(ctx, bytes);
         wk->buf = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
@@ -300,7 +311,9 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         wk->ybuf = sl_calloc(ctx, (size_t)g->nscans * SL_MAX_FIELDS + 1, sizeof(void *));
         wk->tiles = sl_calloc(ctx, (size_t)g->nscans + 1, sizeof(scan_tile));
         wk->view = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
-        if (!wk->block || !wk->buf || !wk->xbuf || !wk->ybuf || !wk->tiles || !wk->view) {
+        wk->combine = sl_calloc(ctx, (size_t)g->nscans + 1, sizeof *wk->combine);
+        if (!wk->block || !wk->buf || !wk->xbuf || !wk->ybuf || !wk->tiles || !wk->view ||
+            !wk->combine) {
             st = oom(ctx);
             goto done;
         }
@@ -318,6 +331,16 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                 wk->ybuf[k * SL_MAX_FIELDS + f] = at;
                 at += sz;
             }
+        }
+        for (int k = 0; k < g->nscans; k++) {
+            if (!g->combines[k]->prog[0]) continue;
+            for (int b = 0; b < 3; b++)
+                for (int f = 0; f < g->scans[k]->nfields; f++) {
+                    wk->combine[k].buf[b][f] = at;
+                    at += align64(8 * T);
+                }
+            wk->combine[k].expr = at;
+            at += align64(g->combines[k]->scratch);
         }
         wk->head = at;
         at += align64(T);
@@ -351,6 +374,7 @@ void sl_cpu_fused_destroy(sl_cpu_fused *g) {
             for (int k = 0; k < fs->nmap; k++) sl_expr_program_free(ctx, fs->map_progs[k]);
             for (int f = 0; f < SL_MAX_FIELDS; f++)
                 if (fs->of_prog[f]) sl_expr_program_free(ctx, fs->of_prog[f]);
+            sl_cpu_combine_free(ctx, &fs->combine);
             sl_free(ctx, fs->map_cols);
             sl_free(ctx, fs->map_progs);
             sl_free(ctx, fs->gather);
@@ -365,11 +389,13 @@ void sl_cpu_fused_destroy(sl_cpu_fused *g) {
             sl_free(ctx, wk->ybuf);
             sl_free(ctx, wk->tiles);
             sl_free(ctx, wk->view);
+            sl_free(ctx, wk->combine);
         }
     }
     sl_free(ctx, g->workers);
     sl_free(ctx, g->stages);
     sl_free(ctx, g->scans);
+    sl_free(ctx, g->combines);
     sl_free(ctx, g->col_size);
     sl_free(ctx, g->out);
     sl_free(ctx, g->start);
@@ -494,13 +520,15 @@ static const tile_status *wait_for(const fused_run *r, int64_t t) {
 }
 
 /* Applies the carry to every scan still holding local prefixes. */
-static void fix_pending(const sl_cpu_fused *g, worker *wk, const tile_status *cin) {
+static void fix_pending(const sl_cpu_fused *g, worker *wk, const sl_value *params,
+                        const tile_status *cin) {
     for (int k = 0; k < g->nscans; k++) {
         scan_tile *sk = &wk->tiles[k];
         if (!sk->pending) continue;
         sk->pending = false;
         if (sk->head0 || sk->fix_n == 0) continue;
-        sl_cpu_scan_apply_carry(g->scans[k], sk->fix_n, cin->carries[k].v, sk->y);
+        sl_cpu_scan_apply_carry_declared(g->scans[k], g->combines[k], params, &wk->combine[k],
+                                         sk->fix_n, cin->carries[k].v, sk->y);
     }
 }
 
@@ -573,7 +601,8 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
     }
     if (cin) memcpy(sk->tail, cin->carries[k].v, sizeof(sl_value) * (size_t)sc->nfields);
     else memcpy(sk->tail, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
-    sl_cpu_scan_rows(sc, cur, x, head, sk->tail, sk->y);
+    sl_cpu_scan_rows_declared(sc, &fs->combine, r->params, &wk->combine[k], cur, x, head, sk->tail,
+                              sk->y);
     sk->pending = cin == NULL;
     for (int f = 0; f < sc->nfields; f++)
         if (sc->into[f] >= 0) wk->view[sc->into[f]] = sk->y[f];
@@ -634,7 +663,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         if (fs->needs_carry && !cin) {
             cin = wait_for(r, t - 1);
             resolve_heads(g, wk, cin);
-            fix_pending(g, wk, cin);
+            fix_pending(g, wk, r->params, cin);
         }
         switch (fs->st->kind) {
         case SL_STAGE_MAP:
@@ -679,7 +708,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         }
     }
     __atomic_store_n(&out->ready, r->generation, __ATOMIC_RELEASE);
-    if (!waited) fix_pending(g, wk, cin);
+    if (!waited) fix_pending(g, wk, r->params, cin);
     /* Write the tile's rows at their offset. */
     int64_t at = cin->out_rows;
     for (int j = 0; j < g->nout; j++) {

@@ -374,3 +374,151 @@ void sl_cpu_scan_combine(const sl_scan *scan, const sl_value *a, const sl_value 
     sl_cpu_scan_rows(&inclusive, 1, x, NULL, s, y);
     memcpy(out, s, sizeof(sl_value) * (size_t)scan->nfields);
 }
+
+/* ---- declared operators, vectorised (see scan.h) ------------------------------------------ */
+
+sluice_status sl_cpu_combine_compile(sluice_context *ctx, const sl_scan *scan, int64_t max_rows,
+                                     sl_cpu_combine *c) {
+    memset(c, 0, sizeof *c);
+    if (scan->op != SL_SCAN_CUSTOM || !scan->custom) return SLUICE_OK;
+    for (int f = 0; f < scan->nfields; f++)
+        if (!scan->custom->combine[f] || scan->custom->combine[f]->type != scan->acc[f]) return SLUICE_OK;
+    for (int f = 0; f < scan->nfields; f++) {
+        sluice_status st = sl_expr_compile(ctx, scan->custom->combine[f], max_rows, &c->prog[f]);
+        if (st != SLUICE_OK) {
+            sl_cpu_combine_free(ctx, c);
+            return st;
+        }
+        size_t sz = sl_expr_program_scratch_size(c->prog[f]);
+        if (sz > c->scratch) c->scratch = sz;
+    }
+    return SLUICE_OK;
+}
+
+void sl_cpu_combine_free(sluice_context *ctx, sl_cpu_combine *c) {
+    for (int f = 0; f < SL_MAX_FIELDS; f++) {
+        if (c->prog[f]) sl_expr_program_free(ctx, c->prog[f]);
+        c->prog[f] = NULL;
+    }
+}
+
+/* One element of sz bytes (a call to memcpy per element would dominate the lane loops). */
+static inline void copy_elem(void *dst, const void *src, size_t sz) {
+    switch (sz) {
+    case 1: *(uint8_t *)dst = *(const uint8_t *)src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
+/* out[f][i] = (left[i] ⊕ right[i]).f for i < n, every field from the old values. */
+static void combine_arrays(const sl_scan *scan, const sl_cpu_combine *c, const sl_value *params,
+                           void *scratch, int64_t n, const void *const *left,
+                           const void *const *right, void *const *out) {
+    sl_eval_env env = {NULL, params, {left, right}};
+    for (int f = 0; f < scan->nfields; f++) sl_expr_run(c->prog[f], &env, n, scratch, out[f]);
+}
+
+/* y[i] = p ⊕ y[i] for i in [b, e): p broadcast into buf[0], results through buf[1]. */
+static void fix_range(const sl_scan *scan, const sl_cpu_combine *c, const sl_value *params,
+                      sl_cpu_combine_scratch *s, int64_t b, int64_t e, const sl_value *p,
+                      void *const *y) {
+    if (e <= b) return;
+    int nf = scan->nfields;
+    const void *left[SL_MAX_FIELDS], *right[SL_MAX_FIELDS];
+    void *out[SL_MAX_FIELDS];
+    for (int f = 0; f < nf; f++) {
+        size_t sz = sluice_type_size(scan->acc[f]);
+        sl_value_store(scan->acc[f], s->buf[0][f], 0, p[f]);
+        for (int64_t i = 1; i < e - b; i++)
+            copy_elem((char *)s->buf[0][f] + (size_t)i * sz, s->buf[0][f], sz);
+        left[f] = s->buf[0][f];
+        right[f] = (const char *)y[f] + (size_t)b * sz;
+        out[f] = s->buf[1][f];
+    }
+    combine_arrays(scan, c, params, s->expr, e - b, left, right, out);
+    for (int f = 0; f < nf; f++) {
+        size_t sz = sluice_type_size(scan->acc[f]);
+        memcpy((char *)y[f] + (size_t)b * sz, out[f], (size_t)(e - b) * sz);
+    }
+}
+
+void sl_cpu_scan_apply_carry_declared(const sl_scan *scan, const sl_cpu_combine *c,
+                                      const sl_value *params, sl_cpu_combine_scratch *s, int64_t n,
+                                      const sl_value *carry, void *const *y) {
+    if (!c->prog[0]) {
+        sl_cpu_scan_apply_carry(scan, n, carry, y);
+        return;
+    }
+    fix_range(scan, c, params, s, 0, n, carry, y);
+}
+
+void sl_cpu_scan_rows_declared(const sl_scan *scan, const sl_cpu_combine *c, const sl_value *params,
+                               sl_cpu_combine_scratch *s, int64_t n, const void *const *x,
+                               const uint8_t *head, sl_value *state, void *const *y) {
+    const int L = SL_CPU_COMBINE_LANES;
+    if (!c->prog[0] || n < 4 * L) {
+        sl_cpu_scan_rows(scan, n, x, head, state, y);
+        return;
+    }
+    int nf = scan->nfields;
+    int64_t m = n / L;
+    size_t sz[SL_MAX_FIELDS];
+    /* Lane states: cur (buf[0]) and next (buf[1]); the lanes' values of one step in buf[2]. */
+    void *cur[SL_MAX_FIELDS], *next[SL_MAX_FIELDS], *step[SL_MAX_FIELDS];
+    for (int f = 0; f < nf; f++) {
+        sz[f] = sluice_type_size(scan->acc[f]);
+        cur[f] = s->buf[0][f];
+        next[f] = s->buf[1][f];
+        step[f] = s->buf[2][f];
+        for (int q = 0; q < L; q++) sl_value_store(scan->acc[f], cur[f], q, q == 0 ? state[f] : scan->identity[f]);
+    }
+    for (int64_t j = 0; j < m; j++) {
+        for (int q = 0; q < L; q++) {
+            int64_t row = q * m + j;
+            bool restart = head && head[row];
+            for (int f = 0; f < nf; f++) {
+                if (restart) sl_value_store(scan->acc[f], cur[f], q, scan->identity[f]);
+                copy_elem((char *)step[f] + (size_t)q * sz[f], (const char *)x[f] + (size_t)row * sz[f], sz[f]);
+                if (scan->exclusive)
+                    copy_elem((char *)y[f] + (size_t)row * sz[f], (char *)cur[f] + (size_t)q * sz[f], sz[f]);
+            }
+        }
+        combine_arrays(scan, c, params, s->expr, L, (const void *const *)cur,
+                       (const void *const *)step, next);
+        for (int f = 0; f < nf; f++) {
+            if (!scan->exclusive)
+                for (int q = 0; q < L; q++)
+                    copy_elem((char *)y[f] + (size_t)(q * m + j) * sz[f], (char *)next[f] + (size_t)q * sz[f], sz[f]);
+            void *t = cur[f];
+            cur[f] = next[f];
+            next[f] = t;
+        }
+    }
+    /* Lane totals; the last lane also takes the rows left over. */
+    sl_value tails[SL_CPU_COMBINE_LANES][SL_MAX_FIELDS];
+    for (int q = 0; q < L; q++)
+        for (int f = 0; f < nf; f++) tails[q][f] = sl_value_load(scan->acc[f], cur[f], q);
+    if (L * m < n) {
+        const void *xr[SL_MAX_FIELDS];
+        void *yr[SL_MAX_FIELDS];
+        for (int f = 0; f < nf; f++) {
+            xr[f] = (const char *)x[f] + (size_t)(L * m) * sz[f];
+            yr[f] = (char *)y[f] + (size_t)(L * m) * sz[f];
+        }
+        sl_cpu_scan_rows(scan, n - L * m, xr, head ? head + L * m : NULL, tails[L - 1], yr);
+    }
+    /* Prefix over lanes, then each lane's leading rows (before its first head) get it. */
+    sl_value prefix[SL_MAX_FIELDS];
+    memcpy(prefix, tails[0], sizeof(sl_value) * (size_t)nf);
+    for (int q = 1; q < L; q++) {
+        int64_t b = q * m, e = q == L - 1 ? n : b + m, first = b;
+        while (head && first < e && !head[first]) first++;
+        if (!head) first = e;
+        fix_range(scan, c, params, s, b, first, prefix, y);
+        if (first < e) memcpy(prefix, tails[q], sizeof(sl_value) * (size_t)nf);
+        else sl_cpu_scan_combine(scan, prefix, tails[q], prefix);
+    }
+    memcpy(state, prefix, sizeof(sl_value) * (size_t)nf);
+}

@@ -24,4 +24,37 @@ void sl_cpu_scan_apply_carry(const sl_scan *scan, int64_t n, const sl_value *car
  * loops do; used for the carries between tiles. */
 void sl_cpu_scan_combine(const sl_scan *scan, const sl_value *a, const sl_value *b, sl_value *out);
 
+/* ---- declared operators, vectorised ---------------------------------------------------------
+ * A declared operator's combine is an expression per state field; run row by row it costs an
+ * interpretation per row. These entry points evaluate it over arrays instead: a tile is cut
+ * into SL_CPU_COMBINE_LANES lanes scanned side by side (one vector combine per step across
+ * the lanes), then each lane is combined with the total of the lanes before it. */
+#define SL_CPU_COMBINE_LANES 64
+
+typedef struct sl_cpu_combine {
+    sl_expr_program *prog[SL_MAX_FIELDS]; /* NULL when the operator is not vectorised */
+    size_t scratch;                       /* the largest program scratch */
+} sl_cpu_combine;
+
+/* Per-worker buffers: three arrays of max_rows 8-byte elements per field, and the programs'
+ * scratch (sl_cpu_combine.scratch bytes). */
+typedef struct sl_cpu_combine_scratch {
+    void *buf[3][SL_MAX_FIELDS];
+    void *expr;
+} sl_cpu_combine_scratch;
+
+/* Compiles scan's declared combine for tiles of max_rows. Leaves c empty (the row-by-row path
+ * is used) when an expression's type is not its field's. SLUICE_ERR_NO_MEMORY. */
+sluice_status sl_cpu_combine_compile(sluice_context *ctx, const sl_scan *scan, int64_t max_rows,
+                                     sl_cpu_combine *c);
+void sl_cpu_combine_free(sluice_context *ctx, sl_cpu_combine *c);
+
+/* sl_cpu_scan_rows and sl_cpu_scan_apply_carry with a compiled combine (n <= max_rows). */
+void sl_cpu_scan_rows_declared(const sl_scan *scan, const sl_cpu_combine *c, const sl_value *params,
+                               sl_cpu_combine_scratch *s, int64_t n, const void *const *x,
+                               const uint8_t *head, sl_value *state, void *const *y);
+void sl_cpu_scan_apply_carry_declared(const sl_scan *scan, const sl_cpu_combine *c,
+                                      const sl_value *params, sl_cpu_combine_scratch *s, int64_t n,
+                                      const sl_value *carry, void *const *y);
+
 #endif
