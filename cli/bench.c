@@ -242,10 +242,16 @@ static int bench_run(sluice_context *ctx, sluice_pipeline *p, const bench_args *
         rc = run_stream(s, ctx, &d, a->batch_rows, &times[r], &out_bytes);
     if (rc == SL_EXIT_OK) {
         double t = median(times, (int)a->repeat);
+        /* The plan's predicted passes over memory: the floor the GB/s figure is read against. */
+        char *plan = NULL;
+        int passes = 0;
+        sluice_backend used = sluice_session_backend(s);
+        if (sluice_pipeline_explain(p, used, &plan, &passes) != SLUICE_OK) passes = 0;
+        sluice_free_text(ctx, plan);
         printf("sluice bench: %s (pipeline '%s') backend=%s rows=%" PRId64 " repeat=%" PRId64
-               "\n",
-               a->pipeline, sluice_pipeline_name(p), sluice_backend_name(sluice_session_backend(s)),
-               d.rows, a->repeat);
+               " passes=%d\n",
+               a->pipeline, sluice_pipeline_name(p), sluice_backend_name(used), d.rows, a->repeat,
+               passes);
         char note[128];
         snprintf(note, sizeof note, "read %" PRIu64 " B + wrote %" PRIu64 " B", d.in_bytes,
                  out_bytes);

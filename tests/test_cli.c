@@ -573,6 +573,7 @@ START_TEST(bench_reports_throughput_beside_memcpy) {
     cli_result r = cli_run("bench '%s' --rows 100000 --repeat 3 --backend cpu", cli_tmp("t.yaml"));
     CLI_EXPECT(r, 0);
     expect_contains(r.out, "rows=100000");
+    expect_contains(r.out, "passes=1");
     expect_contains(r.out, "sluice ");
     expect_contains(r.out, "memcpy");
     expect_contains(r.out, "GB/s");
