@@ -358,6 +358,55 @@ START_TEST(layouts) {
 }
 END_TEST
 
+START_TEST(six_stages_are_one_kernel) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p = tu_load(ctx, "sluice: 1\nname: six\ninput:\n  x: f32\n  y: f32\nstages:\n"
+                                      "  - map: {r2: x*x + y*y}\n  - flag: {near: r2 < 4.0}\n"
+                                      "  - compact: {by: near}\n"
+                                      "  - scan: {of: r2, op: sum, kind: exclusive, into: acc}\n"
+                                      "  - map: {z: acc * 0.5}\n  - filter: z > 1.0\n");
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    ck_assert_int_eq(plan.passes, 1);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    /* the filter reads the scan's output: a second look-back chained in the same kernel */
+    ck_assert_int_eq(cg.phases, 2);
+    ck_assert(cg.compacts);
+    ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_KERNEL));
+    ck_assert_ptr_null(strstr(cg.source, SL_CG_SEGINDEX_KERNEL));
+    sl_codegen_free(ctx, &cg);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* More columns and params than one kernel's argument block holds: a LIMIT status that says
+ * what to do, not a crash or a bad launch. */
+START_TEST(too_many_kernel_arguments_is_a_limit) {
+    sluice_context *ctx = new_ctx();
+    size_t cap = 1 << 16;
+    char *yaml = malloc(cap);
+    int n = snprintf(yaml, cap, "sluice: 1\nname: wide\ninput:\n  x: f32\nstages:\n  - map:\n");
+    for (int k = 0; k < 520; k++) n += snprintf(yaml + n, cap - (size_t)n, "      m%d: x + %d.0\n", k, k);
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_ERR_LIMIT);
+    ck_assert_ptr_null(cg.source);
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(strstr(d->message, "split the pipeline"));
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    free(yaml);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* ---- the kernel cache ---------------------------------------------------------------- */
 
 static const char *const tiny_kernel =
@@ -491,6 +540,8 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, compile_error_is_a_status_with_the_log);
     tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
     tcase_add_test(tc, six_stage_pipeline);
+    tcase_add_test(tc, six_stages_are_one_kernel);
+    tcase_add_test(tc, too_many_kernel_arguments_is_a_limit);
     tcase_add_test(tc, declared_operator_and_chained_phases);
     tcase_add_test(tc, shipped_pipelines_compile);
     suite_add_tcase(s, tc);

@@ -385,21 +385,17 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
 
 static void emit_struct(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
-    int order[4 * SL_MAX_FIELDS * 64];
-    int count = 0;
-    for (size_t sz = 8; sz >= 1; sz /= 2)
-        for (int f = 0; f < g->nfields; f++)
-            if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz &&
-                count < (int)SL_ARRAY_LEN(order))
-                order[count++] = f;
     sl_strbuf_printf(sb, "struct __align__(%d) S%d {\n", g->state_size[phase] % 8 == 0 ? 8 : 4,
                      phase);
+    /* the order of layout_phase: by size, largest first, then by field id */
     size_t end = 0;
-    for (int k = 0; k < count; k++) {
-        const cg_field *f = &g->fields[order[k]];
-        sl_strbuf_printf(sb, "    %s f%d;\n", ctype(f->type), f->id);
-        end = f->offset + sluice_type_size(f->type);
-    }
+    for (size_t sz = 8; sz >= 1; sz /= 2)
+        for (int f = 0; f < g->nfields; f++) {
+            const cg_field *fd = &g->fields[f];
+            if (g->field_phase[f] != phase || sluice_type_size(fd->type) != sz) continue;
+            sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->type), fd->id);
+            end = fd->offset + sz;
+        }
     if (g->state_size[phase] > end)
         sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
     sl_strbuf_printf(sb, "};\nstatic_assert(sizeof(S%d) == %zu, \"state layout\");\n", phase,
