@@ -228,9 +228,12 @@ static sluice_status analyse(cg *g) {
     if (!o->inputs || !o->outputs || !o->passthrough)
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     o->offsets_input = -1;
+    /* Needed later *and* existing at the group's end: a column a later stage defines is not
+     * this group's to write (it has no data yet). */
+    const bool *live_at_end = p->stages[g->last - 1].live_after;
     for (int c = 0; c < n; c++) {
         bool offsets = p->columns[c].role == SLUICE_ROLE_OFFSETS;
-        if (g->needed_after[c] && !offsets) {
+        if (g->needed_after[c] && !offsets && live_at_end[c]) {
             if (g->made[c] || any_compact) {
                 o->outputs[o->noutputs++] = c;
                 g->in_group[c] = true;
