@@ -320,6 +320,16 @@ static bool cuttable(const char *yaml) {
 /* The CPU on the whole stream vs the subject: whole (host), cut at random points (host and
  * device batches), at sizes `rows`. */
 static void check_pipeline(const char *yaml, int64_t rows, uint64_t seed) {
+    const char *dump = getenv("SLUICE_GPU_TEST_DUMP"); /* a directory: keep every pipeline */
+    if (dump) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/p%08x.yaml", dump, (unsigned)(seed * 2654435761u));
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(yaml, f);
+            fclose(f);
+        }
+    }
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
     sluice_pipeline *p = tu_load(ctx, yaml);

@@ -216,24 +216,31 @@ static void cuda_close(sluice_session *s) {
     s->impl = NULL;
 }
 
-/* The columns a sort moves: its keys and every column alive at the sort. (Only the columns
- * a later stage or the output needs would do, but a later fused group may take any live
- * column as input; moving them all keeps every pointer it gets valid.) */
+/* The columns a sort moves: its keys and every column alive at the sort that a later stage
+ * or the output needs — the liveness the fused groups use too (sl_cuda_columns_needed_from):
+ * a group before the sort writes only those, so moving any other live column would read a
+ * buffer nothing wrote. */
 static sluice_status sort_columns(sluice_context *ctx, const sluice_pipeline *p, int stage,
                                   group_state *g) {
+    bool *needed = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *needed);
     g->cols = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->cols);
     g->types = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->types);
-    if (!g->cols || !g->types)
+    if (!needed || !g->cols || !g->types) {
+        sl_free(ctx, needed);
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+    }
+    sl_cuda_columns_needed_from(p, stage + 1, needed);
     const sl_sort *so = &p->stages[stage].sort;
     const bool *live = p->stages[stage].live_after;
     for (int c = 0; c < p->ncolumns; c++) {
         bool is_key = false;
         for (int k = 0; k < so->nkeys; k++) is_key |= so->keys[k] == c;
-        if (p->columns[c].role == SLUICE_ROLE_OFFSETS || (!live[c] && !is_key)) continue;
+        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
+        if (!is_key && !(live[c] && needed[c])) continue;
         g->types[g->ncols] = p->columns[c].type;
         g->cols[g->ncols++] = c;
     }
+    sl_free(ctx, needed);
     return SLUICE_OK;
 }
 
@@ -545,6 +552,19 @@ static sluice_status append_stream_rows(sluice_session *s, cuda_session *cs, gro
 
 static sluice_status emit_rows(sluice_session *s, cuda_session *cs, run_out *ro, int64_t rows);
 
+/* Every column a group reads must have been written by an earlier group (or be an input):
+ * a mismatch between the planner's liveness and a group's layout is reported by name. */
+static sluice_status check_written(sluice_session *s, cuda_session *cs, int gi, const int *cols,
+                                   int n) {
+    for (int i = 0; i < n; i++)
+        if (!cs->cur[cols[i]])
+            return sl_error(s->ctx, SLUICE_ERR_CUDA,
+                            "internal: plan group %d of pipeline '%s' reads column '%s', which no "
+                            "earlier group wrote on the GPU",
+                            gi, s->pipeline->name, s->pipeline->columns[cols[i]].name);
+    return SLUICE_OK;
+}
+
 /* Runs groups [g0, ngroups) over `rows` rows whose columns are in cs->cur, emitting the
  * result batch (if the run reaches the end and produced rows). */
 static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64_t rows,
@@ -566,6 +586,7 @@ static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64
                 outp = sl_calloc(ctx, (size_t)L->noutputs + 1, sizeof *outp);
                 if (!in || !outp) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory running a batch");
             }
+            if (st == SLUICE_OK) st = check_written(s, cs, gi, L->inputs, L->ninputs);
             for (int i = 0; st == SLUICE_OK && i < L->ninputs; i++) in[i] = cs->cur[L->inputs[i]];
             for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
                 st = destination(s, cs, &ro, gi, L->outputs[i], rows, g->out_buf[i], &outp[i]);
@@ -584,7 +605,8 @@ static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64
             if (outp != outs) sl_free(ctx, outp);
             continue;
         }
-        if (g->per_stream) {
+        st = check_written(s, cs, gi, g->cols, g->ncols);
+        if (st == SLUICE_OK && g->per_stream) {
             st = append_stream_rows(s, cs, g, rows);
             if (ro.batch) sluice_batch_free(ro.batch);
             return st; /* the rest runs at flush */
@@ -748,6 +770,8 @@ static sluice_status push_piece(sluice_session *s, cuda_session *cs, const sl_in
         CUDA_TRY(ctx, cudaEventRecord(cs->computed, cs->stream), "recording an event");
         CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy, cs->computed, 0), "ordering the input copy");
     }
+    /* Only what this piece's groups write is valid: forget the last piece's buffers. */
+    for (int c = p->ninputs; c < p->ncolumns; c++) cs->cur[c] = NULL;
     for (int i = 0; i < p->ninputs; i++) {
         bool offsets = i == cs->offsets_input;
         size_t w = type_size(p, i);
@@ -827,6 +851,7 @@ static sluice_status flush_sort(sluice_session *s, cuda_session *cs, int gi) {
     }
     for (int64_t at = 0; st == SLUICE_OK && at < n; at += s->max_batch_rows) {
         int64_t len = n - at < s->max_batch_rows ? n - at : s->max_batch_rows;
+        for (int c = 0; c < s->pipeline->ncolumns; c++) cs->cur[c] = NULL;
         for (int c = 0; c < g->ncols; c++)
             cs->cur[g->cols[c]] = (char *)sorted[c] + (size_t)at * sluice_type_size(g->types[c]);
         st = run_from(s, cs, gi + 1, len, -1);
