@@ -7,6 +7,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- element operations ---------------------------------------------------------------- */
 
@@ -180,9 +183,97 @@ FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
         (STATE) = off_;                                                                  \
     } while (0)
 
+#if defined(__SSE2__)
+/* f32 sums, four rows a step: an in-register prefix (two shifted adds) plus the running
+ * carry broadcast from the previous step's last element. The loop is one add and one shuffle
+ * of latency per four rows and reads memory in order. */
+static void sum_f32_sse(int64_t n, const float *x, float *y, float *state, bool exclusive) {
+    __m128 carry = _mm_set1_ps(*state);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m128 v = _mm_loadu_ps(x + i);
+        v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 4)));
+        v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 8)));
+        v = _mm_add_ps(v, carry);
+        if (exclusive)
+            _mm_storeu_ps(y + i, _mm_move_ss(_mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 4)), carry));
+        else
+            _mm_storeu_ps(y + i, v);
+        carry = _mm_shuffle_ps(v, v, _MM_SHUFFLE(3, 3, 3, 3));
+    }
+    float s = _mm_cvtss_f32(carry);
+    for (; i < n; i++) {
+        float v = x[i];
+        if (exclusive) y[i] = s;
+        s += v;
+        if (!exclusive) y[i] = s;
+    }
+    *state = s;
+}
+
+/* f64 and 64-bit integer sums, two rows a step, the same way. */
+static void sum_f64_sse(int64_t n, const double *x, double *y, double *state, bool exclusive) {
+    __m128d carry = _mm_set1_pd(*state);
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        __m128d v = _mm_loadu_pd(x + i);
+        v = _mm_add_pd(v, _mm_castsi128_pd(_mm_slli_si128(_mm_castpd_si128(v), 8)));
+        v = _mm_add_pd(v, carry);
+        if (exclusive) _mm_storeu_pd(y + i, _mm_shuffle_pd(carry, v, 0)); /* [carry, v0] */
+        else _mm_storeu_pd(y + i, v);
+        carry = _mm_unpackhi_pd(v, v);
+    }
+    double s = _mm_cvtsd_f64(carry);
+    for (; i < n; i++) {
+        double v = x[i];
+        if (exclusive) y[i] = s;
+        s += v;
+        if (!exclusive) y[i] = s;
+    }
+    *state = s;
+}
+
+static void sum_u64_sse(int64_t n, const uint64_t *x, uint64_t *y, uint64_t *state, bool exclusive) {
+    __m128i carry = _mm_set1_epi64x((long long)*state);
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        v = _mm_add_epi64(v, _mm_slli_si128(v, 8));
+        v = _mm_add_epi64(v, carry);
+        if (exclusive) _mm_storeu_si128((__m128i *)(y + i), _mm_unpacklo_epi64(carry, v));
+        else _mm_storeu_si128((__m128i *)(y + i), v);
+        carry = _mm_unpackhi_epi64(v, v);
+    }
+    uint64_t s = (uint64_t)_mm_cvtsi128_si64(carry);
+    for (; i < n; i++) {
+        uint64_t v = x[i];
+        if (exclusive) y[i] = s;
+        s += v;
+        if (!exclusive) y[i] = s;
+    }
+    *state = s;
+}
+#endif
+
 /* Returns false when the acc type has no lane loop (f16 rounds every step). */
 static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state, void *y,
                       bool exclusive) {
+#if defined(__SSE2__)
+    if (acc == SLUICE_F32) {
+        float st = (float)state->f;
+        sum_f32_sse(n, x, y, &st, exclusive);
+        state->f = st;
+        return true;
+    }
+    if (acc == SLUICE_F64) {
+        sum_f64_sse(n, x, y, &state->f, exclusive);
+        return true;
+    }
+    if (acc == SLUICE_I64 || acc == SLUICE_U64) {
+        sum_u64_sse(n, x, y, &state->u, exclusive);
+        return true;
+    }
+#endif
     switch (acc) {
     case SLUICE_BOOL:
     case SLUICE_U8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, st); state->u = st; break; }
