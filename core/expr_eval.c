@@ -20,6 +20,23 @@
 
 #define STRIP 512
 
+/* On x86-64 the kernels are built twice, for the baseline (SSE2) and for AVX2, and the loader
+ * picks one per machine (GNU ifunc). AVX2 does not include FMA, so no a*b+c is ever fused:
+ * the results are the same bits either way. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define SL_SANITIZED_ 1 /* ifunc resolvers run before the sanitizer runtime is up */
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SL_SANITIZED_ 1
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && !defined(SL_SANITIZED_)
+#define SL_KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SL_KERNEL_CLONES
+#endif
+
 /* ---- kernels: one loop per (operation, type), operands vector or scalar ------------------- */
 
 /* as / bs: the operand is a single value to broadcast. */
@@ -88,7 +105,7 @@
     case SL_OP_SHR: SL_SHIFT_(T, sl_shr_##s); return;
 
 /* Binary operators and min/max. t is the operands' type (the count of a shift is i64). */
-static void k_binary(sl_expr_op op, sluice_type t, const void *a, bool as, const void *b, bool bs,
+SL_KERNEL_CLONES static void k_binary(sl_expr_op op, sluice_type t, const void *a, bool as, const void *b, bool bs,
                      void *out, int64_t n) {
     switch (t) {
     case SLUICE_BOOL:
@@ -135,7 +152,7 @@ static void k_binary(sl_expr_op op, sluice_type t, const void *a, bool as, const
     SL_UCASE_(SL_FN_ISINF, T, sl_bool, sl_isinf_##s)
 
 /* Unary operators and one-argument calls; t is the operand's type. */
-static void k_unary(sl_expr_op op, sluice_type t, const void *a, void *out, int64_t n) {
+SL_KERNEL_CLONES static void k_unary(sl_expr_op op, sluice_type t, const void *a, void *out, int64_t n) {
     switch (t) {
     case SLUICE_BOOL: switch (op) { SL_UCASE_(SL_OP_NOT, sl_bool, sl_bool, sl_not_bool) default: return; }
     case SLUICE_I32: switch (op) { SL_INT_UNARY_CASES_(i32, int32_t) default: return; }
@@ -168,7 +185,7 @@ static void k_unary(sl_expr_op op, sluice_type t, const void *a, void *out, int6
         }                                                                                       \
     } while (0)
 
-static void k_select(size_t size, const sl_bool *restrict c, const void *a, bool as,
+SL_KERNEL_CLONES static void k_select(size_t size, const sl_bool *restrict c, const void *a, bool as,
                      const void *b, bool bs, void *out, int64_t n) {
     switch (size) {
     case 1: SL_SEL_(uint8_t); return;
