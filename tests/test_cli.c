@@ -552,7 +552,7 @@ START_TEST(gen_is_deterministic) {
     }
     expect_same_file(cli_tmp("g0/v.npy"), cli_tmp("g1/v.npy"));
     expect_same_file(cli_tmp("g0/rows.npy"), cli_tmp("g1/rows.npy"));
-    size_t la, lb;
+    size_t la = 0, lb = 0;
     char *a = cli_slurp(cli_tmp("g0/v.npy"), &la), *b = cli_slurp(cli_tmp("g2/v.npy"), &lb);
     ck_assert(la == lb && memcmp(a, b, la) != 0);
     free(a);
