@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/fused.h"
 #include "cpu/scan.h"
 #include "testutil.h"
 #include "types.h"
 
-#define TILE 4096
+#define TILE SL_CPU_TILE_ROWS
 
 /* Per-row checks: Check logs every passing ck_assert, far too slow for millions of rows. */
 #define EXPECT(cond, ...)                                                                \
