@@ -96,26 +96,60 @@ __global__ void image_kernel(pack_args a, const uint32_t *__restrict__ perm, Img
     }
 }
 
-// Writes the key value whose (full-width, possibly descending) image is img[i].
-__global__ void inverse_image_kernel(int type, bool descending, const uint32_t *__restrict__ img,
-                                     void *__restrict__ out, uint64_t n) {
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        int w = key_bits(type);
-        uint32_t sign = 1u << (w - 1);
-        uint32_t mask = (uint32_t)low_mask(w);
-        uint32_t u = img[i];
-        if (descending) u = ~u & mask;
-        uint32_t v;
-        switch (type) {
-        case SLUICE_I8: case SLUICE_I16: case SLUICE_I32: v = u ^ sign; break;
-        case SLUICE_F16: case SLUICE_F32: v = (u & sign) ? (u & ~sign) : (~u & mask); break;
-        default: v = u; break;
+// The single-key KEYS/PAIRS paths: one key type fixed at compile time and four rows per
+// thread, all loaded before any is used, so each thread keeps several loads in flight (the
+// generic kernels above have one, which ran at ~1.6 TB/s on the H200, run 3 of
+// bench/RESULTS.md). Rows of a thread are blockDim apart: every load instruction of a warp
+// is still coalesced.
+constexpr int kRowsPerThread = 4;
+
+template <int TYPE>
+__global__ void image1_kernel(const void *__restrict__ col, bool descending,
+                              uint32_t *__restrict__ img, uint64_t n) {
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x * kRowsPerThread;
+    const uint32_t mask = (uint32_t)low_mask(key_bits(TYPE));
+    for (uint64_t first = (uint64_t)blockIdx.x * blockDim.x * kRowsPerThread + threadIdx.x;
+         first < n; first += stride) {
+        uint32_t v[kRowsPerThread];
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; k++) {
+            uint64_t i = first + (uint64_t)k * blockDim.x;
+            v[k] = i < n ? (uint32_t)key_image(TYPE, col, i) : 0u;
         }
-        switch (w) {
-        case 8: static_cast<uint8_t *>(out)[i] = static_cast<uint8_t>(v); break;
-        case 16: static_cast<uint16_t *>(out)[i] = static_cast<uint16_t>(v); break;
-        default: static_cast<uint32_t *>(out)[i] = v; break;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; k++) {
+            uint64_t i = first + (uint64_t)k * blockDim.x;
+            if (i < n) img[i] = descending ? (~v[k] & mask) : v[k];
+        }
+    }
+}
+
+template <int TYPE>
+__global__ void inverse1_kernel(const uint32_t *__restrict__ img, bool descending,
+                                void *__restrict__ out, uint64_t n) {
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x * kRowsPerThread;
+    const int w = key_bits(TYPE);
+    const uint32_t sign = 1u << (w - 1), mask = (uint32_t)low_mask(w);
+    for (uint64_t first = (uint64_t)blockIdx.x * blockDim.x * kRowsPerThread + threadIdx.x;
+         first < n; first += stride) {
+        uint32_t u[kRowsPerThread];
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; k++) {
+            uint64_t i = first + (uint64_t)k * blockDim.x;
+            u[k] = i < n ? img[i] : 0u;
+        }
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; k++) {
+            uint64_t i = first + (uint64_t)k * blockDim.x;
+            if (i >= n) continue;
+            uint32_t x = descending ? (~u[k] & mask) : u[k];
+            uint32_t v;
+            if (TYPE == SLUICE_I8 || TYPE == SLUICE_I16 || TYPE == SLUICE_I32) v = x ^ sign;
+            else if (TYPE == SLUICE_F16 || TYPE == SLUICE_F32) v = (x & sign) ? (x & ~sign) : (~x & mask);
+            else v = x;
+            if (w == 8) static_cast<uint8_t *>(out)[i] = static_cast<uint8_t>(v);
+            else if (w == 16) static_cast<uint16_t *>(out)[i] = static_cast<uint16_t>(v);
+            else static_cast<uint32_t *>(out)[i] = v;
         }
     }
 }
@@ -132,6 +166,36 @@ unsigned grid_for(uint64_t n) {
     uint64_t blocks = (n + kThreads - 1) / kThreads;
     // A grid-stride loop covers the rest; 2^16 blocks of 256 threads fill any current GPU.
     return (unsigned)(blocks < 65536 ? (blocks ? blocks : 1) : 65536);
+}
+
+#define SL_SORT_NARROW_TYPES(X)                                                              \
+    X(SLUICE_BOOL) X(SLUICE_U8) X(SLUICE_I8) X(SLUICE_U16) X(SLUICE_I16) X(SLUICE_F16)       \
+    X(SLUICE_U32) X(SLUICE_I32) X(SLUICE_F32)
+
+cudaError_t launch_image1(int type, const void *col, bool descending, uint32_t *img, uint64_t n,
+                          cudaStream_t st) {
+    unsigned g = grid_for((n + kRowsPerThread - 1) / kRowsPerThread);
+    switch (type) {
+#define SL_CASE_(T)                                                                          \
+    case T: image1_kernel<T><<<g, kThreads, 0, st>>>(col, descending, img, n); break;
+        SL_SORT_NARROW_TYPES(SL_CASE_)
+#undef SL_CASE_
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t launch_inverse1(int type, const uint32_t *img, bool descending, void *out, uint64_t n,
+                            cudaStream_t st) {
+    unsigned g = grid_for((n + kRowsPerThread - 1) / kRowsPerThread);
+    switch (type) {
+#define SL_CASE_(T)                                                                          \
+    case T: inverse1_kernel<T><<<g, kThreads, 0, st>>>(img, descending, out, n); break;
+        SL_SORT_NARROW_TYPES(SL_CASE_)
+#undef SL_CASE_
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
 }
 
 // ---- CUB: the five instantiations -------------------------------------------------------
@@ -307,15 +371,9 @@ extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t ro
         const uint32_t *kin = (const uint32_t *)in[key];
         uint32_t *kout = (uint32_t *)out[key];
         if (!s->identity_image) {
-            pack_args a;
-            memset(&a, 0, sizeof a);
-            a.nkeys = 1;
-            a.types[0] = s->key_types[0];
-            a.cols[0] = in[key];
-            a.descending = s->descending;
             uint32_t *img = (uint32_t *)(base + s->off_img_in);
-            image_kernel<uint32_t><<<g, kThreads, 0, st>>>(a, nullptr, img, nullptr, n);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+            e = launch_image1(s->key_types[0], in[key], s->descending, img, n, st);
+            if (e != cudaSuccess) return e;
             kin = img;
             kout = (uint32_t *)(base + s->off_img_out);
         }
@@ -327,9 +385,8 @@ extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t ro
                                 st);
         if (e != cudaSuccess) return e;
         if (!s->identity_image) {
-            inverse_image_kernel<<<g, kThreads, 0, st>>>(s->key_types[0], s->descending, kout,
-                                                         out[key], n);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+            e = launch_inverse1(s->key_types[0], kout, s->descending, out[key], n, st);
+            if (e != cudaSuccess) return e;
         }
         return cudaSuccess;
     }
