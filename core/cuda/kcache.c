@@ -39,7 +39,8 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
 static void cache_key(const char *source, int arch, uint64_t key[2]) {
     char options[256];
     sl_nvrtc_options_line(arch, options, sizeof options);
-    const char *version = sl_nvrtc_version_text();
+    char version[32];
+    sl_nvrtc_version_text(version, sizeof version);
     const uint64_t seeds[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     for (int k = 0; k < 2; k++) {
         uint64_t h = seeds[k];

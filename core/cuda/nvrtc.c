@@ -27,14 +27,11 @@ char *sl_nvrtc_options_line(int arch, char *buf, size_t cap) {
     return buf;
 }
 
-const char *sl_nvrtc_version_text(void) {
-    static char text[32];
-    if (!text[0]) {
-        int major = 0, minor = 0;
-        if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
-        snprintf(text, sizeof text, "%d.%d", major, minor);
-    }
-    return text;
+char *sl_nvrtc_version_text(char *buf, size_t cap) {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
+    snprintf(buf, cap, "%d.%d", major, minor);
+    return buf;
 }
 
 sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,

@@ -10,8 +10,9 @@
 /* The NVRTC options used for every kernel of `arch` (major*10+minor), as one line: part of
  * the kernel cache key. Written into buf (NUL-terminated); returns buf. */
 char *sl_nvrtc_options_line(int arch, char *buf, size_t cap);
-/* NVRTC's version as "major.minor" (part of the cache key). */
-const char *sl_nvrtc_version_text(void);
+/* NVRTC's version as "major.minor" (part of the cache key), written into buf; returns buf.
+ * (No static buffer: contexts may be used from several threads at once.) */
+char *sl_nvrtc_version_text(char *buf, size_t cap);
 
 /* Compiles `source` (named `name` in messages) for sm_<arch>. On success *cubin is a buffer
  * from the context's allocator (free with sl_free) of *size bytes. Errors:
