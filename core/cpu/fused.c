@@ -1,8 +1,8 @@
 /* fused.c — a fused group on the CPU (see fused.h).
  *
  * A tile of rows goes through the group's stages in order, column at a time: a map evaluates
- * its expressions into tile buffers, a compaction builds a selection of kept rows and gathers
- * every column still needed, a scan runs its monoid over the rows that reach it. Tiles are
+ * its expressions into tile buffers, a compaction packs the kept rows of every column still
+ * needed, a scan runs its monoid over the rows that reach it. Tiles are
  * taken in order from an atomic counter by the workers; tile t needs the carry of tile t-1
  * (the scans' states, the open segment, the output row count) and publishes its own.
  *
@@ -63,7 +63,6 @@ typedef struct worker {
     void **xbuf;      /* [slot * SL_MAX_FIELDS + f]: evaluated `of` values */
     void **ybuf;      /* [slot * SL_MAX_FIELDS + f]: prefixes of fields not kept as columns */
     uint8_t *head;
-    uint32_t *sel;
     void *expr_scratch;
     scan_tile *tiles; /* nscans */
     const void **view;
@@ -304,7 +303,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             if (g->combines[k]->prog[0])
                 bytes += 3 * (size_t)g->scans[k]->nfields * align64(8 * T) +
                          align64(g->combines[k]->scratch);
-        bytes += align64(T) + align64(sizeof(uint32_t) * T) + align64(max_expr);
+        bytes += align64(T) + align64(max_expr);
         wk->block = sl_alloc_aligned(ctx, bytes);
         wk->buf = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
         wk->xbuf = sl_calloc(ctx, (size_t)g->nscans * SL_MAX_FIELDS + 1, sizeof(void *));
@@ -344,8 +343,6 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         }
         wk->head = at;
         at += align64(T);
-        wk->sel = (uint32_t *)at;
-        at += align64(sizeof(uint32_t) * T);
         wk->expr_scratch = at;
     }
     g->status_stride = align64(sizeof(tile_status) + sizeof(sl_cpu_carry) * (size_t)g->nscans);
@@ -484,13 +481,30 @@ static uint64_t load_bits(const void *data, size_t size, int64_t i) {
     }
 }
 
-static void gather(void *data, size_t size, const uint32_t *sel, int64_t k, const void *from) {
+/* Stream compaction of one column inside a tile: every row is stored at the running kept
+ * count, which only advances past kept rows (no branch, no selection vector; out may be
+ * `from` itself since the write index never passes the read index). */
+#define COMPACT_LOOP(TY)                                                                 \
+    do {                                                                                 \
+        TY *o_ = out;                                                                    \
+        const TY *in_ = from;                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            TY v_ = in_[i];                                                              \
+            o_[k] = v_;                                                                  \
+            k += flag[i] != 0;                                                           \
+        }                                                                                \
+    } while (0)
+
+static int64_t compact_column(void *out, size_t size, const uint8_t *flag, int64_t n,
+                              const void *from) {
+    int64_t k = 0;
     switch (size) {
-    case 1: { uint8_t *o = data; const uint8_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
-    case 2: { uint16_t *o = data; const uint16_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
-    case 4: { uint32_t *o = data; const uint32_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
-    default: { uint64_t *o = data; const uint64_t *in = from; for (int64_t j = 0; j < k; j++) o[j] = in[sel[j]]; break; }
+    case 1: COMPACT_LOOP(uint8_t); break;
+    case 2: COMPACT_LOOP(uint16_t); break;
+    case 4: COMPACT_LOOP(uint32_t); break;
+    default: COMPACT_LOOP(uint64_t); break;
     }
+    return k;
 }
 
 /* Segment index (within the batch) of each row of [r0, r0+n): the k with
@@ -610,15 +624,11 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
 
 static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, int64_t cur) {
     const uint8_t *flag = wk->view[fs->st->compact.by];
-    uint32_t *sel = wk->sel;
     int64_t k = 0;
-    for (int64_t i = 0; i < cur; i++) {
-        sel[k] = (uint32_t)i;
-        k += flag[i] != 0;
-    }
+    for (int64_t i = 0; i < cur; i++) k += flag[i] != 0;
     for (int j = 0; j < fs->ngather; j++) {
         int c = fs->gather[j];
-        gather(wk->buf[c], g->col_size[c], sel, k, wk->view[c]);
+        compact_column(wk->buf[c], g->col_size[c], flag, cur, wk->view[c]);
         wk->view[c] = wk->buf[c];
     }
     /* Scans still holding local prefixes: keep their fields in step with the rows, and
@@ -630,10 +640,10 @@ static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, 
         for (int f = 0; f < sc->nfields; f++) {
             bool done = false;
             for (int j = 0; j < fs->ngather && !done; j++) done = sc->into[f] == fs->gather[j];
-            if (!done) gather(sk->y[f], sluice_type_size(sc->acc[f]), sel, k, sk->y[f]);
+            if (!done) compact_column(sk->y[f], sluice_type_size(sc->acc[f]), flag, cur, sk->y[f]);
         }
         int64_t fixed = 0;
-        while (fixed < k && sel[fixed] < (uint32_t)sk->fix_n) fixed++;
+        for (int64_t i = 0; i < sk->fix_n; i++) fixed += flag[i] != 0;
         sk->fix_n = fixed;
     }
     return k;
