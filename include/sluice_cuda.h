@@ -20,8 +20,11 @@
  *     event recorded on the stream after the push). A push that must know its output row
  *     count on the host (a compact or filter stage; host outputs) returns only after its
  *     work is complete, so its input is free when it returns.
- *   - Host input (sluice_session_push): copied through the session's pinned staging ring;
- *     the caller's memory is free again when push returns, as sluice.h says.
+ *   - Host input (sluice_session_push): copied through the session's ring of two pinned
+ *     staging buffers on a copy stream (the CPU fills one while the copy engine drains the
+ *     other; the compute waits on an event); results return the same way. The caller's
+ *     memory is free again when push returns, as sluice.h says. A push of host batches
+ *     returns when its results are on the host, so consecutive pushes do not overlap.
  *   - Device outputs (sluice_cuda_options.outputs_on_device): a pulled batch's columns
  *     (sluice_batch_column) are device pointers, valid for work queued on the session's stream
  *     after the pull (other streams: wait on an event recorded on it). sluice_batch_free
