@@ -16,6 +16,16 @@ CFLAGS_COMMON="-O1 -g $SAN"
 
 if [ $# -gt 0 ]; then HARNESSES=("$@"); else HARNESSES=(io expr pipeline session); fi
 
+# libFuzzer's runtime is in Debian's libclang-rt-N-dev, only a Recommends of clang: install
+# it when it is missing (as scripts/deps.sh installs the rest).
+if [ ! -f "$("$CC" -print-file-name=libclang_rt.fuzzer-x86_64.a)" ]; then
+  major="$("$CC" -dumpversion | cut -d. -f1)"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "libclang-rt-$major-dev"
+fi
+
 # The library: every source the main build compiles (no CUDA), instrumented for coverage.
 # Warnings are not errors here: clang and gcc disagree on some, and the gcc build is the
 # one that enforces them.
