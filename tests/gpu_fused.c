@@ -332,6 +332,11 @@ static const char *const pipelines[] = {
     "  - scan: {op: affine, of: {a: d * 0.5 + 0.5, b: u}, into: {b: h}}\n"
     "  - segmented_scan: {op: affine, of: {a: d * 0.25 + 0.75, b: u}, segments: g, kind: exclusive, "
     "into: {a: pa, b: pb}}\n",
+    "sluice: 1\nname: params\nparams:\n  lim: {type: f32, default: 0.25}\n  k: {type: i32, default: -3}\n"
+    "  h: {type: f16, default: 1.5}\n  b: {type: bool, default: true}\n  w: {type: u8, default: 200}\n"
+    "input:\n  x: f32\n  id: u32\nstages:\n"
+    "  - map: {y: i64(id % 1000) * i64(k) + i64(w), z: f32(h) * x, c: b && x < lim}\n"
+    "  - filter: x > -lim\n  - scan: {of: y, op: sum, into: ys}\n",
 };
 #define NPIPELINES ((int)(sizeof pipelines / sizeof pipelines[0]))
 
