@@ -9,7 +9,9 @@
  *
  * Columns are named by pipeline column id (sluice_pipeline.columns[]). A group reads the
  * columns in layout.inputs (device pointers, `rows` elements each; for an offsets input,
- * nsegments+1 int64 values) and writes the columns in layout.outputs. A column that is
+ * nsegments+1 int64 values) and writes the columns in layout.outputs. Only columns alive
+ * at the group's end and needed after it are written or passed through (a column a later
+ * stage defines is not this group's). A column that is
  * needed after the group, exists before it and is not changed by it is listed in
  * layout.passthrough when the group does not compact: the kernel does not copy it, the host
  * keeps using the buffer it already has. When the group compacts, every column needed after
