@@ -389,6 +389,72 @@ START_TEST(per_batch_sort_between_groups) {
 }
 END_TEST
 
+/* Two stream sorts: the first's rows flow at flush through a scan into the second, which
+ * then emits; pushed in random pieces. */
+START_TEST(two_stream_sorts) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: t\ninput: {a: i16, b: f32, v: i32}\nstages:\n"
+        "  - sort: {key: a}\n  - scan: {of: v, op: sum, into: s}\n"
+        "  - sort: {key: b, order: descending}\noutput: [a, b, v, s]\n");
+    tu_rng rng;
+    tu_rng_seed(&rng, 31);
+    int64_t n = 40000;
+    int16_t *a = random_keys(&rng, SLUICE_I16, n, 50);
+    float *b = random_keys(&rng, SLUICE_F32, n, 30);
+    int32_t *v = malloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = (int32_t)tu_rng_range(&rng, -9, 9);
+    /* Oracle. */
+    oracle_keys ka = {1, {SLUICE_I16}, {a}, false};
+    int64_t *by_a = oracle_order(&ka, n);
+    float *b2 = malloc(4 * (size_t)n);
+    int64_t *s2 = malloc(8 * (size_t)n), acc = 0;
+    for (int64_t r = 0; r < n; r++) {
+        b2[r] = b[by_a[r]];
+        acc += v[by_a[r]];
+        s2[r] = acc;
+    }
+    oracle_keys kb = {1, {SLUICE_F32}, {b2}, true};
+    int64_t *by_b = oracle_order(&kb, n);
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.max_batch_rows = 8192;
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    for (int64_t at = 0; at < n;) {
+        int64_t len = tu_rng_range(&rng, 0, 9000);
+        if (len > n - at) len = n - at;
+        sluice_column c[3] = {{"a", SLUICE_I16, a + at, len}, {"b", SLUICE_F32, b + at, len},
+                              {"v", SLUICE_I32, v + at, len}};
+        ck_assert_int_eq(sluice_session_push(s, c, 3), SLUICE_OK);
+        at += len;
+    }
+    ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+    sluice_batch *out;
+    ck_assert_int_eq(sluice_session_pull(s, &out), SLUICE_OK);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_int_eq(sluice_batch_rows(out), n);
+    sluice_column sc;
+    sluice_batch_column(out, 3, &sc);
+    for (int64_t r = 0; r < n; r++)
+        EXPECT(((const int64_t *)sc.data)[r] == s2[by_b[r]], "row %lld", (long long)r);
+    sluice_batch_free(out);
+    ck_assert_int_eq(sluice_session_pull(s, &out), SLUICE_OK);
+    ck_assert_ptr_null(out);
+    sluice_session_close(s);
+    free(a);
+    free(b);
+    free(v);
+    free(b2);
+    free(s2);
+    free(by_a);
+    free(by_b);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* The radix sort alone, with a pool, on sizes that make several workers and skipped passes. */
 START_TEST(radix_direct) {
     sluice_context *ctx;
@@ -435,6 +501,7 @@ static Suite *cpu_sort_suite(void) {
     tcase_add_test(tc, several_keys_and_bits);
     tcase_add_test(tc, stream_sort_cutting);
     tcase_add_test(tc, per_batch_sort_between_groups);
+    tcase_add_test(tc, two_stream_sorts);
     tcase_add_test(tc, radix_direct);
     suite_add_tcase(s, tc);
     return s;
