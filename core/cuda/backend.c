@@ -20,6 +20,7 @@
 
 #include "context.h"
 #include "cuda/fused.h"
+#include "cuda/host.h"
 #include "cuda/offsets_check.h"
 #include "cuda/sort.h"
 #include "session.h"
@@ -216,31 +217,33 @@ static void cuda_close(sluice_session *s) {
     s->impl = NULL;
 }
 
-/* The columns a sort moves: its keys and every column alive at the sort that a later stage
- * or the output needs — the liveness the fused groups use too (sl_cuda_columns_needed_from):
- * a group before the sort writes only those, so moving any other live column would read a
- * buffer nothing wrote. */
-static sluice_status sort_columns(sluice_context *ctx, const sluice_pipeline *p, int stage,
-                                  group_state *g) {
-    bool *needed = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *needed);
-    g->cols = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->cols);
-    g->types = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->types);
-    if (!needed || !g->cols || !g->types) {
-        sl_free(ctx, needed);
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-    }
-    sl_cuda_columns_needed_from(p, stage + 1, needed);
+void sl_cuda_sort_moves(const sluice_pipeline *p, int stage, bool *moved) {
+    sl_cuda_columns_needed_from(p, stage + 1, moved);
     const sl_sort *so = &p->stages[stage].sort;
     const bool *live = p->stages[stage].live_after;
+    for (int c = 0; c < p->ncolumns; c++) moved[c] = moved[c] && live[c];
+    for (int k = 0; k < so->nkeys; k++) moved[so->keys[k]] = true;
+    for (int c = 0; c < p->ncolumns; c++)
+        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) moved[c] = false;
+}
+
+/* The sort's moved columns (core/cuda/host.h) as a list, with their types. */
+static sluice_status sort_columns(sluice_context *ctx, const sluice_pipeline *p, int stage,
+                                  group_state *g) {
+    bool *moved = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *moved);
+    g->cols = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->cols);
+    g->types = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->types);
+    if (!moved || !g->cols || !g->types) {
+        sl_free(ctx, moved);
+        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+    }
+    sl_cuda_sort_moves(p, stage, moved);
     for (int c = 0; c < p->ncolumns; c++) {
-        bool is_key = false;
-        for (int k = 0; k < so->nkeys; k++) is_key |= so->keys[k] == c;
-        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
-        if (!is_key && !(live[c] && needed[c])) continue;
+        if (!moved[c]) continue;
         g->types[g->ncols] = p->columns[c].type;
         g->cols[g->ncols++] = c;
     }
-    sl_free(ctx, needed);
+    sl_free(ctx, moved);
     return SLUICE_OK;
 }
 
@@ -597,6 +600,9 @@ static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64
                 st = sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
                 if (st == SLUICE_OK) {
                     g->touched = true;
+                    /* After a compaction rows have moved: only what the group wrote is valid. */
+                    if (L->compacts)
+                        for (int c = 0; c < p->ncolumns; c++) cs->cur[c] = NULL;
                     for (int i = 0; i < L->noutputs; i++) cs->cur[L->outputs[i]] = outp[i];
                     if (L->compacts) st = read_count(ctx, cs, cs->dev_small, &rows);
                 }
@@ -629,6 +635,9 @@ static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64
             cudaError_t e = (cudaError_t)sl_cuda_sort_run(&g->prepared, cs->scratch, rows, g->types,
                                                           in, outp, cs->stream);
             if (e != cudaSuccess) st = cuda_status(ctx, e, "sorting");
+            /* Rows have moved: only the sorted columns are valid. */
+            if (st == SLUICE_OK)
+                for (int c = 0; c < p->ncolumns; c++) cs->cur[c] = NULL;
             for (int c = 0; st == SLUICE_OK && c < g->ncols; c++) cs->cur[g->cols[c]] = outp[c];
         }
         if (in != ins) sl_free(ctx, (void *)in);
@@ -638,7 +647,6 @@ static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64
         if (ro.batch) sluice_batch_free(ro.batch);
         return st;
     }
-    (void)p;
     return emit_rows(s, cs, &ro, rows);
 }
 
