@@ -61,7 +61,8 @@ static int replay_dir(const char *dir, const char *suffix, harness_fn fn) {
         bool wanted = name[0] != '.' && (!suffix || (len > slen && !strcmp(name + len - slen, suffix)));
         if (wanted) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, name);
+            int plen = snprintf(path, sizeof path, "%s/%s", dir, name);
+            ck_assert_msg(plen > 0 && (size_t)plen < sizeof path, "path too long: %s/%s", dir, name);
             size_t size = 0;
             uint8_t *data = read_whole(path, &size);
             ck_assert_msg(data != NULL, "cannot read %s", path);
