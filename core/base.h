@@ -23,6 +23,20 @@ char *sl_strndup(sluice_context *ctx, const char *s, size_t n);
 void *sl_alloc_aligned(sluice_context *ctx, size_t size);
 void sl_free_aligned(sluice_context *ctx, void *ptr);
 
+/* ---- objects a context owns ------------------------------------------------------------ */
+/* Pipelines, sessions and the batches handed to the caller are listed in their context, so
+ * that sluice_context_destroy frees those the caller did not, as sluice.h promises. The list
+ * is newest first, which is also a safe order to destroy them in: a session goes before the
+ * pipeline it runs. A batch still queued in a session is the session's, not listed. */
+typedef struct sl_owned {
+    struct sl_owned *prev, *next;
+    void (*destroy)(struct sl_owned *self); /* frees the object (and unlists it) */
+    bool listed;
+} sl_owned;
+void sl_owned_add(sluice_context *ctx, sl_owned *o, void (*destroy)(sl_owned *self));
+void sl_owned_remove(sluice_context *ctx, sl_owned *o); /* harmless when not listed */
+#define SL_OWNER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
 /* ---- growable string buffer ----------------------------------------------------------- */
 typedef struct sl_strbuf {
     sluice_context *ctx;

@@ -76,6 +76,7 @@ SLUICE_API sluice_status sluice_batch_column_by_name(const sluice_batch *batch, 
 SLUICE_API void sluice_batch_free(sluice_batch *batch) {
     if (!batch) return;
     sluice_context *ctx = batch->ctx;
+    sl_owned_remove(ctx, &batch->link);
     if (batch->owned) {
         for (size_t i = 0; i < batch->ncolumns; i++) {
             if (!batch->owned[i]) continue;

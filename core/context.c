@@ -52,12 +52,31 @@ static void cache_release(sluice_context *ctx);
 
 SLUICE_API void sluice_context_destroy(sluice_context *ctx) {
     if (!ctx) return;
+    while (ctx->owned) ctx->owned->destroy(ctx->owned); /* each unlists itself */
     sl_diag_clear(ctx);
     sl_free(ctx, ctx->diags);
     cache_release(ctx);
     if (ctx->cuda && ctx->cuda_free) ctx->cuda_free(ctx, ctx->cuda);
     sl_free(ctx, ctx->kernel_cache_dir);
     ctx->allocator.free(ctx, ctx->allocator.opaque);
+}
+
+void sl_owned_add(sluice_context *ctx, sl_owned *o, void (*destroy)(sl_owned *self)) {
+    o->destroy = destroy;
+    o->prev = NULL;
+    o->next = ctx->owned;
+    if (ctx->owned) ctx->owned->prev = o;
+    ctx->owned = o;
+    o->listed = true;
+}
+
+void sl_owned_remove(sluice_context *ctx, sl_owned *o) {
+    if (!o->listed) return;
+    if (o->prev) o->prev->next = o->next;
+    else ctx->owned = o->next;
+    if (o->next) o->next->prev = o->prev;
+    o->prev = o->next = NULL;
+    o->listed = false;
 }
 
 void *sl_alloc(sluice_context *ctx, size_t size) {

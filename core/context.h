@@ -38,6 +38,8 @@ struct sluice_context {
         size_t bytes;
     } blocks;
 
+    sl_owned *owned;         /* live pipelines, sessions, handed-out batches; newest first */
+
     void *cuda;              /* CUDA backend's per-context state (kernel cache), or NULL */
     void (*cuda_free)(sluice_context *ctx, void *state);
 };

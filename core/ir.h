@@ -121,6 +121,7 @@ typedef enum sl_determinism {
 
 struct sluice_pipeline {
     sluice_context *ctx;
+    sl_owned link;           /* in ctx's list once handed to the caller */
     char *name;
     char *file;              /* path or "<string>" */
     sl_determinism determinism;

@@ -11,6 +11,11 @@
  * pipelines/SCHEMA.md). */
 #define SL_MAX_PIPELINE_FILE_BYTES (1u << 20)
 
+/* Context teardown of a pipeline the caller did not free. */
+static void destroy_listed_pipeline(sl_owned *o) {
+    sluice_pipeline_free(SL_OWNER_OF(o, sluice_pipeline, link));
+}
+
 SLUICE_API sluice_status sluice_pipeline_load_string(sluice_context *ctx, const char *text,
                                                      size_t length, const char *name,
                                                      sluice_pipeline **out) {
@@ -36,6 +41,7 @@ SLUICE_API sluice_status sluice_pipeline_load_string(sluice_context *ctx, const 
     sl_diag_clear_source(ctx);
     sl_free(ctx, copy);
     if (st == SLUICE_OK && sl_diag_count(ctx) == 0 && p) {
+        sl_owned_add(ctx, &p->link, destroy_listed_pipeline);
         *out = p;
         return SLUICE_OK;
     }
@@ -77,7 +83,9 @@ SLUICE_API sluice_status sluice_pipeline_load_file(sluice_context *ctx, const ch
 }
 
 SLUICE_API void sluice_pipeline_free(sluice_pipeline *pipeline) {
-    if (pipeline) sl_pipeline_destroy(pipeline);
+    if (!pipeline) return;
+    sl_owned_remove(pipeline->ctx, &pipeline->link);
+    sl_pipeline_destroy(pipeline);
 }
 
 SLUICE_API const char *sluice_pipeline_name(const sluice_pipeline *pipeline) {

@@ -78,6 +78,14 @@ static const sl_backend_ops *choose_backend(sluice_context *ctx, sluice_backend 
     return NULL;
 }
 
+/* Context teardown of what the caller did not free. */
+static void destroy_listed_session(sl_owned *o) {
+    sluice_session_close(SL_OWNER_OF(o, sluice_session, link));
+}
+static void destroy_listed_batch(sl_owned *o) {
+    sluice_batch_free(SL_OWNER_OF(o, sluice_batch, link));
+}
+
 static void drop_queue(sluice_session *s) {
     for (size_t i = 0; i < s->queue_len; i++) sluice_batch_free(s->queue[s->queue_head + i]);
     s->queue_head = s->queue_len = 0;
@@ -131,6 +139,7 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
         sl_free(ctx, s);
         return st;
     }
+    sl_owned_add(ctx, &s->link, destroy_listed_session);
     *out = s;
     return SLUICE_OK;
 }
@@ -138,6 +147,7 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
 SLUICE_API void sluice_session_close(sluice_session *s) {
     if (!s) return;
     sluice_context *ctx = s->ctx;
+    sl_owned_remove(ctx, &s->link);
     s->backend->close(s);
     drop_queue(s);
     sl_free(ctx, s->queue);
@@ -316,6 +326,7 @@ SLUICE_API sluice_status sluice_session_pull(sluice_session *s, sluice_batch **o
     sl_diag_clear(s->ctx);
     if (s->queue_len == 0) return SLUICE_OK;
     *out = s->queue[s->queue_head++];
+    sl_owned_add(s->ctx, &(*out)->link, destroy_listed_batch); /* now the caller's */
     if (--s->queue_len == 0) s->queue_head = 0;
     return SLUICE_OK;
 }
@@ -336,6 +347,7 @@ SLUICE_API sluice_status sluice_run(sluice_pipeline *pipeline, const sluice_sess
             st = sluice_session_pull(s, out);
         } else {
             st = sl_batch_concat(s->ctx, pipeline, s->queue + s->queue_head, s->queue_len, out);
+            if (st == SLUICE_OK) sl_owned_add(s->ctx, &(*out)->link, destroy_listed_batch);
         }
     }
     sluice_session_close(s);

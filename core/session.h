@@ -22,6 +22,7 @@ typedef struct sl_input {
 typedef struct sl_backend_ops sl_backend_ops;
 
 struct sluice_session {
+    sl_owned link;           /* in ctx's list while open */
     sluice_context *ctx;
     sluice_pipeline *pipeline;
     const sl_backend_ops *backend;
@@ -42,6 +43,7 @@ struct sluice_session {
 
 /* A result batch: columns in pipeline output order. */
 struct sluice_batch {
+    sl_owned link;           /* in ctx's list once handed to the caller */
     sluice_context *ctx;
     int64_t rows;
     size_t ncolumns;

@@ -324,11 +324,46 @@ START_TEST(context_create_out_of_memory) {
 }
 END_TEST
 
+/* sluice.h: destroying a context frees the pipelines, sessions and batches made from it that
+ * the caller did not free. A session still holding queued results, a pulled batch and the
+ * pipeline are left alive here; nothing may be live afterwards (and no worker thread may
+ * still touch the freed context: ASan). */
+START_TEST(context_destroy_frees_what_is_left) {
+    failing_allocator a = {0};
+    sluice_allocator hooks;
+    sluice_context *ctx = context_with(&a, &hooks);
+    const char *yaml = "sluice: 1\nname: left\ninput:\n  x: i32\nstages:\n"
+                       "  - scan: {of: x, op: sum, into: s}\n  - sort: {key: s, per: batch}\n";
+    sluice_pipeline *p = NULL;
+    ck_assert_int_eq(sluice_pipeline_load_string(ctx, yaml, strlen(yaml), NULL, &p), SLUICE_OK);
+    sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+    so.backend = SLUICE_BACKEND_CPU;
+    so.max_batch_rows = 100;
+    sluice_session *s = NULL, *idle = NULL;
+    ck_assert_int_eq(sluice_session_open(p, &so, &s), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_open(p, &so, &idle), SLUICE_OK);
+    int32_t x[1000];
+    for (int i = 0; i < 1000; i++) x[i] = i * 7 - 300;
+    sluice_column col = {"x", SLUICE_I32, x, 1000};
+    ck_assert_int_eq(sluice_session_push(s, &col, 1), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_push(s, &col, 1), SLUICE_OK);
+    sluice_batch *b = NULL;
+    ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+    ck_assert_ptr_nonnull(b); /* one pulled, the rest still queued */
+    sluice_batch *whole = NULL;
+    ck_assert_int_eq(sluice_run(p, &so, &col, 1, &whole), SLUICE_OK);
+    ck_assert_ptr_nonnull(whole);
+    sluice_context_destroy(ctx);
+    ck_assert_int_eq(a.live, 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
     Suite *s = suite_create("alloc_fail");
     TCase *tc = tcase_create("alloc_fail");
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, context_create_out_of_memory);
+    tcase_add_test(tc, context_destroy_frees_what_is_left);
     tcase_add_test(tc, every_shipped_pipeline);
     suite_add_tcase(s, tc);
     return s;
