@@ -78,6 +78,7 @@ typedef struct parser {
     token tok;
     int nesting; /* recursion depth of the parser itself */
     sluice_status status;
+    char name[128]; /* the name being resolved (not kept across recursion) */
 } parser;
 
 static sl_srcloc loc_at(const parser *p, size_t pos) {
@@ -267,6 +268,20 @@ static void describe_token(const parser *p, char *buf, size_t cap) {
     if (p->tok.kind == TK_END) snprintf(buf, cap, "the end of the expression");
     else snprintf(buf, cap, "'%.*s'", (int)(p->tok.len > 40 ? 40 : p->tok.len),
                   p->text + p->tok.pos);
+}
+
+/* Reports "MESSAGE, found TOKEN" about the current token. Out of line (variadic functions are
+ * never inlined) so that the recursive parse functions keep small stack frames. */
+static void fail_found(parser *p, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_found(parser *p, size_t pos, const char *fmt, ...) {
+    char msg[256], found[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    describe_token(p, found, sizeof found);
+    fail_at(p, pos, SLUICE_ERR_EXPR_SYNTAX, "%s, found %s", msg, found);
 }
 
 /* ---- nodes ------------------------------------------------------------------------------- */
@@ -543,7 +558,9 @@ static double fold_float(sl_expr_op op, double a, double b) {
     }
 }
 
-/* ---- building typed nodes ---------------------------------------------------------------- */
+/* ---- building typed nodes ----------------------------------------------------------------
+ * The builders and parse_name are kept out of line (noinline): their locals would otherwise
+ * sit in every frame of the recursive descent and multiply its stack use. */
 
 static bool is_arith(sl_expr_op op) {
     return op == SL_OP_ADD || op == SL_OP_SUB || op == SL_OP_MUL || op == SL_OP_DIV ||
@@ -610,7 +627,7 @@ static sluice_type unify_numeric(parser *p, sl_expr **a, sl_expr **b, const char
     return t;
 }
 
-static sl_expr *make_binary(parser *p, sl_expr_op op, sl_expr *a, int da, sl_expr *b, int db,
+__attribute__((noinline)) static sl_expr *make_binary(parser *p, sl_expr_op op, sl_expr *a, int da, sl_expr *b, int db,
                             size_t pos, int *depth) {
     const char *what = op_text(op);
     sluice_type result = SLUICE_TYPE_COUNT_;
@@ -721,7 +738,7 @@ fail:
     return NULL;
 }
 
-static sl_expr *make_unary(parser *p, sl_expr_op op, sl_expr *a, int da, size_t pos,
+__attribute__((noinline)) static sl_expr *make_unary(parser *p, sl_expr_op op, sl_expr *a, int da, size_t pos,
                            int *depth) {
     const char *what = op_text(op);
     if (op == SL_OP_NOT) {
@@ -779,7 +796,7 @@ fail:
     return NULL;
 }
 
-static sl_expr *make_cond(parser *p, sl_expr *c, int dc, sl_expr *a, int da, sl_expr *b, int db,
+__attribute__((noinline)) static sl_expr *make_cond(parser *p, sl_expr *c, int dc, sl_expr *a, int da, sl_expr *b, int db,
                           size_t pos, size_t qpos, int *depth) {
     if (c->type != SLUICE_BOOL) {
         fail_at(p, qpos, SLUICE_ERR_TYPE,
@@ -854,7 +871,7 @@ static const char *const callable_names[] = {
     "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
 };
 
-static sl_expr *make_call(parser *p, sl_expr_op op, sl_expr **args, int *dargs, size_t pos,
+__attribute__((noinline)) static sl_expr *make_call(parser *p, sl_expr_op op, sl_expr **args, int *dargs, size_t pos,
                           int *depth) {
     const char *what = op_text(op);
     sl_expr *a = args[0], *b = args[1];
@@ -914,7 +931,7 @@ fail:
     return NULL;
 }
 
-static sl_expr *make_cast(parser *p, sluice_type t, sl_expr *a, int da, size_t pos, int *depth) {
+__attribute__((noinline)) static sl_expr *make_cast(parser *p, sluice_type t, sl_expr *a, int da, size_t pos, int *depth) {
     if (untyped(a)) { /* an explicit cast converts a constant with the cast rules (wrapping) */
         sl_value v = a->value;
         if (a->type == UNTYPED_FLOAT) v.type = SLUICE_F64;
@@ -972,8 +989,14 @@ static int binary_precedence(const parser *p, sl_expr_op *op) {
     }
 }
 
+/* The parser's own recursion, bounded before the tree's depth is known so that the C stack
+ * stays small (under 256 KiB even at -O0, with ten operators pending inside every
+ * parenthesis). A parenthesis costs two frames, so 256 levels of them fit; an operator
+ * pending inside one costs another frame, so such shapes are refused sooner. */
+#define PARSER_FRAME_BUDGET (2 * SL_EXPR_MAX_DEPTH + 8)
+
 static bool enter(parser *p) {
-    if (++p->nesting <= SL_EXPR_MAX_DEPTH) return true;
+    if (++p->nesting <= PARSER_FRAME_BUDGET) return true;
     fail_at(p, p->tok.pos, SLUICE_ERR_LIMIT,
             "expression nested deeper than %d levels: split it into several map columns",
             SL_EXPR_MAX_DEPTH);
@@ -981,19 +1004,14 @@ static bool enter(parser *p) {
 }
 
 static void expected_operand(parser *p, const char *after) {
-    char found[64];
-    describe_token(p, found, sizeof found);
-    if (after)
-        fail_at(p, p->tok.pos, SLUICE_ERR_EXPR_SYNTAX,
-                "expected an operand after '%s', found %s", after, found);
-    else
-        fail_at(p, p->tok.pos, SLUICE_ERR_EXPR_SYNTAX, "expected an operand, found %s", found);
+    if (after) fail_found(p, p->tok.pos, "expected an operand after '%s'", after);
+    else fail_found(p, p->tok.pos, "expected an operand");
 }
 
-static sl_expr *parse_name(parser *p, int *depth) {
+__attribute__((noinline)) static sl_expr *parse_name(parser *p, int *depth) {
     token name = p->tok;
-    char word[128];
-    if (name.len >= sizeof word) {
+    char *word = p->name; /* valid until the arguments of a call are parsed */
+    if (name.len >= sizeof p->name) {
         fail_at(p, name.pos, SLUICE_ERR_EXPR_SYNTAX, "name '%.32s...' is too long (127 bytes at "
                 "most)", p->text + name.pos);
         return NULL;
@@ -1039,16 +1057,14 @@ static sl_expr *parse_name(parser *p, int *depth) {
             }
         }
         if (!at_punct(p, P_RPAREN)) {
-            char found[64];
-            describe_token(p, found, sizeof found);
-            fail_at(p, p->tok.pos, SLUICE_ERR_EXPR_SYNTAX,
-                    "expected ',' or ')' to close the call of %s( at character %zu, found %s",
-                    word, lparen + 1, found);
+            fail_found(p, p->tok.pos,
+                       "expected ',' or ')' to close the call of %.*s( at character %zu",
+                       (int)name.len, p->text + name.pos, lparen + 1);
             goto call_fail;
         }
         if (got != want) {
-            fail_at(p, name.pos, SLUICE_ERR_EXPR_SYNTAX, "%s() takes %d argument%s, got %d",
-                    word, want, want == 1 ? "" : "s", got);
+            fail_at(p, name.pos, SLUICE_ERR_EXPR_SYNTAX, "%.*s() takes %d argument%s, got %d",
+                    (int)name.len, p->text + name.pos, want, want == 1 ? "" : "s", got);
             goto call_fail;
         }
         if (!advance(p)) goto call_fail;
@@ -1152,11 +1168,8 @@ static sl_expr *parse_unary(parser *p, int *depth) {
             sl_expr *e = parse_ternary(p, depth);
             if (!e) goto out;
             if (!at_punct(p, P_RPAREN)) {
-                char found[64];
-                describe_token(p, found, sizeof found);
-                fail_at(p, p->tok.pos, SLUICE_ERR_EXPR_SYNTAX,
-                        "expected ')' to close the '(' at character %zu, found %s", open + 1,
-                        found);
+                fail_found(p, p->tok.pos, "expected ')' to close the '(' at character %zu",
+                           open + 1);
                 sl_expr_free(p->ctx, e);
                 goto out;
             }
@@ -1232,10 +1245,7 @@ static sl_expr *parse_ternary(parser *p, int *depth) {
         goto out;
     }
     if (!at_punct(p, P_COLON)) {
-        char found[64];
-        describe_token(p, found, sizeof found);
-        fail_at(p, p->tok.pos, SLUICE_ERR_EXPR_SYNTAX,
-                "expected ':' for the '?' at character %zu, found %s", qpos + 1, found);
+        fail_found(p, p->tok.pos, "expected ':' for the '?' at character %zu", qpos + 1);
         sl_expr_free(p->ctx, c);
         sl_expr_free(p->ctx, a);
         goto out;
