@@ -20,7 +20,8 @@ typedef struct sl_tuning {
     int register_items;       /* budget: live columns x items per thread stays under this */
     int min_blocks;           /* resident blocks per SM asked of the register allocator for
                                  small groups (live columns x items <= 32), one fewer up to
-                                 48, none for larger groups, so they do not spill */
+                                 48, none for larger groups or phase states over 32 bytes
+                                 (core/cuda/codegen.c), so they do not spill */
 } sl_tuning;
 
 /* Rows in ascending arch; the last row whose arch <= the device's is used. */

@@ -677,6 +677,16 @@ static sluice_status emit_kernel(cg *g) {
     int min_blocks = live * items <= 32   ? g->tuning->min_blocks
                      : live * items <= 48 ? g->tuning->min_blocks - 1
                                           : 1;
+    /* A phase state is held in about eight copies at once around the look-back (element,
+     * thread fold, warp scan, block aggregate, carry, tile prefix, running state, before):
+     * one of more than 32 bytes alone fills the 64 registers a cap of 4 blocks leaves, so
+     * ptxas spills hundreds of bytes (trades-vwap's keyed scans: 484 B). The only wrong
+     * results the H200 has shown came from such a kernel (int-ops forced to 256:4:4, 700 B
+     * spilled; the same PTX without the cap was right): no cap for these. */
+    size_t widest_state = 0;
+    for (int ph = 1; ph <= g->phases; ph++)
+        if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
+    if (widest_state > 32) min_blocks = 1;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
     if (min_blocks < 1 || (long long)min_blocks * block > 2048) min_blocks = 1;
 
