@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# device_verify.sh — the whole GPU verification in one short command, for a session's last
+# minutes of device time: build, benchmark (alone on the GPU), then the GPU suites side by
+# side, then compute-sanitizer memcheck/racecheck/synccheck side by side on small sizes.
+# Logs and a summary go to $OUT (the device tool brings them back as one archive).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ -f .device/env.sh ] && source .device/env.sh
+OUT=${OUT:-out}; mkdir -p "$OUT"
+LOG=$(mktemp -d /tmp/sluice-verify.XXXXXX)
+BUILD=${BUILD:-build-gpu}
+export SLUICE_CACHE_DIR=$PWD/$BUILD/kernel-cache CK_FORK=no
+say() { echo "== $*" | tee -a "$LOG/summary.txt"; }
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOG/device.txt"
+git rev-parse --short HEAD >> "$LOG/device.txt" 2>/dev/null
+cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DSLUICE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.log" 2>&1
+cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$LOG/build.log" 2>&1 \
+  || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
+say "built in $(( $(date +%s) - t0 )) s"
+"$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
+run_suite() { # name, log, extra env...
+  local name=$1 log=$2; shift 2
+  local s=$(date +%s)
+  env "$@" timeout ${SUITE_TIMEOUT:-240} "$BUILD/tests/$name" >"$LOG/$log.log" 2>&1
+  local rc=$?
+  say "$log: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/$log.log" | tail -1)"
+}
+run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused & run_suite gpu_backend gpu_backend &
+wait
+# The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
+# "Race review"): twice, to see whether the wrong rows repeat (code generation) or move (race).
+run_suite gpu_fused capped_1 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
+run_suite gpu_fused capped_2 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
+wait
+san() { # tool, suite, extra env...
+  local tool=$1 name=$2; shift 2
+  local s=$(date +%s)
+  env SLUICE_TEST_SMALL=1 "$@" timeout ${SAN_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
+    "$BUILD/tests/$name" >"$LOG/san_${tool}_$name.log" 2>&1
+  say "compute-sanitizer $tool $name: rc=$? ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/san_${tool}_$name.log" | tail -1) $(grep 'ERROR SUMMARY' "$LOG/san_${tool}_$name.log" | tail -1)"
+}
+san memcheck gpu_backend & san memcheck gpu_fused & san racecheck gpu_fused & san synccheck gpu_fused &
+san racecheck gpu_sort & san synccheck gpu_backend &
+wait
+say "total $(( $(date +%s) - t0 )) s"
+sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"
+tar czf "$OUT/verify-logs.tgz" -C "$LOG" .
+cp "$LOG/summary.txt" "$LOG/bench.txt" "$OUT/" 2>/dev/null
+cat "$LOG/summary.txt"
