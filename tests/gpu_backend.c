@@ -239,6 +239,9 @@ static void run_stream(sluice_context *ctx, sluice_pipeline *p, bool subject, mo
         make_piece(p, in, r0, r1, s0, s1, dev, &pc);
         st = dev ? sluice_cuda_session_push_device(s, pc.cols, (size_t)pc.n)
                  : sluice_session_push(s, pc.cols, (size_t)pc.n);
+        /* Device input is read by work queued on the session's stream: it may be freed only
+         * once that work is done (sluice_cuda.h, "When device memory may be reused"). */
+        if (dev) CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
         free_piece(&pc, dev);
         if (st != SLUICE_OK) fail_with_diag(ctx, "push", sluice_pipeline_name(p), st);
         /* Device outputs are ready in the session stream's order (sluice_cuda.h): the copies
@@ -741,6 +744,8 @@ START_TEST(test_bad_device_batches) {
         CUDA_OK(cudaMemcpy(doff, offs[k], 24, cudaMemcpyHostToDevice));
         sluice_column cols[2] = {{"rows", SLUICE_I64, doff, 3}, {"x", SLUICE_I32, dx, 6}};
         sluice_status st = sluice_cuda_session_push_device(s, cols, 2);
+        /* the next case overwrites doff: wait for this push's reads of it (sluice_cuda.h) */
+        CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
         ck_assert_msg(st == want[k], "offsets case %d: %s", k, sluice_status_name(st));
         if (st != SLUICE_OK)
             ck_assert_ptr_nonnull(strstr(sluice_context_diagnostic(ctx, 0)->message, "rows"));
