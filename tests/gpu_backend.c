@@ -178,6 +178,10 @@ static void make_piece(const sluice_pipeline *p, const table *in, int64_t r0, in
             void *d;
             CUDA_OK(cudaMalloc(&d, bytes + 8));
             CUDA_OK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
+            /* A pageable host-to-device cudaMemcpy may return before its DMA lands, and the
+             * session's non-blocking stream is not ordered after the legacy stream: wait, as
+             * sluice_cuda.h asks of work on other streams. */
+            CUDA_OK(cudaDeviceSynchronize());
             free(pc->owned[i]);
             pc->owned[i] = d;
             c->data = d;
@@ -740,8 +744,10 @@ START_TEST(test_bad_device_batches) {
     CUDA_OK(cudaMalloc(&dx, sizeof x));
     CUDA_OK(cudaMalloc(&doff, 24));
     CUDA_OK(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize()); /* pageable copies may still be landing (make_piece) */
     for (int k = 0; k < 4; k++) {
         CUDA_OK(cudaMemcpy(doff, offs[k], 24, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaDeviceSynchronize()); /* see make_piece: order it before the push */
         sluice_column cols[2] = {{"rows", SLUICE_I64, doff, 3}, {"x", SLUICE_I32, dx, 6}};
         sluice_status st = sluice_cuda_session_push_device(s, cols, 2);
         /* the next case overwrites doff: wait for this push's reads of it (sluice_cuda.h) */
@@ -843,6 +849,7 @@ START_TEST(test_two_streams) {
     void *dx;
     CUDA_OK(cudaMalloc(&dx, n * 4));
     CUDA_OK(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize()); /* pageable copies may still be landing (make_piece) */
     for (int k = 0; k < 2; k++) {
         CUDA_OK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
         sluice_cuda_options cu = SLUICE_CUDA_OPTIONS_INIT;
@@ -904,6 +911,7 @@ START_TEST(test_past_2_31_rows) {
     void *dx;
     CUDA_OK(cudaMalloc(&dx, (size_t)n));
     CUDA_OK(cudaMemcpy(dx, x, (size_t)n, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize()); /* pageable copies may still be landing (make_piece) */
     sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
     so.max_batch_rows = n;
     sluice_cuda_options cu = SLUICE_CUDA_OPTIONS_INIT;
