@@ -667,10 +667,27 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
         if (sc->into[f] >= 0) wk->view[sc->into[f]] = sk->y[f];
 }
 
+/* The number of nonzero flags among n. gcc widens `k += flag[i] != 0` into 64-bit lanes
+ * (a third of the filter's time at 2^26 rows); psadbw sums 16 flags per step instead. */
+static int64_t count_flags(const uint8_t *flag, int64_t n) {
+    int64_t k = 0, i = 0;
+#if defined(__SSE2__) && defined(__x86_64__)
+    const __m128i zero = _mm_setzero_si128(), one = _mm_set1_epi8(1);
+    __m128i acc = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        __m128i f = _mm_loadu_si128((const __m128i *)(flag + i));
+        __m128i ones = _mm_andnot_si128(_mm_cmpeq_epi8(f, zero), one);
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(ones, zero));
+    }
+    k = _mm_cvtsi128_si64(acc) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+#endif
+    for (; i < n; i++) k += flag[i] != 0;
+    return k;
+}
+
 static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, int64_t cur) {
     const uint8_t *flag = wk->view[fs->st->compact.by];
-    int64_t k = 0;
-    for (int64_t i = 0; i < cur; i++) k += flag[i] != 0;
+    int64_t k = count_flags(flag, cur);
     for (int j = 0; j < fs->ngather; j++) {
         int c = fs->gather[j];
         compact_column(wk->buf[c], g->col_size[c], flag, cur, wk->view[c]);
@@ -687,11 +704,46 @@ static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, 
             for (int j = 0; j < fs->ngather && !done; j++) done = sc->into[f] == fs->gather[j];
             if (!done) compact_column(sk->y[f], sluice_type_size(sc->acc[f]), flag, cur, sk->y[f]);
         }
-        int64_t fixed = 0;
-        for (int64_t i = 0; i < sk->fix_n; i++) fixed += flag[i] != 0;
-        sk->fix_n = fixed;
+        sk->fix_n = count_flags(flag, sk->fix_n);
     }
     return k;
+}
+
+/* The f32 sum scan whose local prefixes are output column c as they stand (pending carry),
+ * or -1. */
+static int carry_on_write_scan(const sl_cpu_fused *g, const worker *wk, int c) {
+    for (int k = 0; k < g->nscans; k++) {
+        const scan_tile *sk = &wk->tiles[k];
+        const sl_scan *sc = g->scans[k];
+        if (sk->pending && sc->nfields == 1 && sc->op == SL_SCAN_SUM && sc->acc[0] == SLUICE_F32 &&
+            sc->into[0] == c && sk->y[0] == wk->view[c])
+            return k;
+    }
+    return -1;
+}
+
+/* to[i] = carry + y[i] for i < fix_n, y[i] after: the fix-up of sl_cpu_scan_apply_carry
+ * (carry on the left) fused with the copy out, with streaming stores when `stream`. */
+static void write_f32_with_carry(float *to, const float *y, int64_t fix_n, int64_t n,
+                                 float carry, bool stream) {
+    int64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 c = _mm_set1_ps(carry);
+    if (stream) {
+        for (; i < fix_n && ((uintptr_t)(to + i) & 15); i++)
+            _mm_store_ss(to + i, _mm_add_ss(c, _mm_load_ss(y + i)));
+        for (; i + 4 <= fix_n; i += 4) _mm_stream_ps(to + i, _mm_add_ps(c, _mm_loadu_ps(y + i)));
+    } else {
+        for (; i + 4 <= fix_n; i += 4) _mm_storeu_ps(to + i, _mm_add_ps(c, _mm_loadu_ps(y + i)));
+    }
+    for (; i < fix_n; i++) _mm_store_ss(to + i, _mm_add_ss(c, _mm_load_ss(y + i)));
+#else
+    for (; i < fix_n; i++) to[i] = carry + y[i];
+#endif
+    if (n > i) {
+        if (stream) stream_copy(to + i, y + i, (size_t)(n - i) * sizeof(float));
+        else memcpy(to + i, y + i, (size_t)(n - i) * sizeof(float));
+    }
 }
 
 static void run_tile(fused_run *r, worker *wk, int64_t t) {
@@ -763,13 +815,28 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         }
     }
     __atomic_store_n(&out->ready, r->generation, __ATOMIC_RELEASE);
-    if (!waited) fix_pending(g, wk, r->params, cin);
-    /* Write the tile's rows at their offset. */
+    /* Write the tile's rows at their offset. f32 sum scans still holding local prefixes get
+     * their carry on the way out (one pass instead of a fix-up pass and a copy). Whether a
+     * column goes this way depends only on the pipeline, never on threads or batch sizes. */
     int64_t at = cin->out_rows;
+    uint64_t written = 0; /* bit j: output j already written */
+    for (int j = 0; j < g->nout && j < 64 && !waited && cur > 0; j++) {
+        int c = g->out[j];
+        int k = carry_on_write_scan(g, wk, c);
+        if (k < 0) continue;
+        scan_tile *sk = &wk->tiles[k];
+        int64_t fix_n = sk->head0 ? 0 : sk->fix_n;
+        float carry = (float)cin->carries[k].v[0].f;
+        write_f32_with_carry((float *)r->dest[c] + at, wk->view[c], fix_n, cur, carry,
+                             r->stream_out);
+        sk->pending = false;
+        written |= (uint64_t)1 << j;
+    }
+    if (!waited) fix_pending(g, wk, r->params, cin);
     for (int j = 0; j < g->nout; j++) {
         int c = g->out[j];
         size_t sz = g->col_size[c];
-        if (cur == 0) continue;
+        if (cur == 0 || (j < 64 && (written >> j & 1))) continue;
         char *to = (char *)r->dest[c] + (size_t)at * sz;
         if (r->stream_out) stream_copy(to, wk->view[c], (size_t)cur * sz);
         else memcpy(to, wk->view[c], (size_t)cur * sz);
