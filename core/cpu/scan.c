@@ -187,10 +187,14 @@ FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
 /* f32 sums, four rows a step: an in-register prefix (two shifted adds) plus the running
  * carry broadcast from the previous step's last element. The loop is one add and one shuffle
  * of latency per four rows and reads memory in order. */
+#define SUM_F32_PREFETCH 1024 /* rows: 4 KiB ahead */
 static void sum_f32_sse(int64_t n, const float *x, float *y, float *state, bool exclusive) {
     __m128 carry = _mm_set1_ps(*state);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
+        /* The rows come from memory (a tile is read once); hardware prefetchers stop at
+         * 4 KiB pages, so ask for the line SUM_F32_PREFETCH rows ahead, once per line. */
+        if ((i & 15) == 0) _mm_prefetch((const char *)(x + i + SUM_F32_PREFETCH), _MM_HINT_T0);
         __m128 v = _mm_loadu_ps(x + i);
         v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 4)));
         v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 8)));
