@@ -2,7 +2,7 @@
 # deps.sh — installs what building and testing sluice needs on Debian/Ubuntu (idempotent).
 # The CUDA toolkit is optional: with it the CUDA backend is built too.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libyaml-dev check python3 python3-numpy clang)
+pkgs=(build-essential cmake pkg-config libyaml-dev check python3 python3-numpy clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
