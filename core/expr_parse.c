@@ -520,6 +520,36 @@ static bool check_depth(parser *p, int depth, size_t pos) {
 
 static int max_int(int a, int b) { return a > b ? a : b; }
 
+/* Conditionals and casts carry no operator: their op stays 0, as the allocator leaves it. */
+#define NO_OP ((sl_expr_op)0)
+
+/* The tail every builder shares: a node of `kind` over the children a, b, c (NULL where
+ * absent), one level deeper than its deepest child (child_depth). The node takes the
+ * children: when it cannot be allocated, or nests deeper than SL_EXPR_MAX_DEPTH, they are
+ * freed, the error is recorded at pos and the result is NULL. *depth is set either way. */
+static sl_expr *finish_node(parser *p, sl_expr_kind kind, sl_expr_op op, sluice_type type,
+                            sl_expr *a, sl_expr *b, sl_expr *c, int child_depth, size_t pos,
+                            int *depth) {
+    *depth = 1 + child_depth;
+    sl_expr *e = new_node(p, kind, pos);
+    if (!e) {
+        sl_expr_free(p->ctx, a);
+        sl_expr_free(p->ctx, b);
+        sl_expr_free(p->ctx, c);
+        return NULL;
+    }
+    e->op = op;
+    e->type = type;
+    e->a = a;
+    e->b = b;
+    e->c = c;
+    if (!check_depth(p, *depth, pos)) {
+        sl_expr_free(p->ctx, e);
+        return NULL;
+    }
+    return e;
+}
+
 /* Folds an operation on two untyped integer constants, exactly. False when the result
  * leaves [-2^63, 2^64). */
 static bool fold_int(sl_expr_op op, wide a, wide b, wide *out) {
@@ -719,18 +749,9 @@ __attribute__((noinline)) static sl_expr *make_binary(parser *p, sl_expr_op op, 
         if (!nb) goto fail;
         b = nb;
     }
-    sl_expr *e = new_node(p, SL_EXPR_BINARY, pos);
-    if (!e) goto fail;
-    e->op = op;
-    e->type = result;
-    e->a = a;
-    e->b = b;
-    e->loc = a->loc;
-    *depth = 1 + max_int(da, db);
-    if (!check_depth(p, *depth, pos)) {
-        sl_expr_free(p->ctx, e);
-        return NULL;
-    }
+    sl_expr *e = finish_node(p, SL_EXPR_BINARY, op, result, a, b, NULL, max_int(da, db), pos,
+                             depth);
+    if (e) e->loc = a->loc; /* a binary node starts where its left operand does */
     return e;
 fail:
     sl_expr_free(p->ctx, a);
@@ -780,17 +801,7 @@ __attribute__((noinline)) static sl_expr *make_unary(parser *p, sl_expr_op op, s
     sl_expr *na = convert(p, a, t, &da);
     if (!na) goto fail;
     a = na;
-    sl_expr *e = new_node(p, SL_EXPR_UNARY, pos);
-    if (!e) goto fail;
-    e->op = op;
-    e->type = t;
-    e->a = a;
-    *depth = 1 + da;
-    if (!check_depth(p, *depth, pos)) {
-        sl_expr_free(p->ctx, e);
-        return NULL;
-    }
-    return e;
+    return finish_node(p, SL_EXPR_UNARY, op, t, a, NULL, NULL, da, pos, depth);
 fail:
     sl_expr_free(p->ctx, a);
     return NULL;
@@ -834,18 +845,8 @@ __attribute__((noinline)) static sl_expr *make_cond(parser *p, sl_expr *c, int d
     sl_expr *nb = convert(p, b, t, &db);
     if (!nb) goto fail;
     b = nb;
-    sl_expr *e = new_node(p, SL_EXPR_COND, pos);
-    if (!e) goto fail;
-    e->type = t;
-    e->a = c;
-    e->b = a;
-    e->c = b;
-    *depth = 1 + max_int(dc, max_int(da, db));
-    if (!check_depth(p, *depth, pos)) {
-        sl_expr_free(p->ctx, e);
-        return NULL;
-    }
-    return e;
+    return finish_node(p, SL_EXPR_COND, NO_OP, t, c, a, b, max_int(dc, max_int(da, db)), pos,
+                       depth);
 fail:
     sl_expr_free(p->ctx, c);
     sl_expr_free(p->ctx, a);
@@ -913,18 +914,7 @@ __attribute__((noinline)) static sl_expr *make_call(parser *p, sl_expr_op op, sl
         a = na;
         if (op == SL_FN_ISNAN || op == SL_FN_ISINF) t = SLUICE_BOOL;
     }
-    sl_expr *e = new_node(p, SL_EXPR_CALL, pos);
-    if (!e) goto fail;
-    e->op = op;
-    e->type = t;
-    e->a = a;
-    e->b = b;
-    *depth = 1 + max_int(da, b ? db : 0);
-    if (!check_depth(p, *depth, pos)) {
-        sl_expr_free(p->ctx, e);
-        return NULL;
-    }
-    return e;
+    return finish_node(p, SL_EXPR_CALL, op, t, a, b, NULL, max_int(da, b ? db : 0), pos, depth);
 fail:
     sl_expr_free(p->ctx, a);
     sl_expr_free(p->ctx, b);
@@ -944,19 +934,7 @@ __attribute__((noinline)) static sl_expr *make_cast(parser *p, sluice_type t, sl
         *depth = da;
         return a;
     }
-    sl_expr *e = new_node(p, SL_EXPR_CAST, pos);
-    if (!e) {
-        sl_expr_free(p->ctx, a);
-        return NULL;
-    }
-    e->type = t;
-    e->a = a;
-    *depth = 1 + da;
-    if (!check_depth(p, *depth, pos)) {
-        sl_expr_free(p->ctx, e);
-        return NULL;
-    }
-    return e;
+    return finish_node(p, SL_EXPR_CAST, NO_OP, t, a, NULL, NULL, da, pos, depth);
 }
 
 /* ---- grammar ----------------------------------------------------------------------------- */
