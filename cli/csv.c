@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "errbuf.h"
-#include "half.h"
 
 struct sl_csv_reader {
     FILE *file;
@@ -338,7 +337,7 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
             float f = (float)d;
             memcpy(dst, &f, sizeof f);
         } else {
-            uint16_t h = sl_cli_f32_to_f16((float)d);
+            uint16_t h = sluice_f32_to_f16((float)d);
             if (!nonfinite && (h & 0x7fff) == 0x7c00)
                 return sl_errf(err, errcap, "'%s' is out of the range of %s", s, tname);
             memcpy(dst, &h, sizeof h);

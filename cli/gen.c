@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "half.h"
 #include "npy.h"
 
 /* splitmix64's finaliser: a bijective mix, good enough that neighbouring counters give
@@ -53,7 +52,7 @@ void sl_gen_values(sluice_type type, uint64_t seed, uint64_t column, int64_t sta
         case SLUICE_I32: ((int32_t *)dst)[r] = (int32_t)ranged; break;
         case SLUICE_I64: ((int64_t *)dst)[r] = ranged; break;
         case SLUICE_U64: ((uint64_t *)dst)[r] = bits >> 32; break;
-        case SLUICE_F16: ((uint16_t *)dst)[r] = sl_cli_f32_to_f16((float)normal(seed, column, idx)); break;
+        case SLUICE_F16: ((uint16_t *)dst)[r] = sluice_f32_to_f16((float)normal(seed, column, idx)); break;
         case SLUICE_F32: ((float *)dst)[r] = (float)normal(seed, column, idx); break;
         case SLUICE_F64: ((double *)dst)[r] = normal(seed, column, idx); break;
         default: break;

@@ -11,6 +11,10 @@
 #include "expr.h"
 #include "sl_ops.h"
 
+/* One conversion under two names: sluice_* for users of the public API (the command line
+ * among them), sl_* for the core's own code. */
+float sluice_f16_to_f32(uint16_t half) { return sl_half_to_f32(half); }
+uint16_t sluice_f32_to_f16(float value) { return sl_f32_to_half(value); }
 float sl_f16_to_f32(uint16_t h) { return sl_half_to_f32(h); }
 uint16_t sl_f32_to_f16(float f) { return sl_f32_to_half(f); }
 

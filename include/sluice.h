@@ -22,8 +22,8 @@
  *   a time: the caller serialises all calls that reach the same context. Different contexts
  *   share nothing and may be used from different threads at once (one context per thread is
  *   the intended pattern; CUDA sessions on different streams then run concurrently).
- *   sluice_version*, sluice_status_name, sluice_strerror, sluice_type_* and
- *   sluice_backend_available are safe from any thread.
+ *   sluice_version*, sluice_status_name, sluice_strerror, sluice_type_*, the f16
+ *   conversions and sluice_backend_available are safe from any thread.
  */
 #ifndef SLUICE_H
 #define SLUICE_H
@@ -119,6 +119,22 @@ SLUICE_API const char *sluice_type_name(sluice_type type);
 SLUICE_API size_t sluice_type_size(sluice_type type);
 /* Parses "f32" etc. Returns SLUICE_ERR_INVALID_ARGUMENT for an unknown name. */
 SLUICE_API sluice_status sluice_type_from_name(const char *name, sluice_type *out);
+
+/* IEEE binary16 <-> binary32: the conversions the library itself applies to SLUICE_F16
+ * columns (whose elements are the 16 bits of a half), for callers that fill or read such
+ * columns. They never fail and allocate nothing.
+ *
+ * sluice_f32_to_f16 rounds to nearest, ties to even. Magnitudes from 65520 up (65504, the
+ * largest half, plus half an ulp) become infinity of the same sign; magnitudes of 2^-25 or
+ * less (half the smallest subnormal, the tie included) become zero of the same sign;
+ * infinities stay infinities; a NaN stays a quiet NaN with its sign and the top bits of its
+ * payload.
+ *
+ * sluice_f16_to_f32 is exact: every half, subnormals included, is a float. A NaN stays a NaN
+ * with its sign and payload, so sluice_f32_to_f16(sluice_f16_to_f32(h)) == h for every h
+ * that is not a signalling NaN (which comes back quiet). */
+SLUICE_API uint16_t sluice_f32_to_f16(float value);
+SLUICE_API float sluice_f16_to_f32(uint16_t half);
 
 /* ---------------------------------------------------------------- backends */
 

@@ -1,6 +1,8 @@
 /* test_api.c — the public API's contract: versions, statuses, types, contexts and allocator
  * hooks, misuse (NULL handles, wrong call order), batch validation errors, and that a failed
- * push leaves the session usable without losing accepted output. */
+ * push leaves the session usable without losing accepted output; the f16 conversions. */
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -352,6 +354,91 @@ START_TEST(load_file_errors) {
 }
 END_TEST
 
+/* ---- f16 conversions ---------------------------------------------------------------------- */
+
+static uint32_t f32_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+static float f32_of_bits(uint32_t b) {
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+START_TEST(f16_conversions) {
+    /* Every half, against its value computed from the binary16 layout, and back. */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, sign = h & 0x8000;
+        float f = sluice_f16_to_f32((uint16_t)h);
+        uint16_t back = sluice_f32_to_f16(f);
+        if (exp == 0x1f && mant != 0) { /* NaN: payload kept both ways, quiet on the way back */
+            ck_assert_msg(isnan(f) && (f32_bits(f) >> 31) == (sign >> 15) &&
+                              ((f32_bits(f) >> 13) & 0x3ff) == mant,
+                          "nan %04x -> %08x", h, f32_bits(f));
+            ck_assert_msg(back == (h | 0x200), "nan %04x -> %04x", h, back);
+            continue;
+        }
+        double magnitude = exp == 0x1f ? INFINITY
+                           : exp == 0  ? ldexp((double)mant, -24)
+                                       : ldexp((double)(mant | 0x400), (int)exp - 25);
+        double want = sign ? -magnitude : magnitude;
+        ck_assert_msg((double)f == want && !signbit(f) == !signbit(want), "%04x -> %a, want %a",
+                      h, (double)f, want);
+        ck_assert_msg(back == h, "%04x -> %a -> %04x", h, (double)f, back);
+    }
+    static const struct {
+        float f;
+        uint16_t h;
+    } cases[] = {
+        {0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.5f, 0x3800},
+        {0.1f, 0x2e66}, {1.0f / 3.0f, 0x3555},                /* round to nearest */
+        {2049.0f, 0x6800}, {2051.0f, 0x6802},                 /* ties to even, down and up */
+        {0x1.002p0f, 0x3c00}, {0x1.006p0f, 0x3c02},
+        {0x1p-14f, 0x0400},                                   /* the smallest normal */
+        {0x1p-14f * (1.0f - 0x1p-12f), 0x0400},               /* rounds up into it */
+        {0x1.ff8p-15f, 0x03ff},                               /* the largest subnormal */
+        {0x1p-24f, 0x0001},                                   /* the smallest subnormal */
+        {0x1p-25f, 0x0000}, {-0x1p-25f, 0x8000},              /* a tie: to even, zero */
+        {0x1.8p-25f, 0x0001}, {0x1.8p-24f, 0x0002},           /* subnormal ties to even */
+        {0x1.4p-24f, 0x0001}, {1e-9f, 0x0000}, {-1e-30f, 0x8000},
+        {65504.0f, 0x7bff}, {65519.0f, 0x7bff},               /* the largest half */
+        {65520.0f, 0x7c00}, {-65520.0f, 0xfc00},              /* overflow to infinity */
+        {-1e10f, 0xfc00}, {FLT_MAX, 0x7c00}, {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(sluice_f32_to_f16(cases[i].f) == cases[i].h, "%a -> %04x, want %04x",
+                      (double)cases[i].f, sluice_f32_to_f16(cases[i].f), cases[i].h);
+    /* NaN stays NaN (never infinity, even when only low payload bits are set), sign kept. */
+    static const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u,
+                                    0x7fbfe000u, 0x7fc01fffu};
+    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+        uint16_t h = sluice_f32_to_f16(f32_of_bits(nans[i]));
+        ck_assert_msg((h & 0x7e00) == 0x7e00 && (h >> 15) == (nans[i] >> 31),
+                      "nan %08x -> %04x", nans[i], h);
+        ck_assert_msg((h & 0x1ff) == ((nans[i] >> 13) & 0x1ff), "nan %08x -> %04x", nans[i], h);
+    }
+#if defined(__FLT16_MAX__) && !defined(__clang__)
+    /* Against the compiler's correctly rounded conversion, over random bit patterns and,
+     * every other draw, exponents near binary16's range (subnormals, ties, overflow). */
+    tu_rng rng;
+    tu_rng_seed(&rng, 16);
+    for (int i = 0; i < 2000000; i++) {
+        uint32_t bits = (uint32_t)tu_rng_next(&rng);
+        if (i & 1) bits = (bits & 0x8000ffffu) | ((uint32_t)(100 + (bits >> 16) % 60) << 23);
+        float f = f32_of_bits(bits);
+        if (isnan(f)) continue;
+        _Float16 ref = (_Float16)f;
+        uint16_t rb;
+        memcpy(&rb, &ref, sizeof rb);
+        ck_assert_msg(sluice_f32_to_f16(f) == rb, "%08x: %04x vs %04x", bits,
+                      sluice_f32_to_f16(f), rb);
+    }
+#endif
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("api");
     TCase *tc = tcase_create("api");
@@ -365,6 +452,7 @@ int main(void) {
     tcase_add_test(tc, introspection_and_explain);
     tcase_add_test(tc, diagnostic_format);
     tcase_add_test(tc, load_file_errors);
+    tcase_add_test(tc, f16_conversions);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

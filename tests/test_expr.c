@@ -628,50 +628,7 @@ START_TEST(test_fields_and_params) {
 }
 END_TEST
 
-/* ---- f16, sort keys, literals ------------------------------------------------------------ */
-
-START_TEST(test_f16) {
-    for (uint32_t h = 0; h < 65536; h++) {
-        float f = sl_f16_to_f32((uint16_t)h);
-        uint16_t back = sl_f32_to_f16(f);
-        bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
-        if (nan) {
-            ck_assert_msg(isnan(f) && (back & 0x7c00) == 0x7c00 && (back & 0x3ff) &&
-                              (back & 0x8000) == (h & 0x8000), "nan %04x", h);
-        } else {
-            ck_assert_msg(back == h, "%04x -> %g -> %04x", h, (double)f, back);
-        }
-    }
-    ck_assert_int_eq(sl_f32_to_f16(65504.0f), 0x7bff);
-    ck_assert_int_eq(sl_f32_to_f16(65519.0f), 0x7bff);
-    ck_assert_int_eq(sl_f32_to_f16(65520.0f), 0x7c00);
-    ck_assert_int_eq(sl_f32_to_f16(-1e10f), 0xfc00);
-    ck_assert_int_eq(sl_f32_to_f16(2049.0f), 0x6800); /* tie to even */
-    ck_assert_int_eq(sl_f32_to_f16(2051.0f), 0x6802);
-    ck_assert_int_eq(sl_f32_to_f16(ldexpf(1.0f, -24)), 0x0001);
-    ck_assert_int_eq(sl_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);
-    ck_assert_int_eq(sl_f32_to_f16(ldexpf(1.5f, -25)), 0x0001);
-    ck_assert_int_eq(sl_f32_to_f16(ldexpf(3.0f, -25)), 0x0002);
-    ck_assert_int_eq(sl_f32_to_f16(1.0f / 3.0f), 0x3555);
-    ck_assert_int_eq(sl_f32_to_f16(-0.0f), 0x8000);
-    ck_assert_int_eq(sl_f32_to_f16(ldexpf(1.0f, -14) * (1.0f - ldexpf(1.0f, -12))), 0x0400);
-#if defined(__FLT16_MAX__) && !defined(__clang__)
-    /* against the compiler's correctly rounded conversion, over random and edge bit patterns */
-    tu_rng rng;
-    tu_rng_seed(&rng, 16);
-    for (int i = 0; i < 2000000; i++) {
-        uint32_t bits = (uint32_t)tu_rng_next(&rng);
-        if (i & 1) bits = (bits & 0x8000ffffu) | ((uint32_t)(100 + (bits >> 16) % 60) << 23);
-        float f = sl_f32_from_bits(bits);
-        if (isnan(f)) continue;
-        _Float16 ref = (_Float16)f;
-        uint16_t rb;
-        memcpy(&rb, &ref, 2);
-        ck_assert_msg(sl_f32_to_f16(f) == rb, "%08x: %04x vs %04x", bits, sl_f32_to_f16(f), rb);
-    }
-#endif
-}
-END_TEST
+/* ---- sort keys, literals (the f16 conversion is tested in test_api.c) ------------------ */
 
 START_TEST(test_sort_keys) {
     const float ordered[] = {-NAN, -INFINITY, -1e30f, -1.0f, -1e-45f, -0.0f, 0.0f, 1e-45f,
@@ -1187,7 +1144,6 @@ static Suite *expr_suite(void) {
     tcase_add_test(tc, test_defined_integer_results);
     tcase_add_test(tc, test_defined_cast_and_float_results);
     tcase_add_test(tc, test_fields_and_params);
-    tcase_add_test(tc, test_f16);
     tcase_add_test(tc, test_sort_keys);
     tcase_add_test(tc, test_value_parse_format);
     tcase_add_test(tc, test_vector_matches_scalar);

@@ -1,6 +1,6 @@
 /* test_io.c — the command line's file formats, tested from their sources: .npy headers and
- * the streaming writer, the CSV reader and typed fields, raw sizes, f16 conversion, the
- * synthetic generator, and the batch source that cuts a directory or CSV into batches. */
+ * the streaming writer, the CSV reader and typed fields, raw sizes, the synthetic generator,
+ * and the batch source that cuts a directory or CSV into batches. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
@@ -10,7 +10,6 @@
 
 #include "cli/csv.h"
 #include "cli/gen.h"
-#include "cli/half.h"
 #include "cli/input.h"
 #include "cli/npy.h"
 #include "cli/output.h"
@@ -429,29 +428,6 @@ START_TEST(raw_sizes) {
 }
 END_TEST
 
-START_TEST(half_conversions) {
-    static const struct {
-        float f;
-        uint16_t h;
-    } exact[] = {{0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3c00},     {-2.0f, 0xc000},
-                 {65504.0f, 0x7bff}, {0x1p-24f, 0x0001}, {0x1p-14f, 0x0400}, {0.5f, 0x3800}};
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
-        ck_assert_uint_eq(sl_cli_f32_to_f16(exact[i].f), exact[i].h);
-        ck_assert_float_eq(sl_cli_f16_to_f32(exact[i].h), exact[i].f);
-    }
-    ck_assert_uint_eq(sl_cli_f32_to_f16(0.1f), 0x2e66);      /* round to nearest */
-    ck_assert_uint_eq(sl_cli_f32_to_f16(65520.0f), 0x7c00);  /* rounds up to inf */
-    ck_assert_uint_eq(sl_cli_f32_to_f16(INFINITY), 0x7c00);
-    ck_assert_uint_eq(sl_cli_f32_to_f16(1e-9f), 0x0000);
-    ck_assert(isnan(sl_cli_f16_to_f32(sl_cli_f32_to_f16(NAN))));
-    /* Every finite half survives a round trip through float. */
-    for (uint32_t h = 0; h < 0x10000; h++) {
-        if ((h & 0x7c00) == 0x7c00) continue;
-        ck_assert_uint_eq(sl_cli_f32_to_f16(sl_cli_f16_to_f32((uint16_t)h)), h);
-    }
-}
-END_TEST
-
 START_TEST(gen_is_deterministic_and_window_independent) {
     float whole[1000], part[1000], other[1000];
     sl_gen_values(SLUICE_F32, 7, 0, 0, 1000, whole);
@@ -723,9 +699,8 @@ static Suite *io_suite(void) {
     tcase_add_test(csv, csv_parses_typed_fields);
     tcase_add_test(csv, csv_survives_random_corruption);
     suite_add_tcase(s, csv);
-    TCase *misc = tcase_create("raw_half_gen");
+    TCase *misc = tcase_create("raw_gen");
     tcase_add_test(misc, raw_sizes);
-    tcase_add_test(misc, half_conversions);
     tcase_add_test(misc, gen_is_deterministic_and_window_independent);
     suite_add_tcase(s, misc);
     TCase *input = tcase_create("input");

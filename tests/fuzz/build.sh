@@ -38,7 +38,7 @@ YAML_LIBS="$(pkg-config --libs yaml-0.1)"
 for h in "${HARNESSES[@]}"; do
   extra=()
   # The command line's readers are not part of the library: compile them in.
-  if [ "$h" = io ]; then extra=("$ROOT"/cli/npy.c "$ROOT"/cli/csv.c "$ROOT"/cli/raw.c "$ROOT"/cli/half.c "$ROOT"/cli/input.c); fi
+  if [ "$h" = io ]; then extra=("$ROOT"/cli/npy.c "$ROOT"/cli/csv.c "$ROOT"/cli/raw.c "$ROOT"/cli/input.c); fi
   "$CC" $CFLAGS_COMMON -fsanitize=fuzzer -Wall -Wextra \
     -I"$ROOT/include" -I"$ROOT/core" -I"$ROOT/kernels" -I"$ROOT" -I"$ROOT/tests/fuzz" \
     "$ROOT/tests/fuzz/fuzz_$h.c" "${extra[@]}" "$BUILD/lib/libsluice.a" $YAML_LIBS -lpthread -lm \

@@ -22,7 +22,6 @@
 #include "fuzz_util.h"
 #include "types.h"
 #include "cli/csv.h"
-#include "cli/half.h"
 #include "cli/input.h"
 #include "cli/npy.h"
 #include "cli/raw.h"
@@ -133,8 +132,8 @@ static bool same_bits_or_both_nan(sluice_type t, uint64_t a, uint64_t b) {
         memcpy(&y, &b, 4);
         return isnan(x) && isnan(y);
     }
-    if (t == SLUICE_F16) return isnan(sl_cli_f16_to_f32((uint16_t)a)) &&
-                                isnan(sl_cli_f16_to_f32((uint16_t)b));
+    if (t == SLUICE_F16) return isnan(sluice_f16_to_f32((uint16_t)a)) &&
+                                isnan(sluice_f16_to_f32((uint16_t)b));
     return false;
 }
 
@@ -149,7 +148,7 @@ static void print_value(sluice_type t, uint64_t bits, char *buf, size_t cap) {
     case SLUICE_U8: case SLUICE_U16: case SLUICE_U32: case SLUICE_U64:
         snprintf(buf, cap, "%" PRIu64, bits);
         break;
-    case SLUICE_F16: snprintf(buf, cap, "%.9g", (double)sl_cli_f16_to_f32((uint16_t)bits)); break;
+    case SLUICE_F16: snprintf(buf, cap, "%.9g", (double)sluice_f16_to_f32((uint16_t)bits)); break;
     case SLUICE_F32: {
         float f;
         uint32_t b32 = (uint32_t)bits;
