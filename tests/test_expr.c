@@ -317,57 +317,43 @@ START_TEST(test_type_errors) {
 }
 END_TEST
 
-START_TEST(test_limits) {
-    /* length */
-    size_t n = SL_EXPR_MAX_LENGTH + 1;
-    char *text = malloc(n + 1);
-    memset(text, ' ', n);
-    text[0] = 'x';
-    text[n] = 0;
-    sl_expr *e = NULL;
-    ck_assert_int_eq(sl_expr_parse(ctx, text, n, (sl_srcloc){1, 1}, &test_scope, &e),
-                     SLUICE_ERR_LIMIT);
-    ck_assert_ptr_null(e);
-    free(text);
-    sl_diag_clear(ctx);
-
-    /* nesting through parentheses, unary operators, operator chains and calls: refused with
-     * LIMIT, never a stack overflow, at depths far past the limit */
-    const char *shapes[] = {"(", "-", "!", "abs("};
-    for (int s = 0; s < 4; s++) {
-        int depth = 20000;
-        size_t len = (size_t)depth * 6 + 16;
-        text = malloc(len);
-        size_t pos = 0;
-        for (int i = 0; i < depth; i++) pos += (size_t)sprintf(text + pos, "%s", shapes[s]);
-        pos += (size_t)sprintf(text + pos, "%s", s == 2 ? "f" : "x");
-        if (s == 0 || s == 3)
-            for (int i = 0; i < depth; i++) text[pos++] = ')';
-        text[pos] = 0;
-        ck_assert_int_eq(sl_expr_parse(ctx, text, pos, (sl_srcloc){1, 1}, &test_scope, &e),
-                         SLUICE_ERR_LIMIT);
-        free(text);
-        sl_diag_clear(ctx);
-    }
-    /* a long flat chain builds a deep tree: limited too */
-    text = malloc(4 * 1000 + 8);
+/* Parses `open` `depth` times, then `operand`, then `close` `depth` times; returns the status
+ * and leaves no tree and no diagnostics behind. */
+static sluice_status parse_repeated(const char *open, const char *operand, const char *close,
+                                    int depth) {
+    size_t cap = (size_t)depth * (strlen(open) + strlen(close)) + strlen(operand) + 1;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
     size_t pos = 0;
-    for (int i = 0; i < 1000; i++) pos += (size_t)sprintf(text + pos, "x + ");
-    pos += (size_t)sprintf(text + pos, "x");
-    ck_assert_int_eq(sl_expr_parse(ctx, text, pos, (sl_srcloc){1, 1}, &test_scope, &e),
-                     SLUICE_ERR_LIMIT);
-    free(text);
-    sl_diag_clear(ctx);
-    /* and below the limit it is fine */
-    text = malloc(4 * 200 + 8);
-    pos = 0;
-    for (int i = 0; i < 200; i++) pos += (size_t)sprintf(text + pos, "x + ");
-    pos += (size_t)sprintf(text + pos, "x");
-    ck_assert_int_eq(sl_expr_parse(ctx, text, pos, (sl_srcloc){1, 1}, &test_scope, &e), SLUICE_OK);
+    for (int i = 0; i < depth; i++) pos += (size_t)sprintf(text + pos, "%s", open);
+    pos += (size_t)sprintf(text + pos, "%s", operand);
+    for (int i = 0; i < depth; i++) pos += (size_t)sprintf(text + pos, "%s", close);
+    sl_expr *e = NULL;
+    sluice_status st = sl_expr_parse(ctx, text, pos, (sl_srcloc){1, 1}, &test_scope, &e);
+    ck_assert(st == SLUICE_OK ? e != NULL : e == NULL);
     sl_expr_free(ctx, e);
     free(text);
+    sl_diag_clear(ctx);
+    return st;
+}
+
+START_TEST(test_limits) {
+    /* length: "x" and spaces, one byte past the limit */
+    ck_assert_int_eq(parse_repeated("", "x", " ", SL_EXPR_MAX_LENGTH), SLUICE_ERR_LIMIT);
+    /* nesting through parentheses, unary operators, operator chains and calls: refused with
+     * LIMIT, never a stack overflow, at depths far past the limit */
+    static const struct {
+        const char *open, *operand, *close;
+    } shapes[] = {{"(", "x", ")"}, {"-", "x", ""}, {"!", "f", ""}, {"abs(", "x", ")"}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        ck_assert_int_eq(parse_repeated(shapes[s].open, shapes[s].operand, shapes[s].close, 20000),
+                         SLUICE_ERR_LIMIT);
+    /* a long flat chain builds a deep tree: limited too, and below the limit it is fine */
+    ck_assert_int_eq(parse_repeated("x + ", "x", "", 1000), SLUICE_ERR_LIMIT);
+    ck_assert_int_eq(parse_repeated("x + ", "x", "", 200), SLUICE_OK);
     /* an expression that is not NUL-terminated is read only up to its length */
     const char buf[] = {'x', ' ', '>', ' ', '0', '0', '@'};
+    sl_expr *e = NULL;
     ck_assert_int_eq(sl_expr_parse(ctx, buf, 5, (sl_srcloc){1, 1}, &test_scope, &e), SLUICE_OK);
     sl_expr_free(ctx, e);
     /* bad arguments */

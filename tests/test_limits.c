@@ -65,26 +65,30 @@ static sluice_status load(sluice_context *ctx, const text *t, char *msg, size_t 
     return st;
 }
 
-static void expect_ok(const text *t) {
+/* Expects t to load, and frees it. */
+static void expect_ok(text t) {
     sluice_context *ctx = new_context();
     char msg[1024];
-    sluice_status st = load(ctx, t, msg, sizeof msg);
+    sluice_status st = load(ctx, &t, msg, sizeof msg);
     if (st != SLUICE_OK) tu_print_diags(ctx);
     ck_assert_msg(st == SLUICE_OK, "expected the file to load, got %s: %s", sluice_status_name(st),
                   msg);
     sluice_context_destroy(ctx);
+    free(t.s);
 }
 
-/* Expects SLUICE_ERR_LIMIT whose first message contains `phrase`; copies the message out. */
-static void expect_limit(const text *t, const char *phrase, char *msg_out, size_t cap) {
+/* Expects SLUICE_ERR_LIMIT whose first message contains `phrase`; copies the message out
+ * when msg_out is given, and frees t. */
+static void expect_limit(text t, const char *phrase, char *msg_out, size_t cap) {
     sluice_context *ctx = new_context();
     char msg[1024];
-    sluice_status st = load(ctx, t, msg, sizeof msg);
+    sluice_status st = load(ctx, &t, msg, sizeof msg);
     ck_assert_msg(st == SLUICE_ERR_LIMIT, "expected SLUICE_ERR_LIMIT, got %s: %s",
                   sluice_status_name(st), msg);
     ck_assert_msg(strstr(msg, phrase) != NULL, "message '%s' does not mention '%s'", msg, phrase);
     if (msg_out) snprintf(msg_out, cap, "%s", msg);
     sluice_context_destroy(ctx);
+    free(t.s);
 }
 
 static const char *const minimal_pipeline =
@@ -103,16 +107,12 @@ static text padded_pipeline(size_t size) {
 }
 
 START_TEST(file_size_at_limit_loads) {
-    text t = padded_pipeline((size_t)1 << 20);
-    expect_ok(&t);
-    free(t.s);
+    expect_ok(padded_pipeline((size_t)1 << 20));
 }
 END_TEST
 
 START_TEST(file_size_past_limit_refused) {
-    text t = padded_pipeline(((size_t)1 << 20) + 1);
-    expect_limit(&t, "1048576", NULL, 0);
-    free(t.s);
+    expect_limit(padded_pipeline(((size_t)1 << 20) + 1), "1048576", NULL, 0);
 }
 END_TEST
 
@@ -159,12 +159,9 @@ START_TEST(yaml_depth_at_limit_reaches_the_schema) {
 END_TEST
 
 START_TEST(yaml_depth_past_limit_refused) {
-    text t = nested_yaml(32);
-    expect_limit(&t, "nesting", NULL, 0);
-    free(t.s);
-    t = nested_yaml(100000); /* and far past it: no recursion, no time */
-    expect_limit(&t, "nesting", NULL, 0);
-    free(t.s);
+    expect_limit(nested_yaml(32), "nesting", NULL, 0);
+    /* and far past it: no recursion, no time */
+    expect_limit(nested_yaml(100000), "nesting", NULL, 0);
 }
 END_TEST
 
@@ -180,16 +177,12 @@ static text long_expression(size_t length) {
 }
 
 START_TEST(expression_length_at_limit_loads) {
-    text t = long_expression(65536);
-    expect_ok(&t);
-    free(t.s);
+    expect_ok(long_expression(65536));
 }
 END_TEST
 
 START_TEST(expression_length_past_limit_refused) {
-    text t = long_expression(65537);
-    expect_limit(&t, "65536", NULL, 0);
-    free(t.s);
+    expect_limit(long_expression(65537), "65536", NULL, 0);
 }
 END_TEST
 
@@ -206,27 +199,14 @@ static text nested_expression(const char *open, const char *close, int depth) {
 START_TEST(expression_depth_limits) {
     /* Parentheses, unary operators and long operator chains all count as depth: each makes
      * the tree deeper, and every later pass over the tree recurses. */
-    text t = nested_expression("(", ")", 100);
-    expect_ok(&t);
-    free(t.s);
-    t = nested_expression("-", "", 200);
-    expect_ok(&t);
-    free(t.s);
-    t = nested_expression("", " + x", 200);
-    expect_ok(&t);
-    free(t.s);
-    t = nested_expression("(", ")", 300);
-    expect_limit(&t, "nested deeper", NULL, 0);
-    free(t.s);
-    t = nested_expression("-", "", 300);
-    expect_limit(&t, "nested deeper", NULL, 0);
-    free(t.s);
-    t = nested_expression("", " + x", 300);
-    expect_limit(&t, "nested deeper", NULL, 0);
-    free(t.s);
-    t = nested_expression("abs(", ")", 10000); /* far past it: refused, no stack overflow */
-    expect_limit(&t, "nested deeper", NULL, 0);
-    free(t.s);
+    expect_ok(nested_expression("(", ")", 100));
+    expect_ok(nested_expression("-", "", 200));
+    expect_ok(nested_expression("", " + x", 200));
+    expect_limit(nested_expression("(", ")", 300), "nested deeper", NULL, 0);
+    expect_limit(nested_expression("-", "", 300), "nested deeper", NULL, 0);
+    expect_limit(nested_expression("", " + x", 300), "nested deeper", NULL, 0);
+    /* far past it: refused, no stack overflow */
+    expect_limit(nested_expression("abs(", ")", 10000), "nested deeper", NULL, 0);
 }
 END_TEST
 
@@ -242,15 +222,9 @@ static text many_columns(int inputs, int mapped) {
 }
 
 START_TEST(columns_limit) {
-    text t = many_columns(1000, 24); /* 1024 columns */
-    expect_ok(&t);
-    free(t.s);
-    t = many_columns(1000, 25);
-    expect_limit(&t, "1024", NULL, 0);
-    free(t.s);
-    t = many_columns(1025, 1); /* inputs alone past the limit */
-    expect_limit(&t, "1024", NULL, 0);
-    free(t.s);
+    expect_ok(many_columns(1000, 24)); /* 1024 columns */
+    expect_limit(many_columns(1000, 25), "1024", NULL, 0);
+    expect_limit(many_columns(1025, 1), "1024", NULL, 0); /* inputs alone past the limit */
 }
 END_TEST
 
@@ -262,12 +236,8 @@ static text many_stages(int stages) {
 }
 
 START_TEST(stages_limit) {
-    text t = many_stages(256);
-    expect_ok(&t);
-    free(t.s);
-    t = many_stages(257);
-    expect_limit(&t, "256", NULL, 0);
-    free(t.s);
+    expect_ok(many_stages(256));
+    expect_limit(many_stages(257), "256", NULL, 0);
 }
 END_TEST
 
@@ -280,12 +250,8 @@ static text many_params(int params) {
 }
 
 START_TEST(params_limit) {
-    text t = many_params(256);
-    expect_ok(&t);
-    free(t.s);
-    t = many_params(257);
-    expect_limit(&t, "256", NULL, 0);
-    free(t.s);
+    expect_ok(many_params(256));
+    expect_limit(many_params(257), "256", NULL, 0);
 }
 END_TEST
 
@@ -307,22 +273,14 @@ static text many_operators(int operators, int fields) {
 }
 
 START_TEST(operators_limit) {
-    text t = many_operators(64, 1);
-    expect_ok(&t);
-    free(t.s);
-    t = many_operators(65, 1);
-    expect_limit(&t, "64", NULL, 0);
-    free(t.s);
+    expect_ok(many_operators(64, 1));
+    expect_limit(many_operators(65, 1), "64", NULL, 0);
 }
 END_TEST
 
 START_TEST(operator_fields_limit) {
-    text t = many_operators(1, 8);
-    expect_ok(&t);
-    free(t.s);
-    t = many_operators(1, 9);
-    expect_limit(&t, "8", NULL, 0);
-    free(t.s);
+    expect_ok(many_operators(1, 8));
+    expect_limit(many_operators(1, 9), "8", NULL, 0);
 }
 END_TEST
 
@@ -338,10 +296,7 @@ START_TEST(limit_messages_are_distinct) {
     t[5] = many_stages(300);
     t[6] = many_params(300);
     t[7] = many_operators(70, 1);
-    for (int i = 0; i < 8; i++) {
-        expect_limit(&t[i], "", msgs[i], sizeof msgs[i]);
-        free(t[i].s);
-    }
+    for (int i = 0; i < 8; i++) expect_limit(t[i], "", msgs[i], sizeof msgs[i]);
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < i; j++)
             ck_assert_msg(strcmp(msgs[i], msgs[j]) != 0, "limits %d and %d share '%s'", j, i,
