@@ -39,16 +39,17 @@
 
 /* ---- kernels: one loop per (operation, type), operands vector or scalar ------------------- */
 
-/* as / bs: the operand is a single value to broadcast. */
-#define SL_BIN_(T, OT, FN)                                                                      \
+/* as / bs: the operand is a single value to broadcast. T, BT: the operands' types (BT is i64
+ * for the count of a shift, T otherwise); OT: the result's. */
+#define SL_BIN_(T, BT, OT, FN)                                                                  \
     do {                                                                                        \
         const T *restrict x_ = a;                                                               \
-        const T *restrict y_ = b;                                                               \
+        const BT *restrict y_ = b;                                                              \
         OT *restrict o_ = out;                                                                  \
         if (!as && !bs) {                                                                       \
             for (int64_t i = 0; i < n; i++) o_[i] = FN(x_[i], y_[i]);                           \
         } else if (!as) {                                                                       \
-            const T yv_ = *y_;                                                                  \
+            const BT yv_ = *y_;                                                                 \
             for (int64_t i = 0; i < n; i++) o_[i] = FN(x_[i], yv_);                             \
         } else if (!bs) {                                                                       \
             const T xv_ = *x_;                                                                  \
@@ -59,27 +60,7 @@
         }                                                                                       \
     } while (0)
 
-/* a shift: the count is i64 */
-#define SL_SHIFT_(T, FN)                                                                        \
-    do {                                                                                        \
-        const T *restrict x_ = a;                                                               \
-        const int64_t *restrict y_ = b;                                                         \
-        T *restrict o_ = out;                                                                   \
-        if (!as && !bs) {                                                                       \
-            for (int64_t i = 0; i < n; i++) o_[i] = FN(x_[i], y_[i]);                           \
-        } else if (!as) {                                                                       \
-            const int64_t yv_ = *y_;                                                            \
-            for (int64_t i = 0; i < n; i++) o_[i] = FN(x_[i], yv_);                             \
-        } else if (!bs) {                                                                       \
-            const T xv_ = *x_;                                                                  \
-            for (int64_t i = 0; i < n; i++) o_[i] = FN(xv_, y_[i]);                             \
-        } else {                                                                                \
-            const T r_ = FN(*x_, *y_);                                                          \
-            for (int64_t i = 0; i < n; i++) o_[i] = r_;                                         \
-        }                                                                                       \
-    } while (0)
-
-#define SL_BCASE_(OP, T, OT, FN) case OP: SL_BIN_(T, OT, FN); return;
+#define SL_BCASE_(OP, T, OT, FN) case OP: SL_BIN_(T, T, OT, FN); return;
 
 #define SL_NUMERIC_BINARY_CASES_(s, T)                                                          \
     SL_BCASE_(SL_OP_ADD, T, T, sl_add_##s)                                                      \
@@ -101,8 +82,8 @@
     SL_BCASE_(SL_OP_BITAND, T, T, sl_bitand_##s)                                                \
     SL_BCASE_(SL_OP_BITOR, T, T, sl_bitor_##s)                                                  \
     SL_BCASE_(SL_OP_BITXOR, T, T, sl_bitxor_##s)                                                \
-    case SL_OP_SHL: SL_SHIFT_(T, sl_shl_##s); return;                                           \
-    case SL_OP_SHR: SL_SHIFT_(T, sl_shr_##s); return;
+    case SL_OP_SHL: SL_BIN_(T, int64_t, T, sl_shl_##s); return;                                 \
+    case SL_OP_SHR: SL_BIN_(T, int64_t, T, sl_shr_##s); return;
 
 /* Binary operators and min/max. t is the operands' type (the count of a shift is i64). */
 SL_KERNEL_CLONES static void k_binary(sl_expr_op op, sluice_type t, const void *a, bool as, const void *b, bool bs,

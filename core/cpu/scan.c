@@ -297,6 +297,21 @@ static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state
 
 /* ---- single-field builtins: sl_value state <-> native registers ---------------------- */
 
+/* The acc types with loops above: the type, its loop family, the register type the state
+ * lives in, and the sl_value field that holds it between tiles. */
+#define FAST_ACC_TYPES(X)                                                                \
+    X(SLUICE_U8, u8, uint8_t, u) X(SLUICE_U16, u16, uint16_t, u)                         \
+    X(SLUICE_U32, u32, uint32_t, u) X(SLUICE_U64, u64, uint64_t, u)                      \
+    X(SLUICE_I8, i8, int8_t, i) X(SLUICE_I16, i16, int16_t, i)                           \
+    X(SLUICE_I32, i32, int32_t, i) X(SLUICE_I64, i64, int64_t, i)                        \
+    X(SLUICE_F16, f16, float, f) X(SLUICE_F32, f32, float, f)                            \
+    X(SLUICE_F64, f64, double, f)
+
+/* The type whose loops scan the acc type: bool (a byte of 0 or 1) scans as u8. */
+static inline sluice_type fast_acc(const sl_scan *scan) {
+    return scan->acc[0] == SLUICE_BOOL ? SLUICE_U8 : scan->acc[0];
+}
+
 static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uint8_t *head,
                         sl_value *state, void *y) {
     sl_scan_op op = scan->op;
@@ -305,54 +320,26 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
     if (!head && n >= 16 * SUM_LANES && (op == SL_SCAN_SUM || op == SL_SCAN_COUNT) &&
         sum_lanes(scan->acc[0], n, x, state, y, ex))
         return true;
-    switch (scan->acc[0]) {
-#define INT_CASE(T, NAME, CT, FIELD)                                                     \
+    switch (fast_acc(scan)) {
+#define SCAN_CASE(T, NAME, CT, FIELD)                                                    \
     case T: {                                                                            \
         CT s = (CT)state->FIELD;                                                         \
         if (!NAME##_scan(op, n, x, head, &s, (CT)id.FIELD, y, ex)) return false;        \
         state->FIELD = s;                                                                \
         return true;                                                                     \
     }
-        INT_CASE(SLUICE_BOOL, u8, uint8_t, u)
-        INT_CASE(SLUICE_U8, u8, uint8_t, u)
-        INT_CASE(SLUICE_U16, u16, uint16_t, u)
-        INT_CASE(SLUICE_U32, u32, uint32_t, u)
-        INT_CASE(SLUICE_U64, u64, uint64_t, u)
-        INT_CASE(SLUICE_I8, i8, int8_t, i)
-        INT_CASE(SLUICE_I16, i16, int16_t, i)
-        INT_CASE(SLUICE_I32, i32, int32_t, i)
-        INT_CASE(SLUICE_I64, i64, int64_t, i)
-#undef INT_CASE
-#define FLOAT_CASE(T, NAME, CT)                                                          \
-    case T: {                                                                            \
-        CT s = (CT)state->f;                                                             \
-        if (!NAME##_scan(op, n, x, head, &s, (CT)id.f, y, ex)) return false;            \
-        state->f = s;                                                                    \
-        return true;                                                                     \
-    }
-        FLOAT_CASE(SLUICE_F16, f16, float)
-        FLOAT_CASE(SLUICE_F32, f32, float)
-        FLOAT_CASE(SLUICE_F64, f64, double)
-#undef FLOAT_CASE
+        FAST_ACC_TYPES(SCAN_CASE)
+#undef SCAN_CASE
     default: return false;
     }
 }
 
 static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *carry, void *y) {
     sl_scan_op op = scan->op;
-    switch (scan->acc[0]) {
-    case SLUICE_BOOL:
-    case SLUICE_U8: return u8_carry(op, n, (uint8_t)carry->u, y);
-    case SLUICE_U16: return u16_carry(op, n, (uint16_t)carry->u, y);
-    case SLUICE_U32: return u32_carry(op, n, (uint32_t)carry->u, y);
-    case SLUICE_U64: return u64_carry(op, n, carry->u, y);
-    case SLUICE_I8: return i8_carry(op, n, (int8_t)carry->i, y);
-    case SLUICE_I16: return i16_carry(op, n, (int16_t)carry->i, y);
-    case SLUICE_I32: return i32_carry(op, n, (int32_t)carry->i, y);
-    case SLUICE_I64: return i64_carry(op, n, carry->i, y);
-    case SLUICE_F16: return f16_carry(op, n, (float)carry->f, y);
-    case SLUICE_F32: return f32_carry(op, n, (float)carry->f, y);
-    case SLUICE_F64: return f64_carry(op, n, carry->f, y);
+    switch (fast_acc(scan)) {
+#define CARRY_CASE(T, NAME, CT, FIELD) case T: return NAME##_carry(op, n, (CT)carry->FIELD, y);
+        FAST_ACC_TYPES(CARRY_CASE)
+#undef CARRY_CASE
     default: return false;
     }
 }
