@@ -325,23 +325,29 @@ sl_expr *sl_expr_new_literal(sluice_context *ctx, sl_value v) {
     return e;
 }
 
-sl_expr *sl_expr_cast_to(sluice_context *ctx, sl_expr *e, sluice_type t) {
-    if (!e || e->type == t) return e;
+/* e as type t: a literal is converted in place, anything else gets a cast node above it.
+ * NULL when that node cannot be allocated; e is then untouched and still the caller's. */
+static sl_expr *as_type(sluice_context *ctx, sl_expr *e, sluice_type t) {
+    if (e->type == t) return e;
     if (e->kind == SL_EXPR_LITERAL) { /* fold: a literal of the new type */
         e->value = sl_value_cast(e->value, t);
         e->type = t;
         return e;
     }
     sl_expr *c = sl_calloc(ctx, 1, sizeof *c);
-    if (!c) {
-        sl_expr_free(ctx, e);
-        return NULL;
-    }
+    if (!c) return NULL;
     c->kind = SL_EXPR_CAST;
     c->type = t;
     c->a = e;
     c->loc = e->loc;
     c->index = -1;
+    return c;
+}
+
+sl_expr *sl_expr_cast_to(sluice_context *ctx, sl_expr *e, sluice_type t) {
+    if (!e) return NULL;
+    sl_expr *c = as_type(ctx, e, t);
+    if (!c) sl_expr_free(ctx, e);
     return c;
 }
 
@@ -474,25 +480,14 @@ static sluice_type arith_common(sluice_type a, sluice_type b) {
 
 /* Wraps e (typed) in an implicit cast to t; *depth grows when a node is added. */
 static sl_expr *convert(parser *p, sl_expr *e, sluice_type t, int *depth) {
-    if (e->type == t) return e;
-    if (e->kind == SL_EXPR_LITERAL) {
-        e->value = sl_value_cast(e->value, t);
-        e->type = t;
-        return e;
-    }
     /* Not sl_expr_cast_to, which frees e when it runs out of memory: every caller still
      * owns e after a failure and frees it itself. */
-    sl_expr *c = sl_calloc(p->ctx, 1, sizeof *c);
+    sl_expr *c = as_type(p->ctx, e, t);
     if (!c) {
         fail_at(p, 0, SLUICE_ERR_NO_MEMORY, "out of memory while parsing an expression");
         return NULL;
     }
-    c->kind = SL_EXPR_CAST;
-    c->type = t;
-    c->a = e;
-    c->loc = e->loc;
-    c->index = -1;
-    (*depth)++;
+    if (c != e) (*depth)++;
     return c;
 }
 
