@@ -133,6 +133,17 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
         ab[i] = make_float2(a[i], b[i]);
 }
 
+// GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, segscan,
+// sort, sortf32, six, host); unset runs them all. The copy always runs: it is the yardstick.
+static bool want(const char *job) {
+    const char *list = getenv("GPU_BENCH_JOBS");
+    if (!list || !*list) return true;
+    size_t n = strlen(job);
+    for (const char *at = list; (at = strstr(at, job)) != nullptr; at += n)
+        if ((at == list || at[-1] == ',') && (at[n] == ',' || at[n] == '\0')) return true;
+    return false;
+}
+
 // ---- sluice through the public API ------------------------------------------------------
 struct sluice_job {
     sluice_context *ctx = nullptr;
@@ -236,7 +247,7 @@ int main(int argc, char **argv) {
     auto pct = [&](double job_bytes, double ms) { return ms < 0 ? -1.0 : 100.0 * job_bytes / (ms * 1e-3) / copy_bw; };
 
     // 1. exclusive f32 sum scan.
-    {
+    if (want("scan")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceScan::ExclusiveSum(tmp, b, x, out, n, g_stream)); });
         double t_sl = -1;
@@ -255,7 +266,7 @@ int main(int argc, char **argv) {
                           fmt("%.1f%%", pct(jb, t_cub)), ">= 90%"});
     }
     // 2. filter x > 0 (about half kept).
-    {
+    if (want("filter")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceSelect::If(tmp, b, x, out, count, n, Positive(), g_stream)); });
         int64_t kept;
@@ -277,7 +288,7 @@ int main(int argc, char **argv) {
                           fmt("%.2fx", t_cub / floor_ms), "<= 1.10x"});
     }
     // 3. linear recurrence over f32 (a, b).
-    {
+    if (want("linrec")) {
         float *a = y;  // reuse: a in [0.5, 1)
         fill_decay<<<grid(n), 256, 0, g_stream>>>(a, n, 5);
         float2 *ab = (float2 *)out2;
@@ -302,6 +313,7 @@ int main(int argc, char **argv) {
     }
     // 4. segmented sum over offsets, average segment 1000 and 8 rows.
     for (int avg : {1000, 8}) {
+        if (!want("segscan")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
         make_segments(n, avg, off, keys);
@@ -332,6 +344,7 @@ int main(int argc, char **argv) {
     }
     // 5. u32 key sort and u32/u32 pair sort: the launcher and a session, against CUB direct.
     for (int with_values = 0; with_values < 2; with_values++) {
+        if (!want("sort")) break;
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] {
             if (with_values) CK(cub::DeviceRadixSort::SortPairs(tmp, b, u, uo, v, vo, (int)n, 0, 32, g_stream));
@@ -373,7 +386,7 @@ int main(int argc, char **argv) {
     }
     // 5b. f32 keys: sluice maps them to u32 images and back (two extra passes); CUB sorts
     // floats natively. Prediction (RESULTS.md): about 0.93x of CUB.
-    {
+    if (want("sortf32")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceRadixSort::SortKeys(tmp, b, x, out, (int)n, 0, 32, g_stream)); });
         double t_sl = -1;
@@ -389,7 +402,7 @@ int main(int argc, char **argv) {
         g_rows.push_back({"f32 key sort (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl), "1.000x", ""});
     }
     // 6. six stages (map, flag, compact, scan, map, filter): one sluice pass vs CUB + kernels.
-    {
+    if (want("six")) {
         float *r2 = out, *xc = out2, *r2c = out2 + n, *before = (float *)uo, *z = (float *)vo;
         char *keep = (char *)u;  // scratch flags (u's contents are not needed any more)
         float *zo = out + n, *r2o = (float *)v;
@@ -430,7 +443,7 @@ int main(int argc, char **argv) {
 
     // 7. Host-resident batches: the scan with host input and host output, through the
     // session's pinned staging ring, beside pinned cudaMemcpy in and out of the same bytes.
-    {
+    if (want("host")) {
         int64_t hn = n / 4;
         float *hx, *hpin;
         CK(cudaMallocHost(&hpin, hn * 4));

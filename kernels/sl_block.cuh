@@ -1,8 +1,9 @@
 /* sl_block.cuh — block-wide exclusive scan of one state per thread: a warp scan by
  * shuffles, the warp totals through shared memory, and each thread folding the totals of
  * the warps before its own (WARPS is small, 8 for 256 threads, so a serial fold beats a
- * second level of shuffles and needs one barrier only). Returns the thread's exclusive
- * prefix within the block and the block's aggregate. */
+ * second level of shuffles and needs one barrier only: __syncthreads, or named barrier BAR
+ * over the BLOCK threads that scan). Returns the thread's exclusive prefix within the block
+ * and the block's aggregate. */
 #ifndef SL_BLOCK_CUH
 #define SL_BLOCK_CUH
 
@@ -14,7 +15,7 @@ template <typename T, int BLOCK> struct block_scan_storage {
     T warp_total[BLOCK / 32];
 };
 
-template <typename T, int BLOCK, typename Op>
+template <typename T, int BLOCK, int BAR = 0, typename Op>
 __device__ __forceinline__ void block_exclusive_scan(block_scan_storage<T, BLOCK> &storage, T x,
                                                      T identity, Op op, T &exclusive,
                                                      T &aggregate) {
@@ -23,7 +24,7 @@ __device__ __forceinline__ void block_exclusive_scan(block_scan_storage<T, BLOCK
     T inclusive = warp_inclusive_scan(x, lane, op);
     T left = shfl_up(inclusive, 1);
     if (lane == 31) storage.warp_total[warp] = inclusive;
-    __syncthreads();
+    block_sync<BAR, BLOCK>();
     T warp_prefix = identity;
     T total = identity;
 #pragma unroll

@@ -26,6 +26,23 @@ typedef unsigned long long uintptr_t;
 
 namespace sl {
 
+/* A barrier over the block's first THREADS threads: __syncthreads when BAR is 0, else the
+ * named hardware barrier BAR (kernels that give one warp another role synchronise their
+ * other THREADS threads among themselves this way). */
+template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
+    if constexpr (BAR == 0) {
+        __syncthreads();
+    } else {
+        asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
+    }
+}
+/* Arrive at named barrier BAR (of THREADS threads) without waiting: the producer's half of
+ * a hand-over whose consumer waits with block_sync<BAR, THREADS>. */
+template <int BAR, int THREADS> __device__ __forceinline__ void block_arrive() {
+    __threadfence_block(); /* what was written before the hand-over is seen after it */
+    asm volatile("bar.arrive %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
+}
+
 /* Number of 32-bit words a value of type T occupies when moved word by word. */
 template <typename T> struct words_of {
     static constexpr int value = (int)((sizeof(T) + 3) / 4);
@@ -138,7 +155,7 @@ __device__ __forceinline__ void load_tile(const T *__restrict__ col, int64_t til
     load_blocked<T, ITEMS>(col, tile_first + (int64_t)threadIdx.x * ITEMS, rows, v);
 }
 
-template <typename T, int ITEMS, int BLOCK>
+template <typename T, int ITEMS, int BLOCK, int BAR = 0>
 __device__ __forceinline__ void store_tile(T *__restrict__ col, int64_t tile_first, int64_t rows,
                                            const T (&v)[ITEMS], uint4 *buf) {
     T *dst = col + tile_first;
@@ -147,10 +164,10 @@ __device__ __forceinline__ void store_tile(T *__restrict__ col, int64_t tile_fir
         if (tile_first + (int64_t)BLOCK * ITEMS <= rows && ((uintptr_t)dst % 16) == 0) {
             uint4 tmp[CH];
             memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
-            __syncthreads(); /* the buffer may still be read by a previous transpose */
+            block_sync<BAR, BLOCK>(); /* the buffer may still be read by a previous transpose */
 #pragma unroll
             for (int k = 0; k < CH; k++) buf[swizzle_chunk(threadIdx.x * CH + k)] = tmp[k];
-            __syncthreads();
+            block_sync<BAR, BLOCK>();
             uint4 *d = reinterpret_cast<uint4 *>(dst);
 #pragma unroll
             for (int k = 0; k < CH; k++) d[k * BLOCK + threadIdx.x] = buf[swizzle_chunk(k * BLOCK + threadIdx.x)];

@@ -5,11 +5,11 @@
  * state is any monoid tuple the generated kernel defines; the combine functor is never
  * assumed commutative. Tile indices and row offsets are 64-bit.
  *
- * The look-back is done by one warp: its 32 lanes read the 32 preceding tile states at
- * once, wait until none is unpublished, take everything after the nearest inclusive prefix,
- * fold it with a warp scan (left stays left) and either stop (an inclusive prefix was seen)
- * or move the window 32 tiles further left. Tile 0 starts from the carry of the previous
- * batch instead. Memory layout of the states: see sl_scratch.h. */
+ * The look-back is done by one warp: its 32 lanes read a window of preceding tile states
+ * at once (several per lane), wait until none is unpublished, take everything after the
+ * nearest inclusive prefix, fold it with a warp scan (left stays left) and either stop (an
+ * inclusive prefix was seen) or move the window further left. Tile 0 starts from the carry
+ * of the previous batch instead. Memory layout of the states: see sl_scratch.h. */
 #ifndef SL_LOOKBACK_CUH
 #define SL_LOOKBACK_CUH
 
@@ -48,16 +48,29 @@ __device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
     return v;
 }
 
+/* Bytes of a state that carry data: T::PAYLOAD_BYTES when the generated struct declares it
+ * (a state padded to its alignment, e.g. an i64 count and an f32 sum: 12 of 16 bytes), else
+ * sizeof(T). Only these travel through the tile states, so such a state still fits one
+ * 16-byte word with its status. (The scratch is sized by sizeof(T): never too small.) */
+template <typename T, typename = void> struct payload_of {
+    static constexpr int value = (int)sizeof(T);
+};
+template <typename T> struct payload_of<T, decltype((void)T::PAYLOAD_BYTES)> {
+    static constexpr int value = T::PAYLOAD_BYTES;
+};
+
 /* The tile states of one look-back phase, carved from scratch (see sl_scratch.h). */
 template <typename T> struct tile_states {
-    static constexpr int PACKING = sizeof(T) <= 4 ? 8 : sizeof(T) <= 12 ? 16 : 0;
+    static constexpr int PAYLOAD = payload_of<T>::value;
+    static constexpr int PACKING = PAYLOAD <= 4 ? 8 : PAYLOAD <= 12 ? 16 : 0;
     static constexpr int W = words_of<T>::value;
+    static constexpr int PW = (PAYLOAD + 3) / 4; /* words that carry data */
     unsigned char *base;
     int64_t ntiles;
 
     __device__ __forceinline__ void publish(int64_t tile, uint32_t status, const T &v) const {
         if constexpr (PACKING == 8) {
-            uint32_t w[1];
+            uint32_t w[W];
             to_words(v, w);
             store_volatile_u64(reinterpret_cast<uint64_t *>(base) + tile,
                                ((uint64_t)status << 32) | w[0]);
@@ -66,7 +79,7 @@ template <typename T> struct tile_states {
             uint32_t vw[W];
             to_words(v, vw);
 #pragma unroll
-            for (int k = 0; k < W; k++) w[1 + k] = vw[k];
+            for (int k = 0; k < PW; k++) w[1 + k] = vw[k];
             store_volatile_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
         } else {
             uint32_t *status_words = reinterpret_cast<uint32_t *>(base);
@@ -91,15 +104,16 @@ template <typename T> struct tile_states {
         if constexpr (PACKING == 8) {
             uint64_t word = load_volatile_u64(reinterpret_cast<const uint64_t *>(base) + tile);
             status = (uint32_t)(word >> 32);
-            uint32_t w[1] = {(uint32_t)word};
+            uint32_t w[W] = {};
+            w[0] = (uint32_t)word;
             v = from_words<T>(w);
         } else if constexpr (PACKING == 16) {
             uint32_t w[4];
             load_volatile_v4(reinterpret_cast<const uint32_t *>(base) + 4 * tile, w);
             status = w[0];
-            uint32_t vw[W];
+            uint32_t vw[W] = {};
 #pragma unroll
-            for (int k = 0; k < W; k++) vw[k] = w[1 + k];
+            for (int k = 0; k < PW; k++) vw[k] = w[1 + k];
             v = from_words<T>(vw);
         } else {
             const uint32_t *status_words = reinterpret_cast<const uint32_t *>(base);
@@ -119,56 +133,75 @@ template <typename T> struct tile_states {
     }
 };
 
+/* One window of the look-back: lane l reads the K consecutive states
+ * [window_end - 32K + 1 + lK, ... + K) with K independent loads issued together (one L2
+ * round trip for the whole window, not K), waits for any that are unpublished, and folds
+ * them from the last inclusive one among them; the warp then folds the lanes from the last
+ * lane holding an inclusive state and puts the result left of `exclusive`. Returns whether
+ * an inclusive prefix was found (the look-back is done). Left stays left throughout. */
+template <int K, typename T, typename Op>
+__device__ __forceinline__ bool lookback_window(const tile_states<T> &states, int64_t window_end,
+                                                T identity, Op op, T &exclusive) {
+    const int lane = threadIdx.x & 31;
+    const int64_t lane_first = window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K;
+    uint32_t status[K];
+    T v[K];
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        status[j] = SL_STATUS_INCLUSIVE; /* before tile 0: tile 0 is always inclusive */
+        v[j] = identity;
+        if (lane_first + j >= 0) states.read(lane_first + j, status[j], v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        int backoff = 8;
+        while (status[j] == SL_STATUS_INVALID) {
+            __nanosleep(backoff);
+            if (backoff < 256) backoff *= 2;
+            states.read(lane_first + j, status[j], v[j]);
+        }
+    }
+    T folded = identity;
+    bool has_inclusive = false;
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        if (status[j] == SL_STATUS_INCLUSIVE) {
+            folded = v[j]; /* everything before it is already inside v */
+            has_inclusive = true;
+        } else {
+            folded = op(folded, v[j]);
+        }
+    }
+    const unsigned inclusive_lanes = __ballot_sync(FULL_MASK, has_inclusive);
+    const int start = inclusive_lanes ? 31 - __clz((int)inclusive_lanes) : 0;
+    T x = lane >= start ? folded : identity;
+    x = warp_inclusive_scan(x, lane, op);
+    exclusive = op(shfl_idx(x, 31), exclusive);
+    return inclusive_lanes != 0;
+}
+
 /* The exclusive prefix of `tile` (> 0) from its predecessors; called by all 32 lanes of
  * one warp, returns the same value in every lane.
  *
- * The first window is the 32 nearest predecessors (one state per lane): usually enough.
- * When it holds no inclusive prefix the nearest one tends to be far back (at full speed
- * hundreds of tiles are in flight), and each window costs an L2 round trip, so later
- * windows take 4 consecutive states per lane (128 tiles per round trip). A lane folds its
- * states from the last inclusive one among them; the warp then folds the lanes from the
- * last lane holding an inclusive state. Left stays left throughout. */
+ * How far back the nearest inclusive prefix lies grows with the tiles in flight: a tile
+ * becomes inclusive only when its own look-back ends, so at full speed (hundreds of blocks,
+ * tens of tiles taken per microsecond) the look-back must fold the aggregates of the last
+ * hundred or more tiles. Each window costs one L2 round trip, so the windows are wide: 4
+ * states per lane (128 tiles), then 8 (256), fewer for states that need more than a
+ * 16-byte word. On the H200 (2026-11-29) windows of 32, then 128 read one state after the
+ * other, made the look-back the kernel's bottleneck: 65% of warp stalls were the rest of the
+ * block waiting at the barrier behind it, and the scan ran at 47% of copy bandwidth. */
 template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {
-    const int lane = threadIdx.x & 31;
+    constexpr int K_FIRST = tile_states<T>::PACKING == 8 ? 4 : tile_states<T>::PACKING == 16 ? 4 : 2;
+    constexpr int K_NEXT = tile_states<T>::PACKING == 8 ? 8 : tile_states<T>::PACKING == 16 ? 4 : 2;
     T exclusive = identity;
     int64_t window_end = tile - 1;
-    int per_lane = 1;
-    for (;;) {
-        const int64_t lane_first = window_end - (int64_t)(32 * per_lane - 1) + (int64_t)lane * per_lane;
-        T folded = identity;
-        bool has_inclusive = false;
-#pragma unroll 1
-        for (int j = 0; j < per_lane; j++) {
-            const int64_t idx = lane_first + j;
-            uint32_t status = SL_STATUS_INCLUSIVE;
-            T v = identity;
-            if (idx >= 0) {
-                int backoff = 8;
-                for (;;) {
-                    states.read(idx, status, v);
-                    if (status != SL_STATUS_INVALID) break;
-                    __nanosleep(backoff);
-                    if (backoff < 256) backoff *= 2;
-                }
-            }
-            if (status == SL_STATUS_INCLUSIVE) {
-                folded = v; /* everything before it is already inside v */
-                has_inclusive = true;
-            } else {
-                folded = op(folded, v);
-            }
-        }
-        const unsigned inclusive_lanes = __ballot_sync(FULL_MASK, has_inclusive);
-        const int start = inclusive_lanes ? 31 - __clz((int)inclusive_lanes) : 0;
-        T x = lane >= start ? folded : identity;
-        x = warp_inclusive_scan(x, lane, op);
-        exclusive = op(shfl_idx(x, 31), exclusive);
-        if (inclusive_lanes) break;
-        window_end -= 32 * per_lane;
-        per_lane = 4;
-    }
+    if (lookback_window<K_FIRST>(states, window_end, identity, op, exclusive)) return exclusive;
+    window_end -= 32 * K_FIRST;
+    while (!lookback_window<K_NEXT>(states, window_end, identity, op, exclusive))
+        window_end -= 32 * K_NEXT;
     return exclusive;
 }
 

@@ -2,6 +2,9 @@
 # device_verify.sh — the whole GPU verification in one short command, for a session's last
 # minutes of device time: build, benchmark (alone on the GPU), then the GPU suites side by
 # side, then compute-sanitizer memcheck/racecheck/synccheck side by side on small sizes.
+# Knobs (environment): LG, REPS (benchmark size and repetitions); SWEEP, SWEEP_JOBS (the
+# fused jobs again under other launch shapes); BENCH_ONLY (stop after the benchmarks);
+# SKIP_SAN (stop before the sanitizers); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
 # Logs and a summary go to $OUT (the device tool brings them back as one archive).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,16 @@ cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$L
   || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
+# SWEEP="256:16 512:8 ...": the fused jobs again under each launch shape (SLUICE_CUDA_TUNING).
+for shape in ${SWEEP:-}; do
+  # "nooverlap": the default shape with the two-stage kernel for single-phase groups
+  if [ "$shape" = nooverlap ]; then export SLUICE_CUDA_OVERLAP=0; else unset SLUICE_CUDA_OVERLAP; fi
+  SLUICE_CUDA_TUNING=${shape/nooverlap/} GPU_BENCH_JOBS=${SWEEP_JOBS:-scan,filter,linrec,segscan,six} \
+    "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/sweep_${shape//:/x}.txt" 2>&1
+  say "sweep $shape: $(grep -E '^(scan|filter|linrec|segscan|six)' "$LOG/sweep_${shape//:/x}.txt" | sed -E 's/ +/ /g' | cut -c1-60 | tr '\n' ';')"
+done
+unset SLUICE_CUDA_OVERLAP
+[ -n "${BENCH_ONLY:-}" ] && { cat "$LOG/summary.txt"; sed -n '/^| job/,$p' "$LOG/bench.txt"; cp "$LOG"/*.txt "$OUT/"; exit 0; }
 run_suite() { # name, log, extra env...
   local name=$1 log=$2; shift 2
   local s=$(date +%s)
@@ -27,12 +40,14 @@ run_suite() { # name, log, extra env...
   say "$log: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/$log.log" | tail -1)"
 }
 run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused & run_suite gpu_backend gpu_backend &
+run_suite gpu_backend gpu_backend_small SLUICE_TEST_SMALL=1 &
 wait
 # The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
 # "Race review"): twice, to see whether the wrong rows repeat (code generation) or move (race).
 run_suite gpu_fused capped_1 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 run_suite gpu_fused capped_2 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 wait
+[ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; tar czf "$OUT/verify-logs.tgz" -C "$LOG" .; cp "$LOG"/*.txt "$OUT/"; cat "$LOG/summary.txt"; exit 0; }
 san() { # tool, suite, extra env...
   local tool=$1 name=$2; shift 2
   local s=$(date +%s)

@@ -64,6 +64,14 @@ typedef struct cg {
     size_t state_size[SL_CG_MAX_PHASES + 1]; /* [phase] */
     size_t carry_offset[SL_CG_MAX_PHASES + 1];
 
+    /* shared-memory stages (kernels/sl_pipe.cuh): per input, whether the copy engine brings
+       it in and where it lands in a stage; a stage's size (BUF) */
+    bool *staged;
+    size_t *stage_offset;
+    bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
+    int stages;      /* shared-memory stages of BUF bytes: 2, or 3 when overlapped */
+    size_t staged_bytes, buf_bytes;
+
     sl_strbuf sb;
     sl_codegen *out;
 } cg;
@@ -399,8 +407,11 @@ static void emit_struct(cg *g, int phase) {
             sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->type), fd->id);
             end = fd->offset + sz;
         }
-    if (g->state_size[phase] > end)
+    if (g->state_size[phase] > end) {
         sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
+        /* the look-back moves only the data bytes (kernels/sl_lookback.cuh payload_of) */
+        sl_strbuf_printf(sb, "    static constexpr int PAYLOAD_BYTES = %zu;\n", end);
+    }
     sl_strbuf_printf(sb, "};\nstatic_assert(sizeof(S%d) == %zu, \"state layout\");\n", phase,
                      g->state_size[phase]);
 
@@ -593,10 +604,46 @@ static bool slot_resets(const cg *g, const cg_slot *slot) {
     return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
 }
 
-static void emit_phase(cg *g, int phase) {
+/* The thread's rows of every input column into registers: from this tile's stage when the
+ * copy engine brought it, else from global memory. Emitted at the top of the tile and again
+ * after each look-back: the stage still holds the tile then, so the inputs need not stay in
+ * registers across the look-back (its wide windows want those registers; keeping both made
+ * ptxas spill under the resident-blocks cap). */
+static void emit_input_loads(cg *g) {
     sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb, "    { /* ---- look-back phase %d ---- */\n        const Op%d op;\n", phase,
-                     phase);
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        int c = o->inputs[k];
+        const char *t = ctype(p->columns[c].type);
+        if (g->staged[k])
+            sl_strbuf_printf(sb,
+                             "    if (staged) sl::load_staged<%s, ITEMS>((const %s *)((const unsigned char *)tile_buf + %zu), c%d);\n"
+                             "    else sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
+                             t, t, g->stage_offset[k], c, t, t, k, c);
+        else
+            sl_strbuf_printf(sb, "    sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
+                             t, t, k, c);
+    }
+}
+
+/* Thread 0 takes the block's next tile and starts the copies of its inputs into the stage
+ * the previous tile used (free since the end-of-tile barrier). */
+static void emit_take_next(cg *g) {
+    sl_strbuf_printf(&g->sb,
+                     "        if (threadIdx.x == 0) {\n            const long long next = %s;\n"
+                     "            queue.tile[s ^ 1] = next;\n"
+                     "            if (next < ntiles) issue_loads(next, s ^ 1);\n        }\n",
+                     g->phases > 0 ? "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
+                                   : "tile + (long long)gridDim.x");
+}
+
+/* The tile's reduction of phase `phase`: each thread folds its items, the block scans the
+ * thread totals (barrier `bar`: 0 = __syncthreads, else a named barrier of BLOCK threads);
+ * declares thread_excl and block_agg. */
+static void emit_reduce(cg *g, int phase, int bar) {
+    sl_strbuf *sb = &g->sb;
     sl_strbuf_printf(sb,
                      "        S%d agg = s%d_identity();\n#pragma unroll\n        for (int i = 0; "
                      "i < ITEMS; i++) {\n            S%d e = s%d_identity();\n",
@@ -605,14 +652,18 @@ static void emit_phase(cg *g, int phase) {
     sl_strbuf_append(sb, "            agg = op(agg, e);\n        }\n");
     sl_strbuf_printf(sb,
                      "        S%d thread_excl, block_agg;\n        "
-                     "sl::block_exclusive_scan<S%d, BLOCK>(scan_storage%d, agg, s%d_identity(), "
+                     "sl::block_exclusive_scan<S%d, BLOCK, %d>(scan_storage%d, agg, s%d_identity(), "
                      "op, thread_excl, block_agg);\n",
-                     phase, phase, phase, phase);
+                     phase, phase, bar, phase, phase);
+}
+
+/* Declares `carry`: the identity, or, where `cond` holds (tile 0's publishing thread), the
+ * state carried from the previous batch, with the per-batch resets applied. */
+static void emit_carry(cg *g, int phase, const char *cond) {
+    sl_strbuf *sb = &g->sb;
     sl_strbuf_printf(sb, "        S%d carry = s%d_identity();\n", phase, phase);
-    sl_strbuf_printf(sb,
-                     "        if (tile == 0 && threadIdx.x == 0) {\n            "
-                     "memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
-                     g->carry_offset[phase]);
+    sl_strbuf_printf(sb, "        if (%s) {\n            memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
+                     cond, g->carry_offset[phase]);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase || !slot_resets(g, slot)) continue;
@@ -632,12 +683,13 @@ static void emit_phase(cg *g, int phase) {
         }
     }
     sl_strbuf_append(sb, "        }\n");
-    sl_strbuf_printf(sb,
-                     "        const sl::tile_states<S%d> states = {a.scratch + "
-                     "phase_offset[%d], ntiles};\n"
-                     "        const S%d tile_excl = sl::tile_exclusive_prefix(states, tile, carry, "
-                     "block_agg, s%d_identity(), op, &broadcast%d);\n",
-                     phase, phase - 1, phase, phase, phase);
+}
+
+/* With tile_excl known: the last tile writes the batch's carry (and kept-row count), and
+ * each row's outputs follow from the running state. Needs tile, tile_excl, thread_excl,
+ * block_agg and the input registers. */
+static void emit_epilogue(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
     sl_strbuf_printf(sb,
                      "        if (tile == ntiles - 1 && threadIdx.x == 0) {\n            const S%d "
                      "total = op(tile_excl, block_agg);\n            memcpy(a.carry_out + "
@@ -662,7 +714,256 @@ static void emit_phase(cg *g, int phase) {
     sl_strbuf_append(sb, "            const auto before = run;\n            run = op(run, e);\n");
     sl_strbuf_append(sb, "            (void)before;\n");
     emit_outputs(g, phase);
-    sl_strbuf_append(sb, "        }\n    }\n");
+    sl_strbuf_append(sb, "        }\n");
+}
+
+static void emit_phase(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_printf(sb, "    { /* ---- look-back phase %d ---- */\n        const Op%d op;\n", phase,
+                     phase);
+    emit_reduce(g, phase, 0);
+    emit_carry(g, phase, "tile == 0 && threadIdx.x == 0");
+    sl_strbuf_printf(sb,
+                     "        const sl::tile_states<S%d> states = {a.scratch + "
+                     "phase_offset[%d], ntiles};\n"
+                     "        const S%d tile_excl = sl::tile_exclusive_prefix(states, tile, carry, "
+                     "block_agg, s%d_identity(), op, &broadcast%d);\n",
+                     phase, phase - 1, phase, phase, phase);
+    /* The last look-back is done: only now take the next tile and start its copies. A tile
+     * taken earlier would publish nothing until this one is finished, and every tile after
+     * it would wait for that in its look-back: on the H200 taking it at the top of the loop
+     * chained the blocks together (scan at 17% of copy instead of 52%). */
+    if (phase == g->phases) emit_take_next(g);
+    emit_input_loads(g);
+    emit_epilogue(g, phase);
+    sl_strbuf_append(sb, "    }\n");
+}
+
+/* The lambda thread 0 calls to start a tile's input copies into stage s (kernels/sl_pipe.cuh):
+ * bulk copies of every staged column when the tile is whole and the columns 16-byte aligned,
+ * else a plain arrival (the block then loads that tile from global memory). */
+static void emit_issue_loads(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    sl_strbuf_append(sb, "    auto issue_loads = [&](long long t, int s) {\n"
+                         "        const long long tf = t * (long long)TILE;\n"
+                         "        const bool bulk = sl::bulk_tile(tf, rows, TILE)");
+    for (int k = 0; k < o->ninputs; k++)
+        if (g->staged[k]) sl_strbuf_printf(sb, " && sl::aligned16(a.in[%d])", k);
+    sl_strbuf_append(sb, ";\n        queue.bulk[s] = bulk;\n        if (bulk) {\n"
+                         "            unsigned char *stage = (unsigned char *)(sl_smem + s * (BUF / 16));\n");
+    sl_strbuf_printf(sb, "            sl::queue_expect(queue, s, %zuu);\n", g->staged_bytes);
+    for (int k = 0; k < o->ninputs; k++) {
+        if (!g->staged[k]) continue;
+        size_t w = sluice_type_size(p->columns[o->inputs[k]].type);
+        sl_strbuf_printf(sb,
+                         "            sl::bulk_load(queue, s, stage + %zu, (const unsigned char *)a.in[%d] + tf * %zu, "
+                         "(unsigned)(TILE * %zu));\n",
+                         g->stage_offset[k], k, w, w);
+    }
+    sl_strbuf_append(sb, "        } else {\n            sl::queue_arrive(queue, s);\n        }\n    };\n");
+}
+
+/* head_bit(i): whether the thread's item i starts a segment (reads `heads`). */
+static void emit_head_bit(cg *g) {
+    sl_strbuf_append(&g->sb, "    auto head_bit = [&](int i) -> bool { const int r = threadIdx.x * ITEMS + i; "
+                             "return (heads[r >> 5] >> (r & 31)) & 1u; };\n");
+}
+
+/* The segment heads of the tile (offsets segments): a bitmap `heads` (TILE bits, shared
+ * memory) set from the offsets inside the tile, and head_bit(i) for the thread's item i.
+ * `bar` is the barrier among the row-owning threads (0: __syncthreads). */
+static void emit_heads(cg *g, int bar) {
+    char sync[64];
+    if (bar) snprintf(sync, sizeof sync, "sl::block_sync<%d, BLOCK>()", bar);
+    else snprintf(sync, sizeof sync, "__syncthreads()");
+    sl_strbuf_printf(&g->sb,
+                     "    for (int w = threadIdx.x; w < TILE / 32; w += BLOCK) heads[w] = 0;\n"
+                     "    %s;\n"
+                     "    {\n        const long long *offs = (const long long *)a.in[%d];\n"
+                     "        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);\n"
+                     "        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];\n"
+                     "        for (long long j = j0 + threadIdx.x; j < j1; j += BLOCK) {\n"
+                     "            const long long r = offs[j] - tile_first;\n"
+                     "            if (r >= 0 && r < TILE) atomicOr(&heads[r >> 5], 1u << (r & 31));\n"
+                     "        }\n    }\n    %s;\n",
+                     sync, g->out->offsets_input, sync);
+    emit_head_bit(g);
+}
+
+/* Registers for every column the kernel reads, makes or writes. */
+static void emit_column_registers(cg *g) {
+    for (int c = 0; c < g->p->ncolumns; c++)
+        if (g->in_group[c])
+            sl_strbuf_printf(&g->sb, "    %s c%d[ITEMS] = {};\n", ctype(g->p->columns[c].type), c);
+}
+
+/* The tile's outputs, staged through its stage `tile_buf` (its inputs are in registers by
+ * then): whole tiles transposed to coalesced 16-byte stores, kept rows packed before they
+ * are written at out_base. `bar` as in emit_heads. */
+static void emit_stores(cg *g, int bar) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    char sync[64];
+    if (bar) snprintf(sync, sizeof sync, "sl::block_sync<%d, BLOCK>()", bar);
+    else snprintf(sync, sizeof sync, "__syncthreads()");
+    if (!o->compacts) {
+        for (int k = 0; k < o->noutputs; k++) {
+            int c = o->outputs[k];
+            const char *t = ctype(p->columns[c].type);
+            sl_strbuf_printf(sb,
+                             "    sl::store_tile<%s, ITEMS, BLOCK, %d>((%s *)a.out[%d], tile_first, rows, c%d, "
+                             "tile_buf);\n",
+                             t, bar, t, k, c);
+        }
+        return;
+    }
+    for (int k = 0; k < o->noutputs; k++) {
+        int c = o->outputs[k];
+        const char *t = ctype(p->columns[c].type);
+        sl_strbuf_printf(sb,
+                         "    {\n        %s *stage = (%s *)tile_buf;\n        %s;\n"
+                         "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
+                         "stage[local_pos[i]] = c%d[i];\n        %s;\n"
+                         "        %s *dst = (%s *)a.out[%d] + out_base;\n"
+                         "        for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
+                         "stage[j];\n    }\n",
+                         t, t, sync, c, sync, t, t, k);
+    }
+}
+
+/* The kernel of a group with one look-back phase on a GPU with the copy engine (sm_90+):
+ * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
+ * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
+ *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
+ *   wait for the look-back warp to finish tile j-1, then hand tile j over to it (named
+ *   barriers 3 and 2);
+ *   take tile j+1 and start its copies (into the stage tile j-2 left);
+ *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
+ *   the outputs.
+ * So a look-back runs while the block finishes the previous tile and waits for the next
+ * one's copies. A tile is taken only when nothing stands between it and its aggregate but
+ * its copies and the previous tile's epilogue: taken any earlier (two ahead, or before the
+ * wait for the look-back warp), its aggregate would wait for a look-back, the look-backs of
+ * later tiles for it, and the blocks would chain (measured on the H200, 2026-11-29: the scan
+ * fell to 17-24% of copy bandwidth both times). The two-stage kernel, for comparison, spent
+ * 65% of its warp cycles at the barrier behind the look-back (scan at 40-47% of copy). */
+static sluice_status emit_overlapped_kernel(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    sl_strbuf_append(sb,
+                     "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
+                     "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
+    sl_strbuf_printf(sb,
+                     "    const unsigned long long phase_offset0 = SL_SCRATCH_ALIGN + sl_segment_index_bytes(%d, "
+                     "(unsigned long long)ntiles);\n",
+                     o->has_offsets ? 1 : 0);
+    sl_strbuf_append(sb, "    __shared__ sl::block_scan_storage<S1, BLOCK> scan_storage1;\n"
+                         "    __shared__ S1 handed_agg[STAGES];  /* block aggregate of the stage's tile */\n"
+                         "    __shared__ S1 handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */\n"
+                         "    extern __shared__ uint4 sl_smem[];\n"
+                         "    __shared__ sl::tile_queue<STAGES> queue;\n");
+    if (o->has_offsets) sl_strbuf_append(sb, "    __shared__ uint32_t heads_of_stage[STAGES][TILE / 32];\n");
+    for (int k = 0; k < p->nparams; k++)
+        sl_strbuf_printf(sb, "    %s p%d; memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
+                         ctype(p->params[k].type), k, k, k, k);
+    emit_issue_loads(g);
+    sl_strbuf_append(sb,
+                     "    const Op1 op;\n"
+                     "    const sl::tile_states<S1> states = {a.scratch + phase_offset0, ntiles};\n"
+                     "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
+                     "        const long long t0 = (long long)atomicAdd((unsigned long long *)a.scratch, 1ull);\n"
+                     "        queue.tile[0] = t0;\n        if (t0 < ntiles) issue_loads(t0, 0);\n"
+                     "    }\n    __syncthreads();\n");
+    /* the look-back warp */
+    sl_strbuf_append(sb, "    if (threadIdx.x >= BLOCK) {\n        for (int j = 0;; j++) {\n"
+                         "            const int s = j % STAGES;\n"
+                         "            sl::block_sync<2, THREADS>(); /* tile j handed over */\n"
+                         "            const long long tile = queue.tile[s];\n"
+                         "            if (tile >= ntiles) break;\n"
+                         "            const S1 block_agg = handed_agg[s];\n"
+                         "            S1 tile_excl;\n            if (tile == 0) {\n");
+    emit_carry(g, 1, "true");
+    sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
+                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
+                         "            }\n"
+                         "            if ((threadIdx.x & 31) == 0) {\n"
+                         "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
+                         "                handed_excl[s] = tile_excl;\n            }\n"
+                         "            __syncwarp();\n"
+                         "            sl::block_arrive<3, THREADS>(); /* tile j's prefix is ready */\n"
+                         "        }\n        return;\n    }\n");
+    /* the row-owning threads */
+    sl_strbuf_append(sb, "    S1 held_thread_excl = s1_identity(); /* tile j-1's, for its epilogue */\n"
+                         "    for (int j = 0;; j++) {\n"
+                         "        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;\n"
+                         "        const long long tile_j = queue.tile[s];\n"
+                         "        S1 next_thread_excl = s1_identity();\n"
+                         "        if (tile_j < ntiles) { /* ---- reduce tile j ---- */\n"
+                         "    const long long tile = tile_j;\n"
+                         "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
+                         "    const bool staged = queue.bulk[s] != 0;\n"
+                         "    uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
+                         "    const long long tile_first = tile * (long long)TILE;\n"
+                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
+                         "    (void)staged; (void)tile_buf; (void)first;\n");
+    emit_column_registers(g);
+    emit_input_loads(g);
+    if (o->has_offsets) {
+        sl_strbuf_append(sb, "    uint32_t *const heads = heads_of_stage[s];\n");
+        emit_heads(g, 1);
+    }
+    emit_maps_at_level(g, 0);
+    sl_strbuf_append(sb, "    {\n");
+    emit_reduce(g, 1, 1);
+    sl_strbuf_append(sb, "        if (threadIdx.x == 0) {\n"
+                         "            if (tile != 0) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);\n"
+                         "            handed_agg[s] = block_agg;\n        }\n"
+                         "        next_thread_excl = thread_excl;\n    }\n");
+    sl_strbuf_append(sb, "        }\n"
+                         "        if (j > 0) sl::block_sync<3, THREADS>(); /* tile j-1's look-back is done */\n"
+                         "        sl::block_arrive<2, THREADS>(); /* hand tile j (or the end) to the look-back warp */\n"
+                         "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
+                         "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
+                         "               must not wait for a look-back (see above) */\n"
+                         "            const int sn = (j + 1) % STAGES;\n"
+                         "            const long long next = (long long)atomicAdd((unsigned long long *)a.scratch, 1ull);\n"
+                         "            queue.tile[sn] = next;\n"
+                         "            if (next < ntiles) issue_loads(next, sn);\n        }\n"
+                         "        if (j > 0) { /* ---- finish tile j-1 ---- */\n"
+                         "    const long long tile = queue.tile[sp];\n"
+                         "    const bool staged = queue.bulk[sp] != 0;\n"
+                         "    uint4 *const tile_buf = sl_smem + sp * (BUF / 16);\n"
+                         "    const long long tile_first = tile * (long long)TILE;\n"
+                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
+                         "    (void)staged; (void)first;\n");
+    emit_column_registers(g);
+    emit_input_loads(g);
+    if (o->has_offsets) {
+        sl_strbuf_append(sb, "    const uint32_t *const heads = heads_of_stage[sp];\n");
+        emit_head_bit(g);
+    }
+    if (o->compacts)
+        sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
+                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
+    emit_maps_at_level(g, 0);
+    sl_strbuf_append(sb, "    {\n        const S1 tile_excl = handed_excl[sp], block_agg = handed_agg[sp];\n"
+                         "        const S1 thread_excl = held_thread_excl;\n");
+    emit_epilogue(g, 1);
+    sl_strbuf_append(sb, "    }\n");
+    emit_maps_at_level(g, 1);
+    emit_stores(g, 1);
+    sl_strbuf_append(sb, "        }\n"
+                         "        held_thread_excl = next_thread_excl;\n"
+                         "        if (tile_j >= ntiles) break;\n"
+                         "        /* stage sp is free once its tile is finished and its stores read out */\n"
+                         "        sl::fence_async_proxy();\n"
+                         "        sl::block_sync<1, BLOCK>();\n"
+                         "    }\n}\n");
+    return SLUICE_OK;
 }
 
 static sluice_status emit_kernel(cg *g) {
@@ -687,17 +988,24 @@ static sluice_status emit_kernel(cg *g) {
     for (int ph = 1; ph <= g->phases; ph++)
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
     if (widest_state > 32) min_blocks = 1;
+    /* no more blocks than the stages let reside (static shared memory: ~2-3 KB) */
+    int by_smem = (int)(SL_CG_SMEM_PER_SM / ((size_t)g->stages * g->buf_bytes + 3072));
+    if (by_smem < 1) by_smem = 1;
+    if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
-    if (min_blocks < 1 || (long long)min_blocks * block > 2048) min_blocks = 1;
+    const int threads = block + (g->overlapped ? 32 : 0);
+    if (min_blocks < 1 || (long long)min_blocks * threads > 2048) min_blocks = 1;
 
     sl_strbuf_printf(sb,
                      "/* sluice fused kernel: pipeline '%s', stages %d..%d (generated by "
                      "core/cuda/codegen.c) */\n",
                      p->name ? p->name : "", g->first + 1, g->last);
     sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_lookback.cuh\"\n#include "
-                         "\"sl_monoid.cuh\"\n");
-    sl_strbuf_printf(sb, "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n",
-                     block, items, (long long)block * items, min_blocks);
+                         "\"sl_monoid.cuh\"\n#include \"sl_pipe.cuh\"\n");
+    sl_strbuf_printf(sb,
+                     "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
+                     "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
+                     block, items, (long long)block * items, min_blocks, g->buf_bytes, g->stages, threads);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -722,6 +1030,7 @@ static sluice_status emit_kernel(cg *g) {
                          o->offsets_input);
     }
 
+    if (g->overlapped) return emit_overlapped_kernel(g);
     sl_strbuf_append(sb,
                      "extern \"C\" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) " SL_CG_KERNEL
                      "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
@@ -737,70 +1046,49 @@ static sluice_status emit_kernel(cg *g) {
                              "    phase_offset[%d] = phase_offset[%d] + sl_tile_states_bytes(%zu, "
                              "(unsigned long long)ntiles);\n",
                              ph - 1, ph - 2, g->state_size[ph - 1]);
-        sl_strbuf_append(sb, "    __shared__ unsigned long long tile_slot;\n"
-                             "    const long long tile = sl::next_tile((unsigned long long "
-                             "*)a.scratch, &tile_slot);\n");
         for (int ph = 1; ph <= g->phases; ph++)
             sl_strbuf_printf(sb,
                              "    __shared__ sl::block_scan_storage<S%d, BLOCK> scan_storage%d;\n"
                              "    __shared__ S%d broadcast%d;\n",
                              ph, ph, ph, ph);
-    } else {
-        sl_strbuf_append(sb, "    const long long tile = blockIdx.x;\n");
     }
-    sl_strbuf_append(sb, "    const long long tile_first = tile * (long long)TILE;\n"
-                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
-                         "    (void)first; (void)tile_first; (void)rows; (void)ntiles;\n");
     for (int k = 0; k < p->nparams; k++)
         sl_strbuf_printf(sb,
                          "    %s p%d; memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
                          ctype(p->params[k].type), k, k, k, k);
 
-    /* one shared buffer for the staged loads, stores and compaction of every column */
-    {
-        size_t widest = 1;
-        for (int c = 0; c < p->ncolumns; c++)
-            if (g->in_group[c] && p->columns[c].role != SLUICE_ROLE_OFFSETS &&
-                sluice_type_size(p->columns[c].type) > widest)
-                widest = sluice_type_size(p->columns[c].type);
-        sl_strbuf_printf(sb, "    __shared__ uint4 tile_buf[(TILE * %zu + 15) / 16];\n", widest);
-    }
-    /* registers: every column the kernel reads, makes or writes */
-    for (int c = 0; c < p->ncolumns; c++)
-        if (g->in_group[c])
-            sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
-    for (int k = 0; k < o->ninputs; k++) {
-        if (k == o->offsets_input) continue;
-        int c = o->inputs[k];
-        const char *t = ctype(p->columns[c].type);
-        /* Staged (coalesced, transposed through shared memory) loads paid off on the H200
-         * for groups that do not compact (exclusive scan 45% -> 52% of copy) and cost the
-         * compacting ones (filter 1.97x -> 2.2x the floor), whose tile_buf barriers for the
-         * kept-row staging come on top: those load their rows directly. */
-        if (o->compacts)
-            sl_strbuf_printf(sb, "    sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
-                             t, t, k, c);
-        else
-            sl_strbuf_printf(sb,
-                             "    sl::load_tile<%s, ITEMS, BLOCK>((const %s *)a.in[%d], tile_first, rows, "
-                             "c%d, tile_buf);\n",
-                             t, t, k, c);
-    }
+    /* The persistent tile loop (kernels/sl_pipe.cuh): two shared-memory stages of BUF bytes;
+     * stage k & 1 holds the k-th tile's staged input columns, then serves as the staging
+     * buffer of its stores and compaction. Tiles come from the atomic counter when tiles
+     * depend on each other through a look-back (a block only ever waits on tiles already
+     * taken), else block b takes tiles b, b + grid, ... */
+    sl_strbuf_printf(sb, "    extern __shared__ uint4 sl_smem[];\n"
+                         "    __shared__ sl::tile_queue<2> queue;\n");
+    emit_issue_loads(g);
+    const char *first_tile = g->phases > 0 ? "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
+                                           : "(long long)blockIdx.x";
+    sl_strbuf_printf(sb,
+                     "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
+                     "        const long long t0 = %s;\n        queue.tile[0] = t0;\n"
+                     "        if (t0 < ntiles) issue_loads(t0, 0);\n    }\n    __syncthreads();\n"
+                     "    for (int k = 0;; k++) {\n        const int s = k & 1;\n"
+                     "        const long long tile = queue.tile[s];\n        if (tile >= ntiles) break;\n",
+                     first_tile);
+    /* Tiles without a look-back depend on nothing: their next tile is taken at once. */
+    if (g->phases == 0) emit_take_next(g);
+    sl_strbuf_append(sb, "        sl::queue_wait(queue, s, (unsigned)(k >> 1) & 1u);\n"
+                         "        const bool staged = queue.bulk[s] != 0;\n"
+                         "        uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
+                         "        (void)staged;\n");
+    sl_strbuf_append(sb, "    const long long tile_first = tile * (long long)TILE;\n"
+                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
+                         "    (void)first; (void)tile_first; (void)rows; (void)ntiles;\n");
+    emit_column_registers(g);
+    emit_input_loads(g);
     if (o->has_offsets) {
-        sl_strbuf_printf(sb,
-                         "    __shared__ uint32_t heads[TILE / 32];\n"
-                         "    for (int w = threadIdx.x; w < TILE / 32; w += BLOCK) heads[w] = 0;\n"
-                         "    __syncthreads();\n"
-                         "    {\n        const long long *offs = (const long long *)a.in[%d];\n"
-                         "        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);\n"
-                         "        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];\n"
-                         "        for (long long j = j0 + threadIdx.x; j < j1; j += BLOCK) {\n"
-                         "            const long long r = offs[j] - tile_first;\n"
-                         "            if (r >= 0 && r < TILE) atomicOr(&heads[r >> 5], 1u << (r & 31));\n"
-                         "        }\n    }\n    __syncthreads();\n"
-                         "    auto head_bit = [&](int i) -> bool { const int r = threadIdx.x * ITEMS + i; "
-                         "return (heads[r >> 5] >> (r & 31)) & 1u; };\n",
-                         o->offsets_input);
+        sl_strbuf_append(sb, "    __shared__ uint32_t heads_of_tile[TILE / 32];\n"
+                             "    uint32_t *const heads = heads_of_tile;\n");
+        emit_heads(g, 0);
     }
     if (o->compacts)
         sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
@@ -812,37 +1100,49 @@ static sluice_status emit_kernel(cg *g) {
         emit_maps_at_level(g, ph);
     }
 
-    /* stores */
-    if (!o->compacts) {
-        for (int k = 0; k < o->noutputs; k++) {
-            int c = o->outputs[k];
-            const char *t = ctype(p->columns[c].type);
-            sl_strbuf_printf(sb,
-                             "    sl::store_tile<%s, ITEMS, BLOCK>((%s *)a.out[%d], tile_first, rows, c%d, "
-                             "tile_buf);\n",
-                             t, t, k, c);
-        }
-    } else {
-        size_t widest = 1;
-        for (int k = 0; k < o->noutputs; k++) {
-            size_t sz = sluice_type_size(p->columns[o->outputs[k]].type);
-            if (sz > widest) widest = sz;
-        }
-        (void)widest; /* the staging buffer is tile_buf, sized for the widest column */
-        for (int k = 0; k < o->noutputs; k++) {
-            int c = o->outputs[k];
-            const char *t = ctype(p->columns[c].type);
-            sl_strbuf_printf(sb,
-                             "    {\n        %s *stage = (%s *)tile_buf;\n        __syncthreads();\n"
-                             "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
-                             "stage[local_pos[i]] = c%d[i];\n        __syncthreads();\n"
-                             "        %s *dst = (%s *)a.out[%d] + out_base;\n"
-                             "        for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
-                             "stage[j];\n    }\n",
-                             t, t, c, t, t, k);
-        }
-    }
+    /* stores, staged through this tile's stage (its inputs are in registers by now) */
+    emit_stores(g, 0);
+    /* end of tile: the stage, the scan storages and the broadcasts are reused next */
+    sl_strbuf_append(sb, "        sl::fence_async_proxy();\n        __syncthreads();\n    }\n");
     sl_strbuf_append(sb, "}\n");
+    return SLUICE_OK;
+}
+
+/* Which inputs the copy engine stages and the size of a stage (BUF). A stage holds the tile
+ * of every staged input column, each at a 128-byte aligned offset, up to SL_CG_STAGE_BUDGET
+ * bytes (further columns are loaded from global memory directly: two stages of the budget
+ * still leave room for two blocks per SM); it must also hold the widest group column's tile,
+ * for the stores and the compaction staged through it. */
+static sluice_status plan_stages(cg *g) {
+    const sluice_pipeline *p = g->p;
+    sl_codegen *o = g->out;
+    const size_t tile = (size_t)g->items * (size_t)g->tuning->block_threads;
+    int n = o->ninputs ? o->ninputs : 1;
+    g->staged = sl_calloc(g->ctx, (size_t)n, sizeof *g->staged);
+    g->stage_offset = sl_calloc(g->ctx, (size_t)n, sizeof *g->stage_offset);
+    if (!g->staged || !g->stage_offset)
+        return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    size_t widest = 1;
+    for (int c = 0; c < p->ncolumns; c++)
+        if (g->in_group[c] && p->columns[c].role != SLUICE_ROLE_OFFSETS &&
+            sluice_type_size(p->columns[c].type) > widest)
+            widest = sluice_type_size(p->columns[c].type);
+    size_t end = 0;
+    g->staged_bytes = 0;
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
+        /* bulk copies move multiples of 16 bytes; one stage's count stays under the
+           barrier's transaction limit (2^20 - 1 bytes) */
+        if (bytes % 16 != 0 || end + bytes > SL_CG_STAGE_BUDGET) continue;
+        g->staged[k] = true;
+        g->stage_offset[k] = end;
+        end += (bytes + 127) / 128 * 128;
+        g->staged_bytes += bytes;
+    }
+    size_t buf = tile * widest > end ? tile * widest : end;
+    g->buf_bytes = (buf + 127) / 128 * 128;
+    o->dynamic_smem = (size_t)g->stages * g->buf_bytes;
     return SLUICE_OK;
 }
 
@@ -902,6 +1202,13 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
             g.items = items;
             out->block_threads = threads;
         }
+        /* SLUICE_CUDA_OVERLAP=0 keeps single-phase groups on the two-stage kernel (for
+           measurements that compare the two shapes) */
+        const char *overlap_env = getenv("SLUICE_CUDA_OVERLAP");
+        g.overlapped = g.phases == 1 && arch >= 90 && !(overlap_env && strcmp(overlap_env, "0") == 0);
+        g.stages = g.overlapped ? 3 : 2;
+        out->lookback_warp = g.overlapped;
+        if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
         out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
         out->phases = g.phases;
@@ -945,6 +1252,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
             }
         }
     }
+    if (st == SLUICE_OK) st = plan_stages(&g);
     if (st == SLUICE_OK) st = emit_kernel(&g);
     if (st == SLUICE_OK && g.sb.failed)
         st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
@@ -961,6 +1269,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     sl_free(ctx, g.slots);
     sl_free(ctx, g.fields);
     sl_free(ctx, g.field_phase);
+    sl_free(ctx, g.staged);
+    sl_free(ctx, g.stage_offset);
     return st;
 }
 

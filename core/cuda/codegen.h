@@ -1,8 +1,11 @@
 /* codegen.h — turning one fused plan group into the CUDA source of a single-pass kernel.
  *
- * The kernel (named "sl_fused") works tile by tile: tiles take their index from an atomic
- * counter, each thread loads several consecutive rows of every column it needs into
- * registers (16-byte loads where alignment allows), computes the stages' expressions as
+ * The kernel (named "sl_fused") is persistent: each block loops over tiles, which take
+ * their index from an atomic counter when a look-back links them (else block b takes tiles
+ * b, b + grid, ...), and the copy engine brings the next tile's inputs into shared memory
+ * while the block works on the current one (kernels/sl_pipe.cuh); launch it with
+ * dynamic_smem bytes of dynamic shared memory and any grid. Each thread takes several
+ * consecutive rows of every column it needs into registers, computes the stages' expressions as
  * the prologue, and the scans' and compactions' monoid states form a TUPLE that one
  * decoupled look-back carries across tiles. The per-row results (scan outputs, later maps)
  * are the epilogue; kept rows are staged through shared memory so the compacted stores are
@@ -26,11 +29,19 @@
 #define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
 /* Fixed slots before the inputs in the kernel's argument block. */
 #define SL_CG_FIXED_SLOTS 7
+/* Shared memory: the bytes of staged input columns one stage may hold, and what one SM
+ * offers (sm_90: 228 KB, of which 227 KB to one block) for the resident-blocks estimate. */
+#define SL_CG_STAGE_BUDGET (48u * 1024u)
+#define SL_CG_SMEM_PER_SM (227u * 1024u)
 
 typedef struct sl_codegen {
     char *source;            /* the CUDA source (NUL-terminated) */
-    int block_threads, items_per_thread;
-    int64_t tile_rows;       /* rows per tile = block_threads * items_per_thread */
+    int block_threads;       /* threads a block is launched with */
+    int items_per_thread;
+    bool lookback_warp;      /* the last warp only does look-backs (emit_overlapped_kernel) */
+    int64_t tile_rows;       /* rows per tile = items_per_thread * row-owning threads
+                                (block_threads, less 32 with a look-back warp) */
+    size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */
 
     int ninputs, *inputs;    /* column ids, kernel argument order */
     int noutputs, *outputs;

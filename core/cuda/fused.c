@@ -16,6 +16,7 @@ struct sl_cuda_group {
     sl_cuda_group_layout layout;
     cudaLibrary_t library;
     cudaKernel_t kernel, segindex;
+    unsigned max_grid; /* blocks of the persistent kernel that fit on the device at once */
 };
 
 /* ---- liveness ------------------------------------------------------------------------ */
@@ -57,6 +58,29 @@ static sluice_status cuda_failure(sluice_context *ctx, cudaError_t e, const char
                     "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The kernel is persistent: its grid is what resides on the device at once (more blocks
+ * would only queue behind the first wave; fewer would leave SMs idle). Asks for the dynamic
+ * shared memory of its two input stages. */
+static sluice_status size_grid(sluice_context *ctx, sl_cuda_group *g) {
+    const void *k = (const void *)g->kernel;
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)g->cg.dynamic_smem);
+    int device = 0, sms = 0, per_sm = 0;
+    if (e == cudaSuccess) e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, g->cg.block_threads,
+                                                          g->cg.dynamic_smem);
+    if (e != cudaSuccess) return cuda_failure(ctx, e, "sizing a generated kernel's grid");
+    if (per_sm < 1)
+        return sl_error(ctx, SLUICE_ERR_CUDA,
+                        "a generated kernel (%d threads, %zu bytes of shared memory) cannot run "
+                        "on this GPU: no block fits on a multiprocessor",
+                        g->cg.block_threads, g->cg.dynamic_smem);
+    g->max_grid = (unsigned)per_sm * (unsigned)sms;
+    return SLUICE_OK;
+}
+
 sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *p,
                                     const sl_plan *plan, int group, int arch,
                                     sl_cuda_group **out) {
@@ -87,7 +111,9 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
         }
     }
     sl_free(ctx, cubin);
+    if (st == SLUICE_OK) st = size_grid(ctx, g);
     if (st != SLUICE_OK) {
+        if (g->library) cudaLibraryUnload(g->library);
         sl_codegen_free(ctx, &g->cg);
         sl_free(ctx, g);
         return st;
@@ -179,8 +205,9 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
         e = cudaLaunchKernel((const void *)g->segindex, (dim3){blocks, 1, 1}, (dim3){threads, 1, 1}, args, 0, stream);
         if (e != cudaSuccess) return cuda_failure(ctx, e, "launching the segment index kernel");
     }
-    e = cudaLaunchKernel((const void *)g->kernel, (dim3){(unsigned)ntiles, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
-                         args, 0, stream);
+    unsigned grid = ntiles < (int64_t)g->max_grid ? (unsigned)ntiles : g->max_grid;
+    e = cudaLaunchKernel((const void *)g->kernel, (dim3){grid, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
+                         args, c->dynamic_smem, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
     return SLUICE_OK;
 }
