@@ -186,16 +186,20 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
  * How far back the nearest inclusive prefix lies grows with the tiles in flight: a tile
  * becomes inclusive only when its own look-back ends, so at full speed (hundreds of blocks,
  * tens of tiles taken per microsecond) the look-back must fold the aggregates of the last
- * hundred or more tiles. Each window costs one L2 round trip, so the windows are wide: 4
- * states per lane (128 tiles), then 8 (256), fewer for states that need more than a
- * 16-byte word. On the H200 (2026-11-29) windows of 32, then 128 read one state after the
- * other, made the look-back the kernel's bottleneck: 65% of warp stalls were the rest of the
- * block waiting at the barrier behind it, and the scan ran at 47% of copy bandwidth. */
-template <typename T, typename Op>
+ * hundreds of tiles, and each window costs one L2 round trip (1-2 microseconds when memory
+ * is busy). So the windows are wide: WIDE (a warp that does nothing but look-backs) reads 8
+ * states per lane, then 16 (256, then 512 tiles per round trip); otherwise 4, then 8 (the
+ * rest of the block holds registers across the call); fewer for states that need a 16-byte
+ * word (4, then 8 or 4) or more (2, then 4 or 2). On the H200 (2026-11-29) windows of 32 then
+ * 128 read state by state made the look-back the bottleneck (65% of warp stalls were the
+ * block waiting behind it, scan at 47% of copy); with the look-back warp and 4/8 per lane
+ * a scan iteration still took ~6 microseconds, most of it the look-back. */
+template <bool WIDE = false, typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {
-    constexpr int K_FIRST = tile_states<T>::PACKING == 8 ? 4 : tile_states<T>::PACKING == 16 ? 4 : 2;
-    constexpr int K_NEXT = tile_states<T>::PACKING == 8 ? 8 : tile_states<T>::PACKING == 16 ? 4 : 2;
+    constexpr int P = tile_states<T>::PACKING;
+    constexpr int K_FIRST = P == 8 ? (WIDE ? 8 : 4) : P == 16 ? 4 : 2;
+    constexpr int K_NEXT = P == 8 ? (WIDE ? 16 : 8) : P == 16 ? (WIDE ? 8 : 4) : (WIDE ? 4 : 2);
     T exclusive = identity;
     int64_t window_end = tile - 1;
     if (lookback_window<K_FIRST>(states, window_end, identity, op, exclusive)) return exclusive;

@@ -3,8 +3,10 @@
 # minutes of device time: build, benchmark (alone on the GPU), then the GPU suites side by
 # side, then compute-sanitizer memcheck/racecheck/synccheck side by side on small sizes.
 # Knobs (environment): LG, REPS (benchmark size and repetitions); SWEEP, SWEEP_JOBS (the
-# fused jobs again under other launch shapes); BENCH_ONLY (stop after the benchmarks);
-# SKIP_SAN (stop before the sanitizers); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
+# fused jobs again under other launch shapes or settings); PROFILE_JOBS (Nsight Compute);
+# BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
+# SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
+# SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
 # Logs and a summary go to $OUT (the device tool brings them back as one archive).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,15 +24,20 @@ cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$L
   || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
-# SWEEP="256:16 512:8 ...": the fused jobs again under each launch shape (SLUICE_CUDA_TUNING).
-for shape in ${SWEEP:-}; do
-  # "nooverlap": the default shape with the two-stage kernel for single-phase groups
-  if [ "$shape" = nooverlap ]; then export SLUICE_CUDA_OVERLAP=0; else unset SLUICE_CUDA_OVERLAP; fi
-  SLUICE_CUDA_TUNING=${shape/nooverlap/} GPU_BENCH_JOBS=${SWEEP_JOBS:-scan,filter,linrec,segscan,six} \
-    "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/sweep_${shape//:/x}.txt" 2>&1
-  say "sweep $shape: $(grep -E '^(scan|filter|linrec|segscan|six)' "$LOG/sweep_${shape//:/x}.txt" | sed -E 's/ +/ /g' | cut -c1-60 | tr '\n' ';')"
+# SWEEP="256:32 SLUICE_CUDA_OVERLAP=0 ...": the fused jobs again under each variant: a launch
+# shape (SLUICE_CUDA_TUNING) or one VAR=VALUE setting.
+for variant in ${SWEEP:-}; do
+  name=$(echo "$variant" | tr ':=' 'x-')
+  if [[ $variant == *=* ]]; then envs=("$variant"); else envs=("SLUICE_CUDA_TUNING=$variant"); fi
+  env "${envs[@]}" GPU_BENCH_JOBS=${SWEEP_JOBS:-scan,filter,linrec,segscan,six} timeout 60 \
+    "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/sweep_$name.txt" 2>&1
+  say "sweep $variant: $(grep -E '^(scan|filter|linrec|segscan|six)' "$LOG/sweep_$name.txt" | sed -E 's/ +/ /g' | cut -c1-60 | tr '\n' ';')"
 done
-unset SLUICE_CUDA_OVERLAP
+# PROFILE_JOBS="scan ...": Nsight Compute on one launch of each job's fused kernel (2^26 rows)
+if [ -n "${PROFILE_JOBS:-}" ]; then
+  JOBS="$PROFILE_JOBS" LG=26 OUT="$LOG" BUILD=$BUILD scripts/device_profile.sh >"$LOG/profile.txt" 2>&1
+  say "profile: $(grep -cE 'Duration' "$LOG/profile.txt") kernels"
+fi
 [ -n "${BENCH_ONLY:-}" ] && { cat "$LOG/summary.txt"; sed -n '/^| job/,$p' "$LOG/bench.txt"; cp "$LOG"/*.txt "$OUT/"; exit 0; }
 run_suite() { # name, log, extra env...
   local name=$1 log=$2; shift 2
@@ -39,7 +46,10 @@ run_suite() { # name, log, extra env...
   local rc=$?
   say "$log: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/$log.log" | tail -1)"
 }
-run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused & run_suite gpu_backend gpu_backend &
+if [ -z "${SKIP_SUITES:-}" ]; then
+run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused &
+# BACKEND_LATE=1: the full-size gpu_backend (the longest suite) runs beside the sanitizers
+[ -z "${BACKEND_LATE:-}" ] && run_suite gpu_backend gpu_backend &
 run_suite gpu_backend gpu_backend_small SLUICE_TEST_SMALL=1 &
 wait
 # The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
@@ -47,6 +57,7 @@ wait
 run_suite gpu_fused capped_1 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 run_suite gpu_fused capped_2 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 wait
+fi
 [ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; tar czf "$OUT/verify-logs.tgz" -C "$LOG" .; cp "$LOG"/*.txt "$OUT/"; cat "$LOG/summary.txt"; exit 0; }
 san() { # tool, suite, extra env...
   local tool=$1 name=$2; shift 2
@@ -56,7 +67,8 @@ san() { # tool, suite, extra env...
   say "compute-sanitizer $tool $name: rc=$? ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/san_${tool}_$name.log" | tail -1) $(grep 'ERROR SUMMARY' "$LOG/san_${tool}_$name.log" | tail -1)"
 }
 san memcheck gpu_backend & san memcheck gpu_fused & san racecheck gpu_fused & san synccheck gpu_fused &
-san racecheck gpu_sort & san synccheck gpu_backend &
+san racecheck gpu_sort & san synccheck gpu_backend & san racecheck gpu_backend &
+[ -n "${BACKEND_LATE:-}" ] && [ -z "${SKIP_SUITES:-}" ] && run_suite gpu_backend gpu_backend &
 wait
 say "total $(( $(date +%s) - t0 )) s"
 sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"

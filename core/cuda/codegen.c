@@ -854,6 +854,11 @@ static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
+    /* SLUICE_CUDA_LOOKBACK=narrow: the look-back warp reads the windows of the two-stage
+       kernel (for measurements comparing the two) */
+    const char *windows = getenv("SLUICE_CUDA_LOOKBACK");
+    sl_strbuf_printf(sb, "#define SL_WIDE_LOOKBACK %s\n",
+                     windows && strcmp(windows, "narrow") == 0 ? "false" : "true");
     sl_strbuf_append(sb,
                      "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                      "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
@@ -888,7 +893,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            S1 tile_excl;\n            if (tile == 0) {\n");
     emit_carry(g, 1, "true");
     sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
-                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
+                         "                tile_excl = sl::lookback_exclusive<SL_WIDE_LOOKBACK>(states, tile, s1_identity(), op);\n"
                          "            }\n"
                          "            if ((threadIdx.x & 31) == 0) {\n"
                          "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
