@@ -48,7 +48,8 @@ run_suite() { # name, log, extra env...
 }
 if [ -z "${SKIP_SUITES:-}" ]; then
 run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused &
-# BACKEND_LATE=1: the full-size gpu_backend (the longest suite) runs beside the sanitizers
+# BACKEND_LATE=1: the full-size gpu_backend (the longest suite) runs beside the sanitizers;
+# BACKEND_LATE=skip: not at all
 [ -z "${BACKEND_LATE:-}" ] && run_suite gpu_backend gpu_backend &
 run_suite gpu_backend gpu_backend_small SLUICE_TEST_SMALL=1 &
 wait
@@ -68,7 +69,7 @@ san() { # tool, suite, extra env...
 }
 san memcheck gpu_backend & san memcheck gpu_fused & san racecheck gpu_fused & san synccheck gpu_fused &
 san racecheck gpu_sort & san synccheck gpu_backend & san racecheck gpu_backend &
-[ -n "${BACKEND_LATE:-}" ] && [ -z "${SKIP_SUITES:-}" ] && run_suite gpu_backend gpu_backend &
+[ "${BACKEND_LATE:-}" = 1 ] && [ -z "${SKIP_SUITES:-}" ] && run_suite gpu_backend gpu_backend &
 wait
 say "total $(( $(date +%s) - t0 )) s"
 sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"
