@@ -4,6 +4,7 @@
 
 #include <nvrtc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Written by cmake/embed.cmake (embedded_kernels.c in the build folder). */
@@ -20,10 +21,18 @@ static const char *const sl_nvrtc_fixed_options[] = {"-std=c++17", "--fmad=false
                                                      "-default-device"};
 #define SL_NVRTC_NFIXED ((int)SL_ARRAY_LEN(sl_nvrtc_fixed_options))
 
+/* SLUICE_NVRTC_LINEINFO=1 adds -lineinfo, so compute-sanitizer and Nsight name lines of the
+ * generated source; it is part of the options line, hence of the kernel cache key. */
+static bool lineinfo_wanted(void) {
+    const char *env = getenv("SLUICE_NVRTC_LINEINFO");
+    return env && strcmp(env, "1") == 0;
+}
+
 char *sl_nvrtc_options_line(int arch, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "--gpu-architecture=sm_%d", arch);
     for (int i = 0; i < SL_NVRTC_NFIXED && n >= 0 && (size_t)n < cap; i++)
         n += snprintf(buf + n, cap - (size_t)n, " %s", sl_nvrtc_fixed_options[i]);
+    if (lineinfo_wanted() && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " -lineinfo");
     return buf;
 }
 
@@ -54,10 +63,12 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
                         nvrtcGetErrorString(r));
     char arch_opt[48];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
-    const char *options[1 + SL_NVRTC_NFIXED];
-    options[0] = arch_opt;
-    for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[1 + i] = sl_nvrtc_fixed_options[i];
-    r = nvrtcCompileProgram(prog, 1 + SL_NVRTC_NFIXED, options);
+    const char *options[2 + SL_NVRTC_NFIXED];
+    int noptions = 0;
+    options[noptions++] = arch_opt;
+    for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_nvrtc_fixed_options[i];
+    if (lineinfo_wanted()) options[noptions++] = "-lineinfo";
+    r = nvrtcCompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char *log = NULL;
