@@ -21,8 +21,9 @@
 
 #define ARCH 90
 
-/* Generates and compiles every fused group of the pipeline; returns the number of groups. */
-static int compile_all_groups(sluice_context *ctx, sluice_pipeline *p, const char *what) {
+/* Generates and compiles every fused group of the pipeline for compute capability `arch`;
+ * returns the number of groups. */
+static int compile_all_groups_for(sluice_context *ctx, sluice_pipeline *p, const char *what, int arch) {
     sl_plan plan;
     sluice_status st = sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan);
     if (st != SLUICE_OK) tu_print_diags(ctx);
@@ -31,14 +32,14 @@ static int compile_all_groups(sluice_context *ctx, sluice_pipeline *p, const cha
     for (int gi = 0; gi < plan.ngroups; gi++) {
         if (plan.groups[gi].kind != SL_GROUP_FUSED) continue;
         sl_codegen cg;
-        st = sl_cuda_codegen(ctx, p, &plan, gi, ARCH, &cg);
+        st = sl_cuda_codegen(ctx, p, &plan, gi, arch, &cg);
         if (st != SLUICE_OK) {
             tu_print_diags(ctx);
             ck_abort_msg("%s: codegen of group %d failed", what, gi);
         }
         void *cubin = NULL;
         size_t size = 0;
-        st = sl_nvrtc_compile(ctx, cg.source, "test.cu", ARCH, &cubin, &size);
+        st = sl_nvrtc_compile(ctx, cg.source, "test.cu", arch, &cubin, &size);
         if (st != SLUICE_OK) {
             fprintf(stderr, "---- %s group %d source ----\n%s\n", what, gi, cg.source);
             tu_print_diags(ctx);
@@ -53,6 +54,10 @@ static int compile_all_groups(sluice_context *ctx, sluice_pipeline *p, const cha
     return compiled;
 }
 
+static int compile_all_groups(sluice_context *ctx, sluice_pipeline *p, const char *what) {
+    return compile_all_groups_for(ctx, p, what, ARCH);
+}
+
 static sluice_context *new_ctx(void) {
     sluice_context *ctx = NULL;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
@@ -61,7 +66,10 @@ static sluice_context *new_ctx(void) {
 
 /* ---- shipped pipelines --------------------------------------------------------------- */
 
+/* Every shipped pipeline for sm_90 (copy-engine stages, the look-back warp) and for sm_80
+ * (no copy engine: the same persistent loop loads its tiles from global memory). */
 START_TEST(shipped_pipelines_compile) {
+    const int arch = _i == 0 ? ARCH : 80;
     sluice_context *ctx = new_ctx();
     DIR *d = opendir(SLUICE_SOURCE_DIR "/pipelines");
     ck_assert_ptr_nonnull(d);
@@ -75,7 +83,7 @@ START_TEST(shipped_pipelines_compile) {
         sluice_pipeline *p = NULL;
         if (sluice_pipeline_load_file(ctx, path, &p) != SLUICE_OK) tu_print_diags(ctx);
         ck_assert_ptr_nonnull(p);
-        compile_all_groups(ctx, p, ent->d_name);
+        compile_all_groups_for(ctx, p, ent->d_name, arch);
         sluice_pipeline_free(p);
         files++;
     }
@@ -285,16 +293,80 @@ END_TEST
 
 /* ---- layouts the host side relies on ------------------------------------------------- */
 
-static sl_codegen generate(sluice_context *ctx, const char *yaml, sluice_pipeline **pp, int group) {
+static sl_codegen generate_for(sluice_context *ctx, const char *yaml, sluice_pipeline **pp,
+                               int group, int arch) {
     sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
     ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
     sl_codegen cg;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, group, ARCH, &cg), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, group, arch, &cg), SLUICE_OK);
     sl_plan_free(ctx, &plan);
     *pp = p;
     return cg;
 }
+
+static sl_codegen generate(sluice_context *ctx, const char *yaml, sluice_pipeline **pp, int group) {
+    return generate_for(ctx, yaml, pp, group, ARCH);
+}
+
+/* Which kernel shape a group gets, and the shared memory it asks for. */
+START_TEST(kernel_shapes) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p;
+    const char *scan = "sluice: 1\nname: s\ninput:\n  x: f32\nstages:\n"
+                       "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n";
+    /* one look-back phase on sm_90: a look-back warp beside the row-owning threads, three
+       stages, each big enough for the tile of x and of y */
+    sl_codegen cg = generate_for(ctx, scan, &p, 0, 90);
+    ck_assert(cg.lookback_warp);
+    ck_assert_int_eq((cg.block_threads - 32) * cg.items_per_thread, (int)cg.tile_rows);
+    ck_assert_uint_ge(cg.dynamic_smem, 3 * (size_t)cg.tile_rows * 4);
+    ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
+    ck_assert_ptr_nonnull(strstr(cg.source, "sl::bulk_load("));
+    ck_assert_ptr_nonnull(strstr(cg.source, "sl::block_arrive<2, THREADS>()"));
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* the same group on sm_80: the two-stage loop, no look-back warp */
+    cg = generate_for(ctx, scan, &p, 0, 80);
+    ck_assert(!cg.lookback_warp);
+    ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
+    ck_assert_uint_ge(cg.dynamic_smem, 2 * (size_t)cg.tile_rows * 4);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* SLUICE_CUDA_OVERLAP=0 asks for the two-stage loop on sm_90 too */
+    setenv("SLUICE_CUDA_OVERLAP", "0", 1);
+    cg = generate_for(ctx, scan, &p, 0, 90);
+    unsetenv("SLUICE_CUDA_OVERLAP");
+    ck_assert(!cg.lookback_warp);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* chained look-backs (a scan of a scan) keep the two-stage loop */
+    cg = generate_for(ctx,
+                      "sluice: 1\nname: c\ninput:\n  x: f32\nstages:\n"
+                      "  - scan: {of: x, op: sum, into: a}\n  - scan: {of: a, op: max, into: b}\n"
+                      "output: [b]\n",
+                      &p, 0, 90);
+    ck_assert_int_eq(cg.phases, 2);
+    ck_assert(!cg.lookback_warp);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* many wide inputs: the stages stay within one SM's shared memory (columns past the
+       stage budget are read from global memory directly) */
+    char yaml[2048];
+    int n = snprintf(yaml, sizeof yaml, "sluice: 1\nname: w\ninput:\n");
+    for (int c = 0; c < 12; c++) n += snprintf(yaml + n, sizeof yaml - (size_t)n, "  x%d: f64\n", c);
+    n += snprintf(yaml + n, sizeof yaml - (size_t)n, "stages:\n  - scan: {of: x0");
+    for (int c = 1; c < 12; c++) n += snprintf(yaml + n, sizeof yaml - (size_t)n, " + x%d", c);
+    snprintf(yaml + n, sizeof yaml - (size_t)n, ", op: sum, into: y}\noutput: [y]\n");
+    cg = generate_for(ctx, yaml, &p, 0, 90);
+    ck_assert(cg.lookback_warp);
+    ck_assert_uint_le(cg.dynamic_smem, 3 * (SL_CG_STAGE_BUDGET + 128));
+    ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
 
 START_TEST(layouts) {
     sluice_context *ctx = new_ctx();
@@ -543,7 +615,8 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, six_stages_are_one_kernel);
     tcase_add_test(tc, too_many_kernel_arguments_is_a_limit);
     tcase_add_test(tc, declared_operator_and_chained_phases);
-    tcase_add_test(tc, shipped_pipelines_compile);
+    tcase_add_loop_test(tc, shipped_pipelines_compile, 0, 2);
+    tcase_add_test(tc, kernel_shapes);
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
     tcase_set_timeout(tc, 600);
