@@ -34,6 +34,26 @@
  *     and staging buffers are allocated when it opens, sized for max_batch_rows (bigger
  *     batches are cut); device outputs come from the stream-ordered memory pool.
  *
+ * Performance
+ *   Each fused group is one persistent kernel: as many blocks as fit on the GPU at once,
+ *   each looping over tiles. On sm_90 and later a tile's input columns reach shared memory
+ *   through the copy engine while the block is still busy with the previous tile; this
+ *   needs whole tiles and columns whose device pointers are 16-byte aligned. A device batch
+ *   cut at a row that breaks the alignment (or an unaligned pointer of yours) is read
+ *   directly from global memory instead: correct, and slower. bench/RESULTS.md has the
+ *   measured figures.
+ *
+ * Environment (read when a session opens; for measurement and debugging)
+ *   SLUICE_CACHE_DIR         where compiled kernels are kept when the context's options name
+ *                            no folder (then $XDG_CACHE_HOME/sluice, ~/.cache/sluice); a
+ *                            corrupt or stale entry is rebuilt, never trusted.
+ *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
+ *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
+ *   SLUICE_CUDA_LOOKBACK=wide the look-back warp reads twice as many tile states at once.
+ *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
+ *   Each changes the generated source or options, hence the cache entry; results are the
+ *   same under every setting.
+ *
  * Errors
  *   CUDA failures are SLUICE_ERR_CUDA with the CUDA error's name and text in the diagnostic;
  *   device memory exhaustion is SLUICE_ERR_NO_MEMORY with the number of bytes asked for. A
