@@ -495,6 +495,56 @@ static void entry_path(const char *dir, char *out, size_t cap) {
     ck_assert(out[0] != 0);
 }
 
+/* The kernel library's headers are part of the cache key: a cubin compiled against other
+ * headers (an older sluice, an edited kernels/ file) is never taken for the same source. */
+START_TEST(kernel_cache_key_covers_the_headers) {
+    const char *names[2] = {"sl_a.cuh", "sl_b.cuh"};
+    const char *texts[2] = {"#define A 1\n", "#define B 2\n"};
+    const uint64_t base = sl_nvrtc_headers_digest_of(names, texts, 2);
+    ck_assert_uint_eq(base, sl_nvrtc_headers_digest_of(names, texts, 2));
+    const char *edited[2] = {"#define A 1\n", "#define B 3\n"};
+    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(names, edited, 2));
+    const char *renamed[2] = {"sl_a.cuh", "sl_c.cuh"};
+    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(renamed, texts, 2));
+    /* the boundary between name and text cannot shift */
+    const char *shifted_names[2] = {"sl_a.cuh#", "sl_b.cuh"};
+    const char *shifted_texts[2] = {"define A 1\n", "#define B 2\n"};
+    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(shifted_names, shifted_texts, 2));
+    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(names, texts, 1));
+
+    uint64_t k1[2], k2[2];
+    sl_kcache_key(tiny_kernel, ARCH, base, k1);
+    sl_kcache_key(tiny_kernel, ARCH, sl_nvrtc_headers_digest_of(names, edited, 2), k2);
+    ck_assert(k1[0] != k2[0] && k1[1] != k2[1]);
+
+    /* and the entry the cache writes carries the key of the embedded headers */
+    char dir[] = "/tmp/sluice-kkey-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    sluice_context_options opt = SLUICE_CONTEXT_OPTIONS_INIT;
+    opt.kernel_cache_dir = dir;
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
+    void *bin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, NULL), SLUICE_OK);
+    sl_free(ctx, bin);
+    char path[4096];
+    entry_path(dir, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char head[24];
+    ck_assert_uint_eq(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    uint64_t stored[2], expected[2];
+    memcpy(stored, head + 8, sizeof stored);
+    sl_kcache_key(tiny_kernel, ARCH, sl_nvrtc_headers_digest(), expected);
+    ck_assert(stored[0] == expected[0] && stored[1] == expected[1]);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(kernel_cache_hits_and_rebuilds) {
     char dir[] = "/tmp/sluice-kcache-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -611,6 +661,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, compile_error_is_a_status_with_the_log);
     tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
+    tcase_add_test(tc, kernel_cache_key_covers_the_headers);
     tcase_add_test(tc, six_stage_pipeline);
     tcase_add_test(tc, six_stages_are_one_kernel);
     tcase_add_test(tc, too_many_kernel_arguments_is_a_limit);

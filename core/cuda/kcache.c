@@ -36,7 +36,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static void cache_key(const char *source, int arch, uint64_t key[2]) {
+void sl_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]) {
     char options[256];
     sl_nvrtc_options_line(arch, options, sizeof options);
     char version[32];
@@ -52,6 +52,7 @@ static void cache_key(const char *source, int arch, uint64_t key[2]) {
             h = fnv1a(h, &n, sizeof n);
         }
         h = fnv1a(h, &arch, sizeof arch);
+        h = fnv1a(h, &headers_digest, sizeof headers_digest);
         key[k] = h;
     }
 }
@@ -148,7 +149,7 @@ sluice_status sl_kcache_get(sluice_context *ctx, const char *source, const char 
     if (hit) *hit = false;
     char dir[4096], path[4200];
     uint64_t key[2];
-    cache_key(source, arch, key);
+    sl_kcache_key(source, arch, sl_nvrtc_headers_digest(), key);
     bool cached = sl_kcache_dir(ctx, dir, sizeof dir) &&
                   (size_t)snprintf(path, sizeof path, "%s/sm%d-%016llx%016llx.cubin", dir, arch,
                                    (unsigned long long)key[0],

@@ -1,7 +1,7 @@
 /* kcache.h — the on-disk kernel cache: a pipeline's kernels compile once per machine.
  *
  * An entry is keyed by a 128-bit hash of (generated source, NVRTC options, architecture,
- * NVRTC version). Its file stores the key again and a checksum of the cubin: an entry whose
+ * NVRTC version, the kernel library's headers). Its file stores the key again and a checksum of the cubin: an entry whose
  * key, size or checksum does not match (stale, truncated, corrupt, a hash-prefix collision)
  * is compiled again and replaced, never trusted. Entries are written to a temporary file and
  * renamed into place, so concurrent processes never see half an entry.
@@ -18,6 +18,10 @@
 /* The cache directory for ctx into buf; false when caching is disabled or no directory can
  * be determined. */
 bool sl_kcache_dir(const sluice_context *ctx, char *buf, size_t cap);
+
+/* The key of `source` for sm_<arch> when the kernel headers have digest `headers_digest`
+ * (sl_nvrtc_headers_digest); an entry's file stores it after its 8-byte magic. */
+void sl_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]);
 
 /* The cubin of `source` for sm_<arch>, from the cache or compiled (and then stored).
  * *cubin comes from the context's allocator (sl_free). *hit (may be NULL) is true when the

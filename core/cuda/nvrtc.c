@@ -36,6 +36,31 @@ char *sl_nvrtc_options_line(int arch, char *buf, size_t cap) {
     return buf;
 }
 
+uint64_t sl_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
+                                    size_t count) {
+    /* FNV-1a over each name and text, each followed by its length (no shifted boundaries) */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < count; i++) {
+        const char *parts[2] = {names[i], texts[i]};
+        for (int k = 0; k < 2; k++) {
+            size_t n = strlen(parts[k]);
+            for (size_t j = 0; j < n; j++) h = (h ^ (unsigned char)parts[k][j]) * 0x100000001b3ull;
+            for (size_t j = 0; j < sizeof n; j++) h = (h ^ ((n >> (8 * j)) & 0xffu)) * 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+uint64_t sl_nvrtc_headers_digest(void) {
+    const char *names[64], *texts[64];
+    size_t count = 0;
+    for (size_t i = 0; i < sl_embedded_file_count && count < 64; i++, count++) {
+        names[count] = sl_embedded_files[i].name;
+        texts[count] = sl_embedded_files[i].text;
+    }
+    return sl_nvrtc_headers_digest_of(names, texts, count);
+}
+
 char *sl_nvrtc_version_text(char *buf, size_t cap) {
     int major = 0, minor = 0;
     if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;

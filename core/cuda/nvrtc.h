@@ -14,6 +14,14 @@ char *sl_nvrtc_options_line(int arch, char *buf, size_t cap);
  * (No static buffer: contexts may be used from several threads at once.) */
 char *sl_nvrtc_version_text(char *buf, size_t cap);
 
+/* A 64-bit digest of header files (their names and texts, in order): what a kernel
+ * includes is part of the kernel cache key, so a changed kernel library never reuses a
+ * cubin built from the old one even when the generated source is the same. */
+uint64_t sl_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
+                                    size_t count);
+/* The digest of the embedded kernel library the compiler offers. */
+uint64_t sl_nvrtc_headers_digest(void);
+
 /* Compiles `source` (named `name` in messages) for sm_<arch>. On success *cubin is a buffer
  * from the context's allocator (free with sl_free) of *size bytes. Errors:
  * SLUICE_ERR_COMPILE with NVRTC's log in the diagnostic, SLUICE_ERR_NO_MEMORY. */
