@@ -115,45 +115,22 @@ __device__ __forceinline__ void store_blocked(T *__restrict__ col, int64_t first
     }
 }
 
-/* ---- staged tile loads and stores ----------------------------------------------------
+/* ---- staged tile stores -----------------------------------------------------------------
  * The blocked layout above makes each warp-wide 16-byte access touch every other half of
  * 32 sectors, so L1 and L2 see each sector twice (measured on the H200: L2 throughput 1.8x
- * DRAM throughput, DRAM at 38%). For full, 16-byte-aligned tiles the block instead moves the
- * tile with perfectly coalesced 16-byte accesses (lane l of the block takes chunk
- * k*BLOCK + l) and transposes through shared memory to the blocked layout. Chunk c lives at
+ * DRAM throughput, DRAM at 38%). For full, 16-byte-aligned tiles the block instead
+ * transposes the blocked layout through shared memory and writes the tile with perfectly
+ * coalesced 16-byte stores (lane l of the block takes chunk k*BLOCK + l). Chunk c lives at
  * c ^ ((c >> 3) & 7): both the striped and the blocked access patterns are then free of
  * bank conflicts for 1, 2, 4 or 8 chunks per thread. The condition is uniform across the
- * block, so the barriers inside are safe. `buf` holds BLOCK * ITEMS * sizeof(T) bytes. */
+ * block, so the barriers inside are safe. `buf` holds BLOCK * ITEMS * sizeof(T) bytes.
+ * (Tiles come in through the copy engine instead: kernels/sl_pipe.cuh.) */
 __device__ __forceinline__ int swizzle_chunk(int c) { return c ^ ((c >> 3) & 7); }
 
 template <typename T, int ITEMS> struct staging {
     static constexpr int CHUNKS = (int)(sizeof(T) * ITEMS) / 16; /* per thread */
     static constexpr bool OK = (sizeof(T) * ITEMS) % 16 == 0 && CHUNKS >= 1 && CHUNKS <= 8;
 };
-
-template <typename T, int ITEMS, int BLOCK>
-__device__ __forceinline__ void load_tile(const T *__restrict__ col, int64_t tile_first, int64_t rows,
-                                          T (&v)[ITEMS], uint4 *buf) {
-    const T *src = col + tile_first;
-    if constexpr (staging<T, ITEMS>::OK) {
-        constexpr int CH = staging<T, ITEMS>::CHUNKS;
-        if (tile_first + (int64_t)BLOCK * ITEMS <= rows && ((uintptr_t)src % 16) == 0) {
-            const uint4 *s = reinterpret_cast<const uint4 *>(src);
-            uint4 tmp[CH];
-#pragma unroll
-            for (int k = 0; k < CH; k++) tmp[k] = __ldg(s + k * BLOCK + threadIdx.x);
-#pragma unroll
-            for (int k = 0; k < CH; k++) buf[swizzle_chunk(k * BLOCK + threadIdx.x)] = tmp[k];
-            __syncthreads();
-#pragma unroll
-            for (int k = 0; k < CH; k++) tmp[k] = buf[swizzle_chunk(threadIdx.x * CH + k)];
-            __syncthreads();
-            memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
-            return;
-        }
-    }
-    load_blocked<T, ITEMS>(col, tile_first + (int64_t)threadIdx.x * ITEMS, rows, v);
-}
 
 template <typename T, int ITEMS, int BLOCK, int BAR = 0>
 __device__ __forceinline__ void store_tile(T *__restrict__ col, int64_t tile_first, int64_t rows,

@@ -1,6 +1,6 @@
-/* sl_lookback.cuh — the grid level: tiles take their index from an atomic counter (so a
- * tile never waits on one that has not started), publish their aggregate, and find their
- * exclusive prefix by decoupled look-back over the tile states of their predecessors
+/* sl_lookback.cuh — the grid level: tiles (whose index the generated kernels take from an
+ * atomic counter, so a tile never waits on one that has not started) publish their
+ * aggregate and find their exclusive prefix by decoupled look-back over the tile states of their predecessors
  * (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back"). The
  * state is any monoid tuple the generated kernel defines; the combine functor is never
  * assumed commutative. Tile indices and row offsets are 64-bit.
@@ -232,14 +232,6 @@ __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states,
     }
     __syncthreads();
     return *broadcast;
-}
-
-/* The next tile index: one atomic per block, broadcast through shared memory. */
-__device__ __forceinline__ int64_t next_tile(unsigned long long *counter,
-                                             unsigned long long *broadcast) {
-    if (threadIdx.x == 0) *broadcast = atomicAdd(counter, 1ull);
-    __syncthreads();
-    return (int64_t)*broadcast;
 }
 
 } /* namespace sl */

@@ -14,6 +14,10 @@
 #include "../expr.h"
 #include "fused.h"
 
+/* The expression a block's thread 0 uses to take a tile from the counter at the start of
+ * scratch (kernels/sl_scratch.h). */
+#define TAKE_TILE "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
+
 /* ---- analysis ------------------------------------------------------------------------ */
 
 typedef enum slot_kind {
@@ -635,8 +639,7 @@ static void emit_take_next(cg *g) {
                      "        if (threadIdx.x == 0) {\n            const long long next = %s;\n"
                      "            queue.tile[s ^ 1] = next;\n"
                      "            if (next < ntiles) issue_loads(next, s ^ 1);\n        }\n",
-                     g->phases > 0 ? "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
-                                   : "tile + (long long)gridDim.x");
+                     g->phases > 0 ? TAKE_TILE : "tile + (long long)gridDim.x");
 }
 
 /* The tile's reduction of phase `phase`: each thread folds its items, the block scans the
@@ -765,6 +768,13 @@ static void emit_issue_loads(cg *g) {
     sl_strbuf_append(sb, "        } else {\n            sl::queue_arrive(queue, s);\n        }\n    };\n");
 }
 
+/* The barrier among the row-owning threads: __syncthreads (bar 0) or named barrier `bar`
+ * of BLOCK threads (the kernel with a look-back warp). */
+static void barrier_call(int bar, char *buf, size_t cap) {
+    if (bar) snprintf(buf, cap, "sl::block_sync<%d, BLOCK>()", bar);
+    else snprintf(buf, cap, "__syncthreads()");
+}
+
 /* head_bit(i): whether the thread's item i starts a segment (reads `heads`). */
 static void emit_head_bit(cg *g) {
     sl_strbuf_append(&g->sb, "    auto head_bit = [&](int i) -> bool { const int r = threadIdx.x * ITEMS + i; "
@@ -776,8 +786,7 @@ static void emit_head_bit(cg *g) {
  * `bar` is the barrier among the row-owning threads (0: __syncthreads). */
 static void emit_heads(cg *g, int bar) {
     char sync[64];
-    if (bar) snprintf(sync, sizeof sync, "sl::block_sync<%d, BLOCK>()", bar);
-    else snprintf(sync, sizeof sync, "__syncthreads()");
+    barrier_call(bar, sync, sizeof sync);
     sl_strbuf_printf(&g->sb,
                      "    for (int w = threadIdx.x; w < TILE / 32; w += BLOCK) heads[w] = 0;\n"
                      "    %s;\n"
@@ -807,8 +816,7 @@ static void emit_stores(cg *g, int bar) {
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
     char sync[64];
-    if (bar) snprintf(sync, sizeof sync, "sl::block_sync<%d, BLOCK>()", bar);
-    else snprintf(sync, sizeof sync, "__syncthreads()");
+    barrier_call(bar, sync, sizeof sync);
     if (!o->compacts) {
         for (int k = 0; k < o->noutputs; k++) {
             int c = o->outputs[k];
@@ -881,7 +889,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                      "    const Op1 op;\n"
                      "    const sl::tile_states<S1> states = {a.scratch + phase_offset0, ntiles};\n"
                      "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
-                     "        const long long t0 = (long long)atomicAdd((unsigned long long *)a.scratch, 1ull);\n"
+                     "        const long long t0 = " TAKE_TILE ";\n"
                      "        queue.tile[0] = t0;\n        if (t0 < ntiles) issue_loads(t0, 0);\n"
                      "    }\n    __syncthreads();\n");
     /* the look-back warp */
@@ -936,7 +944,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
                          "               must not wait for a look-back (see above) */\n"
                          "            const int sn = (j + 1) % STAGES;\n"
-                         "            const long long next = (long long)atomicAdd((unsigned long long *)a.scratch, 1ull);\n"
+                         "            const long long next = " TAKE_TILE ";\n"
                          "            queue.tile[sn] = next;\n"
                          "            if (next < ntiles) issue_loads(next, sn);\n        }\n"
                          "        if (j > 0) { /* ---- finish tile j-1 ---- */\n"
@@ -1071,8 +1079,7 @@ static sluice_status emit_kernel(cg *g) {
     sl_strbuf_printf(sb, "    extern __shared__ uint4 sl_smem[];\n"
                          "    __shared__ sl::tile_queue<2> queue;\n");
     emit_issue_loads(g);
-    const char *first_tile = g->phases > 0 ? "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
-                                           : "(long long)blockIdx.x";
+    const char *first_tile = g->phases > 0 ? TAKE_TILE : "(long long)blockIdx.x";
     sl_strbuf_printf(sb,
                      "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
                      "        const long long t0 = %s;\n        queue.tile[0] = t0;\n"
