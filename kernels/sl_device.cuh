@@ -1,7 +1,7 @@
-/* sl_device.cuh — the ground floor of sluice's device library: fixed-width integer types
- * under NVRTC (which has no standard headers), moving a trivially copyable value through
- * 32-bit words (the unit of shuffles and of L2-coherent loads and stores), and the
- * blocked, vectorised loads and stores of a tile's columns.
+/* sl_device.cuh — the ground floor of sluice's device library: moving a trivially copyable
+ * value through 32-bit words (the unit of shuffles and of L2-coherent loads and stores),
+ * barriers over part of a block, and the blocked, vectorised loads and stores of a tile's
+ * columns. Its integer types come from sl_stdint.h.
  *
  * Layering (each file includes the one below): sl_device -> sl_warp -> sl_block ->
  * sl_lookback. Generated kernels (core/cuda/codegen.c) include sl_lookback.cuh and
@@ -10,19 +10,7 @@
 #ifndef SL_DEVICE_CUH
 #define SL_DEVICE_CUH
 
-#ifdef __CUDACC_RTC__
-typedef signed char int8_t;
-typedef short int16_t;
-typedef int int32_t;
-typedef long long int64_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long long uint64_t;
-typedef unsigned long long uintptr_t;
-#else
-#include <stdint.h>
-#endif
+#include "sl_stdint.h"
 
 namespace sl {
 

@@ -23,19 +23,9 @@
 #ifndef SL_OPS_H
 #define SL_OPS_H
 
-#if defined(__CUDACC_RTC__)
-/* NVRTC has no standard headers: define the fixed-width types here. */
-typedef signed char int8_t;
-typedef short int16_t;
-typedef int int32_t;
-typedef long long int64_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long long uint64_t;
-#else
+#include "sl_stdint.h"
+#if !defined(__CUDACC_RTC__)
 #include <math.h>
-#include <stdint.h>
 #endif
 
 #if defined(__CUDACC__)
