@@ -1,13 +1,13 @@
 /* sl_pipe.cuh — the input pipeline of the persistent fused kernels: while a block works on
- * one tile, the copy engine is already bringing the next tile's input columns into the other
- * half of a double-buffered shared-memory stage (Hopper's bulk copy, `cp.async.bulk`,
- * completing on an mbarrier). Without it a block's loads are in flight only between taking
+ * one tile, the copy engine is already bringing the next tile's input columns into another
+ * of its shared-memory stages (two, or three in the kernel with a look-back warp; Hopper's
+ * bulk copy, `cp.async.bulk`, completing on an mbarrier). Without it a block's loads are in flight only between taking
  * a tile and its look-back, and the SM's memory pipe idles while the block waits on its
  * predecessors (measured on the H200, 2026-11-29: 43 of 77 cycles per instruction were
  * barrier waits during the look-back, scan at 52% of copy bandwidth).
  *
  * Protocol (thread 0 produces, the whole block consumes):
- *   queue_init          thread 0, once: the two stage barriers
+ *   queue_init          thread 0, once: the stages' barriers
  *   issue (generated)   thread 0: record whether the tile is bulk-copied, then either
  *                       arm the stage's barrier with the byte count and start one bulk copy
  *                       per staged column, or just arrive (the consumers will load that tile
@@ -15,7 +15,7 @@
  *                       not 16-byte aligned, or a GPU older than sm_90)
  *   queue_wait          every thread, before reading a stage
  * Each stage's barrier completes exactly one phase per use, so the k-th tile a block
- * handles waits on stage k & 1 with parity (k >> 1) & 1.
+ * handles waits on stage k % STAGES with parity (k / STAGES) & 1.
  *
  * Shared memory the copy engine writes was read (and, for output staging, written) by
  * ordinary instructions during the previous tile: every thread fences the async proxy
