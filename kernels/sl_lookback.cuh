@@ -1,7 +1,7 @@
 /* sl_lookback.cuh — the grid level: tiles (whose index the generated kernels take from an
  * atomic counter, so a tile never waits on one that has not started) publish their
- * aggregate and find their exclusive prefix by decoupled look-back over the tile states of their predecessors
- * (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back"). The
+ * aggregate and find their exclusive prefix by decoupled look-back over the tile states of
+ * their predecessors (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back"). The
  * state is any monoid tuple the generated kernel defines; the combine functor is never
  * assumed commutative. Tile indices and row offsets are 64-bit.
  *

@@ -60,7 +60,7 @@ static sluice_status cuda_failure(sluice_context *ctx, cudaError_t e, const char
 
 /* The kernel is persistent: its grid is what resides on the device at once (more blocks
  * would only queue behind the first wave; fewer would leave SMs idle). Asks for the dynamic
- * shared memory of its two input stages. */
+ * shared memory of its input stages. */
 static sluice_status size_grid(sluice_context *ctx, sl_cuda_group *g) {
     const void *k = (const void *)g->kernel;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
