@@ -1,9 +1,9 @@
 /* sl_lookback.cuh — the grid level: tiles (whose index the generated kernels take from an
  * atomic counter, so a tile never waits on one that has not started) publish their
  * aggregate and find their exclusive prefix by decoupled look-back over the tile states of
- * their predecessors (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back"). The
- * state is any monoid tuple the generated kernel defines; the combine functor is never
- * assumed commutative. Tile indices and row offsets are 64-bit.
+ * their predecessors (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
+ * Look-back"). The state is any monoid tuple the generated kernel defines; the combine
+ * functor is never assumed commutative. Tile indices and row offsets are 64-bit.
  *
  * The look-back is done by one warp: its 32 lanes read a window of preceding tile states
  * at once (several per lane), wait until none is unpublished, take everything after the

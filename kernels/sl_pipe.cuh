@@ -1,10 +1,10 @@
 /* sl_pipe.cuh — the input pipeline of the persistent fused kernels: while a block works on
  * one tile, the copy engine is already bringing the next tile's input columns into another
  * of its shared-memory stages (two, or three in the kernel with a look-back warp; Hopper's
- * bulk copy, `cp.async.bulk`, completing on an mbarrier). Without it a block's loads are in flight only between taking
- * a tile and its look-back, and the SM's memory pipe idles while the block waits on its
- * predecessors (measured on the H200, 2026-11-29: 43 of 77 cycles per instruction were
- * barrier waits during the look-back, scan at 52% of copy bandwidth).
+ * bulk copy, `cp.async.bulk`, completing on an mbarrier). Without it a block's loads are in
+ * flight only between taking a tile and its look-back, and the SM's memory pipe idles while
+ * the block waits on its predecessors (measured on the H200, 2026-11-29: 43 of 77 cycles
+ * per instruction were barrier waits during the look-back, scan at 52% of copy bandwidth).
  *
  * Protocol (thread 0 produces, the whole block consumes):
  *   queue_init          thread 0, once: the stages' barriers
