@@ -1,9 +1,10 @@
 /* kcache.h — the on-disk kernel cache: a pipeline's kernels compile once per machine.
  *
  * An entry is keyed by a 128-bit hash of (generated source, NVRTC options, architecture,
- * NVRTC version, the kernel library's headers). Its file stores the key again and a checksum of the cubin: an entry whose
- * key, size or checksum does not match (stale, truncated, corrupt, a hash-prefix collision)
- * is compiled again and replaced, never trusted. Entries are written to a temporary file and
+ * NVRTC version, the kernel library's headers). Its file stores the key again and a
+ * checksum of the cubin: an entry whose key, size or checksum does not match (stale,
+ * truncated, corrupt, a hash-prefix collision) is compiled again and replaced, never
+ * trusted. Entries are written to a temporary file and
  * renamed into place, so concurrent processes never see half an entry.
  *
  * Directory: the context's kernel_cache_dir, else $SLUICE_CACHE_DIR, else
