@@ -187,19 +187,19 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
  * becomes inclusive only when its own look-back ends, so at full speed (hundreds of blocks,
  * tens of tiles taken per microsecond) the look-back must fold the aggregates of the last
  * hundreds of tiles, and each window costs one L2 round trip (1-2 microseconds when memory
- * is busy). So the windows are wide: WIDE (a warp that does nothing but look-backs) reads 8
- * states per lane, then 16 (256, then 512 tiles per round trip); otherwise 4, then 8 (the
- * rest of the block holds registers across the call); fewer for states that need a 16-byte
- * word (4, then 8 or 4) or more (2, then 4 or 2). On the H200 (2026-11-29) windows of 32 then
- * 128 read state by state made the look-back the bottleneck (65% of warp stalls were the
- * block waiting behind it, scan at 47% of copy); with the look-back warp and 4/8 per lane
- * a scan iteration still took ~6 microseconds, most of it the look-back. */
-template <bool WIDE = false, typename T, typename Op>
+ * is busy). So the windows are wide: 4 states per lane, then 8 (128, then 256 tiles per
+ * round trip); fewer for states that need a 16-byte word (4, then 4) or more (2, then 2).
+ * On the H200 (2026-11-29) windows of 32 then 128 read state by state made the look-back
+ * the bottleneck (65% of warp stalls were the block waiting behind it, scan at 47% of copy).
+ * Twice these widths for the look-back warp measured worse (scan 61.3% of copy against
+ * 64.9%, same run): a scan iteration still takes ~6 microseconds, most of it look-back, so
+ * the round trips are not the whole cost (bench/RESULTS.md runs 10-11). */
+template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {
     constexpr int P = tile_states<T>::PACKING;
-    constexpr int K_FIRST = P == 8 ? (WIDE ? 8 : 4) : P == 16 ? 4 : 2;
-    constexpr int K_NEXT = P == 8 ? (WIDE ? 16 : 8) : P == 16 ? (WIDE ? 8 : 4) : (WIDE ? 4 : 2);
+    constexpr int K_FIRST = P == 8 ? 4 : P == 16 ? 4 : 2;
+    constexpr int K_NEXT = P == 8 ? 8 : P == 16 ? 4 : 2;
     T exclusive = identity;
     int64_t window_end = tile - 1;
     if (lookback_window<K_FIRST>(states, window_end, identity, op, exclusive)) return exclusive;

@@ -73,7 +73,6 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
-    int stages;      /* shared-memory stages of BUF bytes: 2, or 3 when overlapped */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -298,6 +297,10 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     if (off == 0) off = 4;
     g->state_size[phase] = (off + align - 1) / align * align;
 }
+
+/* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
+ * finishing, one reduced, one arriving), two otherwise. */
+static int stages_of(const cg *g) { return g->overlapped ? 3 : 2; }
 
 /* ---- printing helpers ---------------------------------------------------------------- */
 
@@ -862,12 +865,6 @@ static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
-    /* SLUICE_CUDA_LOOKBACK=wide: the look-back warp reads twice as many states a window.
-       Measured on the H200 (2026-11-29, device run 8, same run): wide 61.3% of copy on the
-       scan against 64.9% narrow, filter 2.62x against 2.19x the floor, so narrow stays. */
-    const char *windows = getenv("SLUICE_CUDA_LOOKBACK");
-    sl_strbuf_printf(sb, "#define SL_WIDE_LOOKBACK %s\n",
-                     windows && strcmp(windows, "wide") == 0 ? "true" : "false");
     sl_strbuf_append(sb,
                      "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                      "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
@@ -902,7 +899,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            S1 tile_excl;\n            if (tile == 0) {\n");
     emit_carry(g, 1, "true");
     sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
-                         "                tile_excl = sl::lookback_exclusive<SL_WIDE_LOOKBACK>(states, tile, s1_identity(), op);\n"
+                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
                          "            }\n"
                          "            if ((threadIdx.x & 31) == 0) {\n"
                          "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
@@ -1003,7 +1000,7 @@ static sluice_status emit_kernel(cg *g) {
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
     if (widest_state > 32) min_blocks = 1;
     /* no more blocks than the stages let reside (static shared memory: ~2-3 KB) */
-    int by_smem = (int)(SL_CG_SMEM_PER_SM / ((size_t)g->stages * g->buf_bytes + 3072));
+    int by_smem = (int)(SL_CG_SMEM_PER_SM / ((size_t)stages_of(g) * g->buf_bytes + 3072));
     if (by_smem < 1) by_smem = 1;
     if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
@@ -1019,7 +1016,7 @@ static sluice_status emit_kernel(cg *g) {
     sl_strbuf_printf(sb,
                      "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
                      "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
-                     block, items, (long long)block * items, min_blocks, g->buf_bytes, g->stages, threads);
+                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g), threads);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -1155,7 +1152,7 @@ static sluice_status plan_stages(cg *g) {
     }
     size_t buf = tile * widest > end ? tile * widest : end;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    o->dynamic_smem = (size_t)g->stages * g->buf_bytes;
+    o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
 
@@ -1219,7 +1216,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            measurements that compare the two shapes) */
         const char *overlap_env = getenv("SLUICE_CUDA_OVERLAP");
         g.overlapped = g.phases == 1 && arch >= 90 && !(overlap_env && strcmp(overlap_env, "0") == 0);
-        g.stages = g.overlapped ? 3 : 2;
         out->lookback_warp = g.overlapped;
         if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
