@@ -849,8 +849,8 @@ static void emit_stores(cg *g, int bar) {
  * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
  * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
  *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
- *   wait for the look-back warp to finish tile j-1, then hand tile j over to it (named
- *   barriers 3 and 2);
+ *   meet the look-back warp (named barrier 2, one full barrier a tile on both sides): it
+ *   has finished tile j-1 by then and takes tile j;
  *   take tile j+1 and start its copies (into the stage tile j-2 left);
  *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
  *   the outputs.
@@ -892,7 +892,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
     /* the look-back warp */
     sl_strbuf_append(sb, "    if (threadIdx.x >= BLOCK) {\n        for (int j = 0;; j++) {\n"
                          "            const int s = j % STAGES;\n"
-                         "            sl::block_sync<2, THREADS>(); /* tile j handed over */\n"
+                         "            sl::block_sync<2, THREADS>(); /* tile j-1 handed back, tile j taken */\n"
                          "            const long long tile = queue.tile[s];\n"
                          "            if (tile >= ntiles) break;\n"
                          "            const S1 block_agg = handed_agg[s];\n"
@@ -905,7 +905,6 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
                          "                handed_excl[s] = tile_excl;\n            }\n"
                          "            __syncwarp();\n"
-                         "            sl::block_arrive<3, THREADS>(); /* tile j's prefix is ready */\n"
                          "        }\n        return;\n    }\n");
     /* the row-owning threads */
     sl_strbuf_append(sb, "    S1 held_thread_excl = s1_identity(); /* tile j-1's, for its epilogue */\n"
@@ -935,8 +934,8 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            handed_agg[s] = block_agg;\n        }\n"
                          "        next_thread_excl = thread_excl;\n    }\n");
     sl_strbuf_append(sb, "        }\n"
-                         "        if (j > 0) sl::block_sync<3, THREADS>(); /* tile j-1's look-back is done */\n"
-                         "        sl::block_arrive<2, THREADS>(); /* hand tile j (or the end) to the look-back warp */\n"
+                         "        /* meet the look-back warp: it has finished tile j-1 and takes tile j (or the end) */\n"
+                         "        sl::block_sync<2, THREADS>();\n"
                          "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
                          "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
                          "               must not wait for a look-back (see above) */\n"
