@@ -6,7 +6,7 @@
 # fused jobs again under other launch shapes or settings); PROFILE_JOBS (Nsight Compute);
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
 # SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
-# SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
+# SAN (which sanitizer runs: TOOL:SUITE[:CASE] words); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
 # Logs and a summary go to $OUT (the device tool brings them back as one archive).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,11 +24,11 @@ cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$L
   || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
-# SWEEP="256:32 SLUICE_CUDA_OVERLAP=0 ...": the fused jobs again under each variant: a launch
-# shape (SLUICE_CUDA_TUNING) or one VAR=VALUE setting.
+# SWEEP="256:32 SLUICE_CUDA_OVERLAP=0 A=1,B=2 ...": the fused jobs again under each variant: a
+# launch shape (SLUICE_CUDA_TUNING) or VAR=VALUE settings joined by commas.
 for variant in ${SWEEP:-}; do
-  name=$(echo "$variant" | tr ':=' 'x-')
-  if [[ $variant == *=* ]]; then envs=("$variant"); else envs=("SLUICE_CUDA_TUNING=$variant"); fi
+  name=$(echo "$variant" | tr ':=,' 'x-_')
+  if [[ $variant == *=* ]]; then IFS=, read -ra envs <<<"$variant"; else envs=("SLUICE_CUDA_TUNING=$variant"); fi
   env "${envs[@]}" GPU_BENCH_JOBS=${SWEEP_JOBS:-scan,filter,linrec,segscan,six} timeout 60 \
     "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/sweep_$name.txt" 2>&1
   say "sweep $variant: $(grep -E '^(scan|filter|linrec|segscan|six)' "$LOG/sweep_$name.txt" | sed -E 's/ +/ /g' | cut -c1-60 | tr '\n' ';')"
@@ -60,15 +60,23 @@ run_suite gpu_fused capped_2 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 wait
 fi
 [ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; tar czf "$OUT/verify-logs.tgz" -C "$LOG" .; cp "$LOG"/*.txt "$OUT/"; cat "$LOG/summary.txt"; exit 0; }
-san() { # tool, suite, extra env...
-  local tool=$1 name=$2; shift 2
-  local s=$(date +%s)
-  env SLUICE_TEST_SMALL=1 "$@" timeout ${SAN_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
-    "$BUILD/tests/$name" >"$LOG/san_${tool}_$name.log" 2>&1
-  say "compute-sanitizer $tool $name: rc=$? ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/san_${tool}_$name.log" | tail -1) $(grep 'ERROR SUMMARY' "$LOG/san_${tool}_$name.log" | tail -1)"
+# Each sanitizer run is TOOL:SUITE[:CASE] (CASE: one check test case, CK_RUN_CASE), all side by
+# side; racecheck, by far the slowest, gets the suites cut into their cases, and line
+# information in the kernels so a report names the source line.
+SAN=${SAN:-memcheck:gpu_backend memcheck:gpu_fused synccheck:gpu_fused synccheck:gpu_backend
+racecheck:gpu_fused racecheck:gpu_sort:types racecheck:gpu_sort:ranges racecheck:gpu_backend:api
+racecheck:gpu_backend:stages racecheck:gpu_backend:sort racecheck:gpu_backend:pipelines}
+san() { # tool, suite, case
+  local tool=$1 name=$2 tc=${3:-}
+  local s=$(date +%s) log="$LOG/san_${tool}_${name}${tc:+_$tc}.log"
+  local envs=(SLUICE_TEST_SMALL=1)
+  [ -n "$tc" ] && envs+=(CK_RUN_CASE=$tc)
+  [ "$tool" = racecheck ] && envs+=(SLUICE_NVRTC_LINEINFO=1)
+  env "${envs[@]}" timeout ${SAN_TIMEOUT:-90} compute-sanitizer --tool $tool --error-exitcode 9 \
+    "$BUILD/tests/$name" >"$log" 2>&1
+  say "compute-sanitizer $tool $name${tc:+ ($tc)}: rc=$? ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$log" | tail -1) $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
 }
-san memcheck gpu_backend & san memcheck gpu_fused & san racecheck gpu_fused & san synccheck gpu_fused &
-san racecheck gpu_sort & san synccheck gpu_backend & san racecheck gpu_backend &
+for run in $SAN; do IFS=: read -r tool name tc <<<"$run"; san "$tool" "$name" "$tc" & done
 [ "${BACKEND_LATE:-}" = 1 ] && [ -z "${SKIP_SUITES:-}" ] && run_suite gpu_backend gpu_backend &
 wait
 say "total $(( $(date +%s) - t0 )) s"

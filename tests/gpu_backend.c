@@ -952,26 +952,34 @@ START_TEST(test_past_2_31_rows) {
 }
 END_TEST
 
+/* Four test cases, so a slow tool (compute-sanitizer racecheck) can run them side by side
+ * with CK_RUN_CASE=api|stages|sort|pipelines. */
 static Suite *gpu_backend_suite(void) {
     Suite *s = suite_create("gpu_backend");
-    TCase *tc = tcase_create("backend");
-    tcase_set_timeout(tc, 1200);
-    tcase_add_test(tc, test_primer_examples_on_gpu);
-    tcase_add_test(tc, test_bad_device_batches);
-    tcase_add_test(tc, test_two_streams);
-    tcase_add_test(tc, test_out_of_device_memory);
-    tcase_add_test(tc, test_no_allocation_on_hot_path);
-    tcase_add_loop_test(tc, test_map_flag_compact_every_type, 0, (int)NELEM(num_types));
-    tcase_add_loop_test(tc, test_scan_arith_every_type, 0, (int)NELEM(num_types));
-    tcase_add_loop_test(tc, test_scan_bitwise_every_type, 0, (int)NELEM(int_types));
-    tcase_add_test(tc, test_linrec_and_declared);
-    tcase_add_test(tc, test_segmented);
-    tcase_add_loop_test(tc, test_sort_every_key_type, 0, (int)NELEM(key_types));
-    tcase_add_test(tc, test_sort_keys_bits_and_fusion);
-    tcase_add_test(tc, test_shipped_pipelines);
-    tcase_add_test(tc, test_random_pipelines);
-    if (!g_small) tcase_add_test(tc, test_past_2_31_rows);
-    suite_add_tcase(s, tc);
+    TCase *api = tcase_create("api");
+    tcase_add_test(api, test_primer_examples_on_gpu);
+    tcase_add_test(api, test_bad_device_batches);
+    tcase_add_test(api, test_two_streams);
+    tcase_add_test(api, test_out_of_device_memory);
+    tcase_add_test(api, test_no_allocation_on_hot_path);
+    TCase *stages = tcase_create("stages");
+    tcase_add_loop_test(stages, test_map_flag_compact_every_type, 0, (int)NELEM(num_types));
+    tcase_add_loop_test(stages, test_scan_arith_every_type, 0, (int)NELEM(num_types));
+    tcase_add_loop_test(stages, test_scan_bitwise_every_type, 0, (int)NELEM(int_types));
+    tcase_add_test(stages, test_linrec_and_declared);
+    tcase_add_test(stages, test_segmented);
+    TCase *sort = tcase_create("sort");
+    tcase_add_loop_test(sort, test_sort_every_key_type, 0, (int)NELEM(key_types));
+    tcase_add_test(sort, test_sort_keys_bits_and_fusion);
+    TCase *pipelines = tcase_create("pipelines");
+    tcase_add_test(pipelines, test_shipped_pipelines);
+    tcase_add_test(pipelines, test_random_pipelines);
+    if (!g_small) tcase_add_test(pipelines, test_past_2_31_rows);
+    TCase *all[] = {api, stages, sort, pipelines};
+    for (size_t i = 0; i < NELEM(all); i++) {
+        tcase_set_timeout(all[i], 1200);
+        suite_add_tcase(s, all[i]);
+    }
     return s;
 }
 

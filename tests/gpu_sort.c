@@ -286,19 +286,26 @@ START_TEST(test_bad_descriptions) {
 }
 END_TEST
 
+/* Three test cases, so a slow tool (compute-sanitizer racecheck) can run them side by side
+ * with CK_RUN_CASE=types|ranges|large. */
 static Suite *gpu_sort_suite(void) {
     Suite *s = suite_create("gpu_sort");
-    TCase *tc = tcase_create("sort");
-    tcase_set_timeout(tc, 900);
-    tcase_add_test(tc, test_bad_descriptions);
-    tcase_add_loop_test(tc, test_every_key_type, 0, (int)NELEM(all_types));
-    tcase_add_test(tc, test_bits_ranges);
-    tcase_add_test(tc, test_several_keys);
+    TCase *types = tcase_create("types");
+    tcase_add_test(types, test_bad_descriptions);
+    tcase_add_loop_test(types, test_every_key_type, 0, (int)NELEM(all_types));
+    TCase *ranges = tcase_create("ranges");
+    tcase_add_test(ranges, test_bits_ranges);
+    tcase_add_test(ranges, test_several_keys);
+    TCase *large = tcase_create("large");
     if (!getenv("SLUICE_TEST_SMALL")) {
-        tcase_add_test(tc, test_large);
-        tcase_add_test(tc, test_past_2_31_rows);
+        tcase_add_test(large, test_large);
+        tcase_add_test(large, test_past_2_31_rows);
     }
-    suite_add_tcase(s, tc);
+    TCase *all[] = {types, ranges, large};
+    for (size_t i = 0; i < NELEM(all); i++) {
+        tcase_set_timeout(all[i], 900);
+        suite_add_tcase(s, all[i]);
+    }
     return s;
 }
 
