@@ -49,7 +49,6 @@
  *                            corrupt or stale entry is rebuilt, never trusted.
  *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
- *   SLUICE_CUDA_LOOKAHEAD=N  (1-4) tiles whose copies that kernel keeps in flight ahead.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting.

@@ -24,12 +24,6 @@ template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
         asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
     }
 }
-/* Arrive at named barrier BAR (of THREADS threads) without waiting: the producer's half of
- * a hand-over whose consumer waits with block_sync<BAR, THREADS>. */
-template <int BAR, int THREADS> __device__ __forceinline__ void block_arrive() {
-    __threadfence_block(); /* what was written before the hand-over is seen after it */
-    asm volatile("bar.arrive %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
-}
 
 /* Number of 32-bit words a value of type T occupies when moved word by word. */
 template <typename T> struct words_of {

@@ -22,22 +22,19 @@ typedef struct sl_tuning {
                                  small groups (live columns x items <= 32), one fewer up to
                                  48, none for larger groups or phase states over 32 bytes
                                  (core/cuda/codegen.c), so they do not spill */
-    int lookahead;            /* sm_90+ kernel with a look-back warp: tiles whose copies are
-                                 in flight beyond the one being reduced (each one more
-                                 shared-memory stage; lowered for wide groups) */
 } sl_tuning;
 
 /* Rows in ascending arch; the last row whose arch <= the device's is used. */
 static const sl_tuning sl_tuning_table[] = {
-    /* arch  threads  bytes  min  max  register budget  min blocks/SM  lookahead */
-    {70, 256, 32, 2, 16, 96, 4, 1},
-    {80, 256, 64, 2, 16, 128, 5, 1},
+    /* arch  threads  bytes  min  max  register budget  min blocks/SM */
+    {70, 256, 32, 2, 16, 96, 4},
+    {80, 256, 64, 2, 16, 128, 5},
     /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; measured there,
        2026-11-29, 2^26 f32 rows: 256x16 beat 128x16, 128x32, 512x8 and 256x32 on the scan
        and linrec kernels (512x16 was within 3%). Halving the items of the six-stage group
        (register budget 64) made it slower there (2.4 -> 3.5 ms at 2^28 rows), so the budget
        stays at 128 live column-items. */
-    {90, 256, 64, 2, 16, 128, 5, 2},
+    {90, 256, 64, 2, 16, 128, 5},
 };
 
 static inline const sl_tuning *sl_tuning_for(int arch) {

@@ -7,12 +7,13 @@
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
 # SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
 # SAN (which sanitizer runs: TOOL:SUITE[:CASE] words); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
-# Logs and a summary go to $OUT (the device tool brings them back as one archive).
+# Logs and a summary go to $OUT/logs (the device tool brings them back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f .device/env.sh ] && source .device/env.sh
 OUT=${OUT:-out}; mkdir -p "$OUT"
-LOG=$(mktemp -d /tmp/sluice-verify.XXXXXX)
+# logs are written straight into $OUT, so a run cut at its time limit still brings back what it did
+LOG=$OUT/logs; mkdir -p "$LOG"
 BUILD=${BUILD:-build-gpu}
 export SLUICE_CACHE_DIR=$PWD/$BUILD/kernel-cache CK_FORK=no
 say() { echo "== $*" | tee -a "$LOG/summary.txt"; }
@@ -27,7 +28,7 @@ say "built in $(( $(date +%s) - t0 )) s"
 # SWEEP="256:32 SLUICE_CUDA_OVERLAP=0 A=1,B=2 ...": the fused jobs again under each variant: a
 # launch shape (SLUICE_CUDA_TUNING) or VAR=VALUE settings joined by commas.
 for variant in ${SWEEP:-}; do
-  name=$(echo "$variant" | tr ':=,' 'x-_')
+  name=$(echo "$variant" | tr ':=,' 'x._')
   if [[ $variant == *=* ]]; then IFS=, read -ra envs <<<"$variant"; else envs=("SLUICE_CUDA_TUNING=$variant"); fi
   env "${envs[@]}" GPU_BENCH_JOBS=${SWEEP_JOBS:-scan,filter,linrec,segscan,six} timeout 60 \
     "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/sweep_$name.txt" 2>&1
@@ -38,7 +39,7 @@ if [ -n "${PROFILE_JOBS:-}" ]; then
   JOBS="$PROFILE_JOBS" LG=26 OUT="$LOG" BUILD=$BUILD scripts/device_profile.sh >"$LOG/profile.txt" 2>&1
   say "profile: $(grep -cE 'Duration' "$LOG/profile.txt") kernels"
 fi
-[ -n "${BENCH_ONLY:-}" ] && { cat "$LOG/summary.txt"; sed -n '/^| job/,$p' "$LOG/bench.txt"; cp "$LOG"/*.txt "$OUT/"; exit 0; }
+[ -n "${BENCH_ONLY:-}" ] && { cat "$LOG/summary.txt"; sed -n '/^| job/,$p' "$LOG/bench.txt"; exit 0; }
 run_suite() { # name, log, extra env...
   local name=$1 log=$2; shift 2
   local s=$(date +%s)
@@ -59,7 +60,7 @@ run_suite gpu_fused capped_1 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 run_suite gpu_fused capped_2 SLUICE_CUDA_TUNING=256:4:4 SLUICE_TEST_SMALL=1 &
 wait
 fi
-[ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; tar czf "$OUT/verify-logs.tgz" -C "$LOG" .; cp "$LOG"/*.txt "$OUT/"; cat "$LOG/summary.txt"; exit 0; }
+[ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; cat "$LOG/summary.txt"; exit 0; }
 # Each sanitizer run is TOOL:SUITE[:CASE] (CASE: one check test case, CK_RUN_CASE), all side by
 # side; racecheck, by far the slowest, gets the suites cut into their cases, and line
 # information in the kernels so a report names the source line.
@@ -81,6 +82,4 @@ for run in $SAN; do IFS=: read -r tool name tc <<<"$run"; san "$tool" "$name" "$
 wait
 say "total $(( $(date +%s) - t0 )) s"
 sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"
-tar czf "$OUT/verify-logs.tgz" -C "$LOG" .
-cp "$LOG/summary.txt" "$LOG/bench.txt" "$OUT/" 2>/dev/null
 cat "$LOG/summary.txt"

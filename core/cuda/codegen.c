@@ -73,7 +73,6 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
-    int lookahead;   /* its tiles in flight beyond the one being reduced (plan_stages) */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -299,9 +298,9 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     g->state_size[phase] = (off + align - 1) / align * align;
 }
 
-/* Shared-memory stages of BUF bytes: for the kernel with a look-back warp one tile finishing,
- * one reduced and handed to the look-back, and `lookahead` arriving; two otherwise. */
-static int stages_of(const cg *g) { return g->overlapped ? g->lookahead + 2 : 2; }
+/* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
+ * finishing, one reduced, one arriving), two otherwise. */
+static int stages_of(const cg *g) { return g->overlapped ? 3 : 2; }
 
 /* ---- printing helpers ---------------------------------------------------------------- */
 
@@ -849,21 +848,26 @@ static void emit_stores(cg *g, int bar) {
 /* The kernel of a group with one look-back phase on a GPU with the copy engine (sm_90+):
  * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
  * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
- *   wait for tile j's copies (stage j % STAGES), reduce it and publish its aggregate at once;
- *   meet the look-back warp (named barrier 2, one full barrier a tile on both sides): it
- *   has finished tile j-1 by then and takes tile j;
- *   take tile j+LOOKAHEAD and start its copies (into the stage tile j-2 left);
+ *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
+ *   meet the look-back warp (one __syncthreads a tile on both sides): it has finished tile
+ *   j-1 by then and takes tile j;
+ *   take tile j+1 and start its copies (into the stage tile j-2 left);
  *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
  *   the outputs.
- * So a look-back runs while the block finishes the previous tile and reduces the next, and
- * LOOKAHEAD tiles' copies are in flight meanwhile (with one, a block's copy was often
- * already in: the memory system then idled behind the reduction and the hand-over). A tile
- * is taken only when nothing stands between it and its aggregate but its copies and the
- * tiles the block holds before it: taken before the hand-over, its aggregate would wait for
- * a look-back, the look-backs of later tiles for it, and the blocks would chain (measured
- * on the H200, 2026-11-29: the scan fell to 17-24% of copy bandwidth both times). The
+ * So a look-back runs while the block finishes the previous tile and waits for the next
+ * one's copies. A tile is taken only when nothing stands between it and its aggregate but
+ * its copies and the previous tile's epilogue. A block that waits at the hand-over must hold
+ * no tile that is taken but not yet published: the look-backs of every later tile would wait
+ * for it, their blocks would wait at their own hand-overs holding tiles of their own, and
+ * the blocks would chain. Measured on the H200, 2026-11-29 (scan, % of copy bandwidth):
+ * taking the next tile at the top of the loop or two ahead, 17-24%; keeping the copies of
+ * two or three tiles in flight (one more stage each), 20% and 13%; as here, 64%. The
  * two-stage kernel, for comparison, spent 65% of its warp cycles at the barrier behind the
- * look-back (scan at 40-47% of copy). */
+ * look-back (40-47%).
+ *
+ * The hand-over is a full __syncthreads (bar.sync 0, all BLOCK + 32 threads), not a named
+ * barrier: compute-sanitizer racecheck flagged every hand-over through named barrier 2
+ * (bar.arrive/bar.sync, and bar.sync of all the threads alike), and the schedule is the same. */
 static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
@@ -889,14 +893,13 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                      "    const Op1 op;\n"
                      "    const sl::tile_states<S1> states = {a.scratch + phase_offset0, ntiles};\n"
                      "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
-                     "        for (int k = 0; k < LOOKAHEAD; k++) {\n"
-                     "            const long long t = " TAKE_TILE ";\n"
-                     "            queue.tile[k] = t;\n            if (t < ntiles) issue_loads(t, k);\n        }\n"
+                     "        const long long t0 = " TAKE_TILE ";\n"
+                     "        queue.tile[0] = t0;\n        if (t0 < ntiles) issue_loads(t0, 0);\n"
                      "    }\n    __syncthreads();\n");
     /* the look-back warp */
     sl_strbuf_append(sb, "    if (threadIdx.x >= BLOCK) {\n        for (int j = 0;; j++) {\n"
                          "            const int s = j % STAGES;\n"
-                         "            sl::block_sync<2, THREADS>(); /* tile j-1 handed back, tile j taken */\n"
+                         "            __syncthreads(); /* tile j-1 handed back, tile j taken */\n"
                          "            const long long tile = queue.tile[s];\n"
                          "            if (tile >= ntiles) break;\n"
                          "            const S1 block_agg = handed_agg[s];\n"
@@ -939,11 +942,11 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "        next_thread_excl = thread_excl;\n    }\n");
     sl_strbuf_append(sb, "        }\n"
                          "        /* meet the look-back warp: it has finished tile j-1 and takes tile j (or the end) */\n"
-                         "        sl::block_sync<2, THREADS>();\n"
+                         "        __syncthreads();\n"
                          "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
-                         "            /* only now take tile j+LOOKAHEAD (into the stage tile j-2 left): its\n"
-                         "               aggregate must not wait for a look-back (see above) */\n"
-                         "            const int sn = (j + LOOKAHEAD) % STAGES;\n"
+                         "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
+                         "               must not wait for a look-back (see above) */\n"
+                         "            const int sn = (j + 1) % STAGES;\n"
                          "            const long long next = " TAKE_TILE ";\n"
                          "            queue.tile[sn] = next;\n"
                          "            if (next < ntiles) issue_loads(next, sn);\n        }\n"
@@ -1018,9 +1021,8 @@ static sluice_status emit_kernel(cg *g) {
                          "\"sl_monoid.cuh\"\n#include \"sl_pipe.cuh\"\n");
     sl_strbuf_printf(sb,
                      "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
-                     "#define BUF %zu\n#define STAGES %d\n#define LOOKAHEAD %d\n#define THREADS %d\n",
-                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g),
-                     g->overlapped ? g->lookahead : 0, threads);
+                     "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
+                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g), threads);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -1122,20 +1124,6 @@ static sluice_status emit_kernel(cg *g) {
     return SLUICE_OK;
 }
 
-/* How many tiles' copies the kernel with a look-back warp keeps in flight beyond the one it
- * reduces: the tuning row's count, lowered while its stages would leave fewer than two
- * blocks per SM (a wide group's stage is large, and two blocks keep one reducing while the
- * other waits at its hand-over). SLUICE_CUDA_LOOKAHEAD=1..4 sets it for measurements
- * (bounded only by one block's shared memory). */
-static int choose_lookahead(const cg *g) {
-    const char *env = getenv("SLUICE_CUDA_LOOKAHEAD");
-    int forced = env ? atoi(env) : 0;
-    int d = forced >= 1 && forced <= 4 ? forced : g->tuning->lookahead;
-    size_t limit = forced >= 1 && forced <= 4 ? SL_CG_SMEM_PER_SM : SL_CG_SMEM_PER_SM / 2;
-    while (d > 1 && (size_t)(d + 2) * g->buf_bytes + 3072 > limit) d--;
-    return d < 1 ? 1 : d;
-}
-
 /* Which inputs the copy engine stages and the size of a stage (BUF). A stage holds the tile
  * of every staged input column, each at a 128-byte aligned offset, up to SL_CG_STAGE_BUDGET
  * bytes (further columns are loaded from global memory directly: two stages of the budget
@@ -1170,7 +1158,6 @@ static sluice_status plan_stages(cg *g) {
     }
     size_t buf = tile * widest > end ? tile * widest : end;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    if (g->overlapped) g->lookahead = choose_lookahead(g);
     o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
@@ -1225,8 +1212,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->block_threads = g.tuning->block_threads;
         int threads, items, min_blocks = 0;
         if (tuning_override(&threads, &items, &min_blocks)) {
-            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks,
-                                     g.tuning->lookahead};
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks};
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
             g.items = items;
