@@ -7,13 +7,18 @@
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
 # SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
 # SAN (which sanitizer runs: TOOL:SUITE[:CASE] words); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
-# Logs and a summary go to $OUT/logs (the device tool brings them back).
+# Logs go to $OUT/verify-logs.tgz, the summary and the benchmark table beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f .device/env.sh ] && source .device/env.sh
 OUT=${OUT:-out}; mkdir -p "$OUT"
-# logs are written straight into $OUT, so a run cut at its time limit still brings back what it did
-LOG=$OUT/logs; mkdir -p "$LOG"
+# The device tool brings back only a few files from $OUT: the logs travel as one archive,
+# written at the end and by finish() on every early exit (so keep SUITE/SAN_TIMEOUT inside
+# the run's time limit).
+LOG=$(mktemp -d /tmp/sluice-verify.XXXXXX)
+finish() { tar czf "$OUT/verify-logs.tgz" -C "$LOG" . 2>/dev/null; cp "$LOG/summary.txt" "$LOG/bench.txt" "$OUT/" 2>/dev/null; }
+trap finish EXIT
+trap 'exit 143' TERM INT
 BUILD=${BUILD:-build-gpu}
 export SLUICE_CACHE_DIR=$PWD/$BUILD/kernel-cache CK_FORK=no
 say() { echo "== $*" | tee -a "$LOG/summary.txt"; }

@@ -849,8 +849,8 @@ static void emit_stores(cg *g, int bar) {
  * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
  * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
  *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
- *   meet the look-back warp (one __syncthreads a tile on both sides): it has finished tile
- *   j-1 by then and takes tile j;
+ *   meet the look-back warp (named barrier 2 of all BLOCK + 32 threads, once a tile on both
+ *   sides): it has finished tile j-1 by then and takes tile j;
  *   take tile j+1 and start its copies (into the stage tile j-2 left);
  *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
  *   the outputs.
@@ -865,9 +865,9 @@ static void emit_stores(cg *g, int bar) {
  * two-stage kernel, for comparison, spent 65% of its warp cycles at the barrier behind the
  * look-back (40-47%).
  *
- * The hand-over is a full __syncthreads (bar.sync 0, all BLOCK + 32 threads), not a named
- * barrier: compute-sanitizer racecheck flagged every hand-over through named barrier 2
- * (bar.arrive/bar.sync, and bar.sync of all the threads alike), and the schedule is the same. */
+ * The two sides meet the hand-over at different places in the code, so it is the
+ * non-aligned barrier.sync (sl::role_sync): with bar.sync (aligned), racecheck flagged every
+ * hand-over, and with __syncthreads synccheck failed the kernels (H200, 2026-11-29). */
 static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
@@ -899,7 +899,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
     /* the look-back warp */
     sl_strbuf_append(sb, "    if (threadIdx.x >= BLOCK) {\n        for (int j = 0;; j++) {\n"
                          "            const int s = j % STAGES;\n"
-                         "            __syncthreads(); /* tile j-1 handed back, tile j taken */\n"
+                         "            sl::role_sync<2, THREADS>(); /* tile j-1 handed back, tile j taken */\n"
                          "            const long long tile = queue.tile[s];\n"
                          "            if (tile >= ntiles) break;\n"
                          "            const S1 block_agg = handed_agg[s];\n"
@@ -942,7 +942,7 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "        next_thread_excl = thread_excl;\n    }\n");
     sl_strbuf_append(sb, "        }\n"
                          "        /* meet the look-back warp: it has finished tile j-1 and takes tile j (or the end) */\n"
-                         "        __syncthreads();\n"
+                         "        sl::role_sync<2, THREADS>();\n"
                          "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
                          "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
                          "               must not wait for a look-back (see above) */\n"
