@@ -25,17 +25,6 @@ template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
     }
 }
 
-/* A named barrier BAR of THREADS threads that warps of different roles meet at different
- * places in the code (the row-owning warps and the look-back warp of the fused kernels).
- * This must be the non-aligned barrier.sync: bar.sync (and __syncthreads) is
- * barrier.sync.aligned, which PTX defines only where every thread executes the same barrier
- * instruction; compute-sanitizer synccheck fails a kernel that meets __syncthreads at two
- * places, and racecheck does not count an aligned barrier met at two places as ordering. */
-template <int BAR, int THREADS> __device__ __forceinline__ void role_sync() {
-    static_assert(BAR > 0 && THREADS % 32 == 0, "a named barrier of whole warps");
-    asm volatile("barrier.sync %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
-}
-
 /* Number of 32-bit words a value of type T occupies when moved word by word. */
 template <typename T> struct words_of {
     static constexpr int value = (int)((sizeof(T) + 3) / 4);

@@ -849,8 +849,8 @@ static void emit_stores(cg *g, int bar) {
  * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
  * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
  *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
- *   meet the look-back warp (named barrier 2 of all BLOCK + 32 threads, once a tile on both
- *   sides): it has finished tile j-1 by then and takes tile j;
+ *   meet the look-back warp (a __syncthreads): it has finished tile j-1 by then and takes
+ *   tile j;
  *   take tile j+1 and start its copies (into the stage tile j-2 left);
  *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
  *   the outputs.
@@ -865,9 +865,11 @@ static void emit_stores(cg *g, int bar) {
  * two-stage kernel, for comparison, spent 65% of its warp cycles at the barrier behind the
  * look-back (40-47%).
  *
- * The two sides meet the hand-over at different places in the code, so it is the
- * non-aligned barrier.sync (sl::role_sync): with bar.sync (aligned), racecheck flagged every
- * hand-over, and with __syncthreads synccheck failed the kernels (H200, 2026-11-29). */
+ * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
+ * the same instruction. When the two sides met it at two places (H200, 2026-11-29), a named
+ * barrier, aligned (bar.sync) or not (barrier.sync), left compute-sanitizer racecheck
+ * flagging every hand-over, and __syncthreads, which PTX defines only where all threads
+ * execute the same barrier instruction, failed synccheck. */
 static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
@@ -896,32 +898,17 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                      "        const long long t0 = " TAKE_TILE ";\n"
                      "        queue.tile[0] = t0;\n        if (t0 < ntiles) issue_loads(t0, 0);\n"
                      "    }\n    __syncthreads();\n");
-    /* the look-back warp */
-    sl_strbuf_append(sb, "    if (threadIdx.x >= BLOCK) {\n        for (int j = 0;; j++) {\n"
-                         "            const int s = j % STAGES;\n"
-                         "            sl::role_sync<2, THREADS>(); /* tile j-1 handed back, tile j taken */\n"
-                         "            const long long tile = queue.tile[s];\n"
-                         "            if (tile >= ntiles) break;\n"
-                         "            const S1 block_agg = handed_agg[s];\n"
-                         "            S1 tile_excl;\n            if (tile == 0) {\n");
-    emit_carry(g, 1, "true");
-    sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
-                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
-                         "            }\n"
-                         "            if ((threadIdx.x & 31) == 0) {\n"
-                         "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
-                         "                handed_excl[s] = tile_excl;\n            }\n"
-                         "            __syncwarp();\n"
-                         "        }\n        return;\n    }\n");
-    /* the row-owning threads */
+    /* One loop for both roles, so that the hand-over is one __syncthreads that every thread
+       reaches at the same instruction; only the row-owning threads read the tile before it. */
     sl_strbuf_append(sb, "    S1 held_thread_excl = s1_identity(); /* tile j-1's, for its epilogue */\n"
                          "    for (int j = 0;; j++) {\n"
                          "        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;\n"
-                         "        const long long tile_j = queue.tile[s];\n"
+                         "        long long tile_j = ntiles;\n"
                          "        S1 next_thread_excl = s1_identity();\n"
-                         "        if (tile_j < ntiles) { /* ---- reduce tile j ---- */\n"
-                         "    const long long tile = tile_j;\n"
-                         "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
+                         "        if (threadIdx.x < BLOCK) tile_j = queue.tile[s];\n"
+                         "        if (tile_j < ntiles) { /* ---- reduce tile j (row-owning threads) ---- */\n"
+                         "    const long long tile = tile_j;\n");
+    sl_strbuf_append(sb, "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
                          "    const bool staged = queue.bulk[s] != 0;\n"
                          "    uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
                          "    const long long tile_first = tile * (long long)TILE;\n"
@@ -941,8 +928,22 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            handed_agg[s] = block_agg;\n        }\n"
                          "        next_thread_excl = thread_excl;\n    }\n");
     sl_strbuf_append(sb, "        }\n"
-                         "        /* meet the look-back warp: it has finished tile j-1 and takes tile j (or the end) */\n"
-                         "        sl::role_sync<2, THREADS>();\n"
+                         "        /* the hand-over: the look-back warp has finished tile j-1 and takes tile j (or the end) */\n"
+                         "        __syncthreads();\n"
+                         "        if (threadIdx.x >= BLOCK) { /* ---- the look-back warp: tile j's prefix ---- */\n"
+                         "            const long long tile = queue.tile[s];\n"
+                         "            if (tile >= ntiles) break;\n"
+                         "            const S1 block_agg = handed_agg[s];\n"
+                         "            S1 tile_excl;\n            if (tile == 0) {\n");
+    emit_carry(g, 1, "true");
+    sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
+                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
+                         "            }\n"
+                         "            if ((threadIdx.x & 31) == 0) {\n"
+                         "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
+                         "                handed_excl[s] = tile_excl;\n            }\n"
+                         "            __syncwarp();\n"
+                         "            continue;\n        }\n"
                          "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
                          "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
                          "               must not wait for a look-back (see above) */\n"
