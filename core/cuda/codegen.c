@@ -866,10 +866,11 @@ static void emit_stores(cg *g, int bar) {
  * look-back (40-47%).
  *
  * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
- * the same instruction. When the two sides met it at two places (H200, 2026-11-29), a named
- * barrier, aligned (bar.sync) or not (barrier.sync), left compute-sanitizer racecheck
- * flagging every hand-over, and __syncthreads, which PTX defines only where all threads
- * execute the same barrier instruction, failed synccheck. */
+ * the same instruction (__syncthreads met at two places is undefined in PTX and failed
+ * synccheck). compute-sanitizer racecheck still reports thread 0's store of handed_agg and
+ * the look-back warp's load of it across that barrier: scripts/racecheck_probe.cu shows it
+ * reports this ordered pattern whenever the row threads also use a named barrier of their
+ * own, and not without one (bench/RESULTS.md, runs 13-18). */
 static sluice_status emit_overlapped_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
