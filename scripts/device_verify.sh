@@ -68,7 +68,10 @@ fi
 [ -n "${SKIP_SAN:-}" ] && { say "total $(( $(date +%s) - t0 )) s (sanitizers skipped)"; sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"; cat "$LOG/summary.txt"; exit 0; }
 # Each sanitizer run is TOOL:SUITE[:CASE] (CASE: one check test case, CK_RUN_CASE), all side by
 # side; racecheck, by far the slowest, gets the suites cut into their cases, and line
-# information in the kernels so a report names the source line.
+# information in the kernels so a report names the source line. Known: racecheck reports the
+# look-back-warp kernels' hand-over (handed_agg written, then read ten generated lines later,
+# across a __syncthreads) — its false positive, shown by scripts/racecheck_probe.cu
+# (bench/RESULTS.md, runs 16-18); any other pair is news.
 SAN=${SAN:-memcheck:gpu_backend memcheck:gpu_fused synccheck:gpu_fused synccheck:gpu_backend
 racecheck:gpu_fused racecheck:gpu_sort:types racecheck:gpu_sort:ranges racecheck:gpu_backend:api
 racecheck:gpu_backend:stages racecheck:gpu_backend:sort racecheck:gpu_backend:pipelines}
