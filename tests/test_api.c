@@ -297,6 +297,62 @@ START_TEST(params_at_open_and_between_pushes) {
 }
 END_TEST
 
+/* A map entry that only a later entry of the same map reads (a, with only b kept) is still
+ * computed: the CPU backend once skipped it as dead and read a null column (found by the
+ * pipeline fuzzer, tests/fuzz/regressions/pipeline/map_entry_read_only_by_a_later_entry). */
+START_TEST(map_entry_read_by_a_later_entry) {
+    static const char *const yamls[] = {
+        "sluice: 1\nname: sibling\ninput: {x: f32}\nstages:\n"
+        "  - map: {a: x + 1, b: a * 2}\noutput: [b]\n",
+        "sluice: 1\nname: sibling-chain\ninput: {x: f32}\nstages:\n"
+        "  - map: {a: x + 1, c: a * a, b: c - a}\n  - filter: b > 0\noutput: [b]\n",
+    };
+    for (size_t y = 0; y < sizeof yamls / sizeof yamls[0]; y++) {
+        sluice_context *ctx;
+        ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+        sluice_pipeline *p = tu_load(ctx, yamls[y]);
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, NULL, &s), SLUICE_OK);
+        enum { N = 5000 }; /* more than one CPU tile */
+        float *x = malloc(sizeof(float) * N);
+        ck_assert_ptr_nonnull(x);
+        for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 3.0f;
+        sluice_column in[] = {{"x", SLUICE_F32, x, N}};
+        ck_assert_int_eq(sluice_session_push(s, in, 1), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        int64_t row = 0, seen = 0;
+        sluice_batch *b;
+        while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+            sluice_column out;
+            ck_assert_int_eq(sluice_batch_column_by_name(b, "b", &out), SLUICE_OK);
+            for (int64_t i = 0; i < out.length; i++) {
+                float got = ((const float *)out.data)[i], want;
+                if (y == 0) {
+                    want = (x[row] + 1.0f) * 2.0f;
+                    row++;
+                } else { /* the rows with b = a*a - a > 0 */
+                    float a, bv;
+                    do {
+                        a = x[row++] + 1.0f;
+                        bv = a * a - a;
+                    } while (!(bv > 0));
+                    want = bv;
+                }
+                ck_assert_msg(got == want, "pipeline %zu row %lld: b = %g, want %g", y, (long long)seen, got, want);
+                seen++;
+            }
+            sluice_batch_free(b);
+        }
+        ck_assert_int_gt(seen, 0);
+        if (y == 0) ck_assert_int_eq(seen, N);
+        free(x);
+        sluice_session_close(s);
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+    }
+}
+END_TEST
+
 START_TEST(introspection_and_explain) {
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
@@ -449,6 +505,7 @@ int main(void) {
     tcase_add_test(tc, bad_batches_are_rejected_and_lose_nothing);
     tcase_add_test(tc, bad_offsets);
     tcase_add_test(tc, params_at_open_and_between_pushes);
+    tcase_add_test(tc, map_entry_read_by_a_later_entry);
     tcase_add_test(tc, introspection_and_explain);
     tcase_add_test(tc, diagnostic_format);
     tcase_add_test(tc, load_file_errors);

@@ -101,7 +101,8 @@ static sluice_status compute_need(sluice_context *ctx, const sluice_pipeline *p,
         const sl_stage *s = &p->stages[i];
         switch (s->kind) {
         case SL_STAGE_MAP:
-            for (int k = 0; k < s->map.count; k++) {
+            /* last entry first: an entry may read the entries before it (b: a * 2) */
+            for (int k = s->map.count - 1; k >= 0; k--) {
                 int c = s->map.columns[k];
                 if (!need[c]) continue;
                 need[c] = false;

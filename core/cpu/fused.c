@@ -165,13 +165,14 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     sluice_status st = SLUICE_OK;
     bool *tainted = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
     bool *materialized = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
+    bool *need_here = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
     g->stages = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->stages);
     g->scans = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->scans);
     g->combines = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->combines);
     g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
     g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
     g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
-    if (!tainted || !materialized || !g->stages || !g->scans || !g->combines || !g->col_size ||
+    if (!tainted || !materialized || !need_here || !g->stages || !g->scans || !g->combines || !g->col_size ||
         !g->out || !g->start) {
         st = oom(ctx);
         goto done;
@@ -209,13 +210,19 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             fs->map_cols = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(int));
             fs->map_progs = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(sl_expr_program *));
             if (!fs->map_cols || !fs->map_progs) { st = oom(ctx); goto done; }
+            /* An entry is computed when it is needed after the stage or read by a needed
+               later entry of the same map (`b: a * 2` with only b kept needs a too). */
+            memcpy(need_here, need, (size_t)g->ncols);
+            read_set reads = {need_here, false, NULL};
+            for (int k = s->map.count - 1; k >= 0; k--)
+                if (need_here[s->map.columns[k]]) sl_expr_visit_columns(s->map.exprs[k], note_read, &reads);
             for (int k = 0; k < s->map.count; k++) {
                 int c = s->map.columns[k];
                 if (expr_reads_tainted(s->map.exprs[k], tainted)) {
                     fs->needs_carry = true;
                     tainted[c] = true;
                 }
-                if (!need[c]) continue;
+                if (!need_here[c]) continue;
                 st = sl_expr_compile(ctx, s->map.exprs[k], T, &fs->map_progs[fs->nmap]);
                 if (st != SLUICE_OK) goto done;
                 size_t sz = sl_expr_program_scratch_size(fs->map_progs[fs->nmap]);
@@ -358,6 +365,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
 done:
     sl_free(ctx, tainted);
     sl_free(ctx, materialized);
+    sl_free(ctx, need_here);
     if (st != SLUICE_OK) {
         sl_cpu_fused_destroy(g);
         return st;
