@@ -172,8 +172,8 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
     g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
     g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
-    if (!tainted || !materialized || !need_here || !g->stages || !g->scans || !g->combines || !g->col_size ||
-        !g->out || !g->start) {
+    if (!tainted || !materialized || !need_here || !g->stages || !g->scans || !g->combines ||
+        !g->col_size || !g->out || !g->start) {
         st = oom(ctx);
         goto done;
     }
@@ -215,7 +215,8 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             memcpy(need_here, need, (size_t)g->ncols);
             read_set reads = {need_here, false, NULL};
             for (int k = s->map.count - 1; k >= 0; k--)
-                if (need_here[s->map.columns[k]]) sl_expr_visit_columns(s->map.exprs[k], note_read, &reads);
+                if (need_here[s->map.columns[k]])
+                    sl_expr_visit_columns(s->map.exprs[k], note_read, &reads);
             for (int k = 0; k < s->map.count; k++) {
                 int c = s->map.columns[k];
                 if (expr_reads_tainted(s->map.exprs[k], tainted)) {

@@ -908,8 +908,8 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "        S1 next_thread_excl = s1_identity();\n"
                          "        if (threadIdx.x < BLOCK) tile_j = queue.tile[s];\n"
                          "        if (tile_j < ntiles) { /* ---- reduce tile j (row-owning threads) ---- */\n"
-                         "    const long long tile = tile_j;\n");
-    sl_strbuf_append(sb, "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
+                         "    const long long tile = tile_j;\n"
+                         "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
                          "    const bool staged = queue.bulk[s] != 0;\n"
                          "    uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
                          "    const long long tile_first = tile * (long long)TILE;\n"
