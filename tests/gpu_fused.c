@@ -337,6 +337,8 @@ static const char *const pipelines[] = {
     "input:\n  x: f32\n  id: u32\nstages:\n"
     "  - map: {y: i64(id % 1000) * i64(k) + i64(w), z: f32(h) * x, c: b && x < lim}\n"
     "  - filter: x > -lim\n  - scan: {of: y, op: sum, into: ys}\n",
+    "sluice: 1\nname: siblings\ninput:\n  x: f32\nstages:\n"
+    "  - map: {a: x + 1, c: a * a, b: c - a}\n  - scan: {of: b, op: sum, into: s}\noutput: [s]\n",
 };
 #define NPIPELINES ((int)(sizeof pipelines / sizeof pipelines[0]))
 

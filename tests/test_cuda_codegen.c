@@ -156,6 +156,15 @@ START_TEST(maps_of_every_type_and_compaction) {
 }
 END_TEST
 
+/* Map entries that read earlier entries of the same map, kept or not (b: c - a). */
+START_TEST(map_entries_read_earlier_entries) {
+    compile_yaml("sluice: 1\nname: siblings\ninput:\n  x: f32\nstages:\n"
+                 "  - map: {a: x + 1, c: a * a, b: c - a}\n"
+                 "  - scan: {of: b, op: sum, into: s}\noutput: [s]\n",
+                 "siblings");
+}
+END_TEST
+
 START_TEST(declared_operator_and_chained_phases) {
     compile_yaml("sluice: 1\nname: affine\ninput:\n  decay: f32\n  u: f32\n  g: bool\n"
                  "operators:\n  affine:\n    state: {a: f32, b: f32}\n"
@@ -670,6 +679,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, six_stage_pipeline);
     tcase_add_test(tc, six_stages_are_one_kernel);
     tcase_add_test(tc, too_many_kernel_arguments_is_a_limit);
+    tcase_add_test(tc, map_entries_read_earlier_entries);
     tcase_add_test(tc, declared_operator_and_chained_phases);
     tcase_add_loop_test(tc, shipped_pipelines_compile, 0, 2);
     tcase_add_test(tc, kernel_shapes);
