@@ -24,7 +24,8 @@ export SLUICE_CACHE_DIR=$PWD/$BUILD/kernel-cache CK_FORK=no
 say() { echo "== $*" | tee -a "$LOG/summary.txt"; }
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOG/device.txt"
-git rev-parse --short HEAD >> "$LOG/device.txt" 2>/dev/null
+# No commit here: the device tool copies the working tree with an older .git, so HEAD would
+# name the wrong commit; bench/RESULTS.md records the commit that was sent.
 cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DSLUICE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.log" 2>&1
 cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$LOG/build.log" 2>&1 \
   || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }

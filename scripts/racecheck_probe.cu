@@ -5,7 +5,8 @@
  * slot, which the row threads read after the next __syncthreads. Variants (argv[1]):
  *   0  as the generated kernel: the row threads also sync among themselves (bar.sync 1, 256)
  *      and the extra warp `continue`s past their part;
- *   1  without the row threads' named barrier;
+ *   1  without the row threads' named barrier (which leaves a real race on `scratch`, read by
+ *      thread 0 without a barrier: those hazards are expected; the question is the slot);
  *   2  without `continue` (if/else);
  *   3  every thread reads the slot after the barrier (no roles at all).
  * Build and run on the GPU machine:
