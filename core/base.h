@@ -12,7 +12,7 @@
 
 /* Internal symbols are hidden (-fvisibility=hidden); only SLUICE_API ones are exported. */
 
-/* ---- allocation through the context's hooks (core/context.c) -------------------------- */
+/* ---- allocation through the context's hooks (core/memory.c) -------------------------- */
 void *sl_alloc(sluice_context *ctx, size_t size);            /* NULL on failure */
 void *sl_calloc(sluice_context *ctx, size_t count, size_t size); /* zeroed; overflow → NULL */
 void *sl_realloc(sluice_context *ctx, void *ptr, size_t size);

@@ -44,4 +44,7 @@ struct sluice_context {
     void (*cuda_free)(sluice_context *ctx, void *state);
 };
 
+/* Frees the blocks kept in ctx's aligned-block cache (core/memory.c). */
+void sl_block_cache_release(sluice_context *ctx);
+
 #endif
