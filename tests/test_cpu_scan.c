@@ -898,6 +898,155 @@ START_TEST(no_allocation_on_the_hot_path) {
 }
 END_TEST
 
+/* ---- compaction by a column that stays live ---------------------------------------------- */
+
+/* Checks that the result has `rows` rows and that output column `col` (bool, i32, i64, or
+ * f32 holding integers) holds want[0..rows). */
+static void expect_i64_column(const result *r, int col, const int64_t *want, int64_t rows) {
+    ck_assert_int_eq(r->rows, rows);
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t got = r->type[col] == SLUICE_I32    ? ((const int32_t *)r->data[col])[i]
+                      : r->type[col] == SLUICE_BOOL ? ((const uint8_t *)r->data[col])[i]
+                      : r->type[col] == SLUICE_F32  ? (int64_t)((const float *)r->data[col])[i]
+                                                    : ((const int64_t *)r->data[col])[i];
+        ck_assert_msg(got == want[i], "output column %d row %lld: %lld, want %lld", col,
+                      (long long)i, (long long)got, (long long)want[i]);
+    }
+}
+
+/* Issue 9, part 1: a compaction whose `by` column is still live afterwards and sits in a tile
+ * buffer packed it in place before the columns after it were gathered, so they (and the
+ * local prefixes of pending scans, and the flags of a later compaction, hence its row count)
+ * were packed by already-packed flags. */
+START_TEST(compact_by_a_live_flag) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    int32_t x[5] = {10, 20, 30, 40, 50};
+    sluice_column cx = {"x", SLUICE_I32, x, 5};
+    result r;
+    /* The flag is computed in the group; y is gathered after it. */
+    sluice_pipeline *p = tu_load(ctx, "sluice: 1\nname: compact-kept-flag\ninput: {x: i32}\n"
+                                      "stages:\n  - map: {k: 'x > 25'}\n  - map: {y: 'x + 1'}\n"
+                                      "  - compact: {by: k}\noutput: [x, k, y]\n");
+    run_whole(ctx, p, &cx, 1, 5, &r);
+    expect_i64_column(&r, 0, (const int64_t[]){30, 40, 50}, 3);
+    expect_i64_column(&r, 1, (const int64_t[]){1, 1, 1}, 3);
+    expect_i64_column(&r, 2, (const int64_t[]){31, 41, 51}, 3);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    /* A scan's local prefixes (still waiting for the carry) are packed by the same flags. */
+    p = tu_load(ctx, "sluice: 1\nname: kept-flag-scan\ninput: {x: i32}\nstages:\n"
+                     "  - flag: {k: 'x > 25'}\n  - scan: {of: x, op: sum, into: s}\n"
+                     "  - scan: {op: count, kind: exclusive, into: n}\n"
+                     "  - scan: {of: f32(x), op: sum, into: f}\n"
+                     "  - compact: {by: k}\noutput: [s, n, f]\n");
+    run_whole(ctx, p, &cx, 1, 5, &r);
+    expect_i64_column(&r, 0, (const int64_t[]){60, 100, 150}, 3);
+    expect_i64_column(&r, 1, (const int64_t[]){2, 3, 4}, 3);
+    expect_i64_column(&r, 2, (const int64_t[]){60, 100, 150}, 3);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    /* The flag is an input, moved into a tile buffer by the filter before it. */
+    uint8_t b[5] = {0, 0, 1, 1, 1};
+    int32_t y[5] = {1, 2, 3, 4, 5};
+    sluice_column cb[2] = {{"b", SLUICE_BOOL, b, 5}, {"y", SLUICE_I32, y, 5}};
+    p = tu_load(ctx, "sluice: 1\nname: moved-flag\ninput: {b: bool, y: i32}\nstages:\n"
+                     "  - filter: 'y > 0'\n  - compact: {by: b}\noutput: [b, y]\n");
+    run_whole(ctx, p, cb, 2, 5, &r);
+    expect_i64_column(&r, 0, (const int64_t[]){1, 1, 1}, 3);
+    expect_i64_column(&r, 1, (const int64_t[]){3, 4, 5}, 3);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    /* `columns:` keeping the flag and a column after it; and two compactions in one group, the
+     * second by a flag the first one moved. */
+    p = tu_load(ctx, "sluice: 1\nname: listed\ninput: {x: i32}\nstages:\n"
+                     "  - map: {k: 'x > 25', y: 'x * 2'}\n  - compact: {by: k, columns: [k, y]}\n"
+                     "output: [y, k]\n");
+    run_whole(ctx, p, &cx, 1, 5, &r);
+    expect_i64_column(&r, 0, (const int64_t[]){60, 80, 100}, 3);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    p = tu_load(ctx, "sluice: 1\nname: two\ninput: {x: i32}\nstages:\n"
+                     "  - map: {a: 'x != 20', k: 'x > 25', y: 'x + 1'}\n"
+                     "  - compact: {by: a}\n  - compact: {by: k}\noutput: [x, y, a, k]\n");
+    run_whole(ctx, p, &cx, 1, 5, &r);
+    expect_i64_column(&r, 0, (const int64_t[]){30, 40, 50}, 3);
+    expect_i64_column(&r, 1, (const int64_t[]){31, 41, 51}, 3);
+    expect_i64_column(&r, 2, (const int64_t[]){1, 1, 1}, 3);
+    expect_i64_column(&r, 3, (const int64_t[]){1, 1, 1}, 3);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* Several compactions in one group, each by a flag that stays live and whose column id comes
+ * before columns gathered with it (a computed flag, one computed after a compaction, a
+ * filter, an input moved by them), with pending scans, against a sequential oracle over
+ * many tiles, whole and cut into batches, on 1 and 3 threads. */
+START_TEST(compact_oracle) {
+    const char *yaml = "sluice: 1\nname: compacts\ninput: {x: i32, b: bool}\nstages:\n"
+                       "  - flag: {k: x % 3 != 0}\n"
+                       "  - scan: {of: x, op: sum, into: s}\n"
+                       "  - scan: {op: count, kind: exclusive, into: n}\n"
+                       "  - compact: {by: k}\n"
+                       "  - map: {y: x + 1}\n"
+                       "  - flag: {j: y % 4 != 0}\n"
+                       "  - scan: {of: y, op: max, into: m}\n"
+                       "  - compact: {by: j}\n"
+                       "  - filter: x % 5 != 0\n"
+                       "  - compact: {by: b}\n"
+                       "output: [x, b, k, s, n, y, j, m]\n";
+    tu_rng rng;
+    tu_rng_seed(&rng, 91);
+    int64_t n = 4 * TILE + 123;
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)n);
+    uint8_t *b = malloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (int32_t)tu_rng_range(&rng, -100000, 100000);
+        b[i] = tu_rng_range(&rng, 0, 3) != 0;
+    }
+    /* The oracle: rows surviving all four compactions, with their scan values. */
+    int64_t *want[8];
+    for (int c = 0; c < 8; c++) want[c] = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t kept = 0, s = 0, cnt = 0, m = INT32_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        s += x[i];
+        int64_t ni = cnt++;
+        if (x[i] % 3 == 0) continue;
+        int32_t y = x[i] + 1;
+        if (y > m) m = y;
+        if (y % 4 == 0) continue;
+        if (x[i] % 5 == 0 || !b[i]) continue;
+        const int64_t row[8] = {x[i], 1, 1, s, ni, y, 1, m};
+        for (int c = 0; c < 8; c++) want[c][kept] = row[c];
+        kept++;
+    }
+    for (int threads = 1; threads <= 3; threads += 2) {
+        sluice_context_options o = SLUICE_CONTEXT_OPTIONS_INIT;
+        o.cpu_threads = threads;
+        sluice_context *ctx;
+        ck_assert_int_eq(sluice_context_create(&ctx, &o), SLUICE_OK);
+        sluice_pipeline *p = tu_load(ctx, yaml);
+        sluice_column cols[2] = {{"x", SLUICE_I32, x, n}, {"b", SLUICE_BOOL, b, n}};
+        for (int trial = 0; trial < 3; trial++) {
+            int64_t cuts[16];
+            int ncuts = trial == 0 ? 0 : random_cuts(&rng, n, cuts, 16);
+            result r;
+            run_cut(ctx, p, cols, 2, n, cuts, ncuts, -1, &r);
+            ck_assert_int_eq(r.ncols, 8);
+            for (int c = 0; c < 8; c++) expect_i64_column(&r, c, want[c], kept);
+            result_free(&r);
+        }
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+    }
+    for (int c = 0; c < 8; c++) free(want[c]);
+    free(x);
+    free(b);
+}
+END_TEST
+
 static Suite *cpu_scan_suite(void) {
     Suite *s = suite_create("cpu_scan");
     TCase *tc = tcase_create("primer");
@@ -905,6 +1054,11 @@ static Suite *cpu_scan_suite(void) {
     tcase_add_test(tc, primer_compaction);
     tcase_add_test(tc, primer_recurrence);
     tcase_add_test(tc, primer_f16_stall);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("compaction");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, compact_by_a_live_flag);
+    tcase_add_test(tc, compact_oracle);
     suite_add_tcase(s, tc);
     tc = tcase_create("oracle");
     tcase_set_timeout(tc, 600);

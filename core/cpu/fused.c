@@ -694,14 +694,15 @@ static int64_t count_flags(const uint8_t *flag, int64_t n) {
     return k;
 }
 
+/* Packs the kept rows of every gathered column and of the scans still holding local
+ * prefixes. Every packing reads the flags, so the `by` column itself is packed last: when it
+ * sits in its own tile buffer (computed in this group, or moved there by an earlier
+ * compaction) it is packed in place, and a column packed after it would read the packed
+ * flags. */
 static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, int64_t cur) {
-    const uint8_t *flag = wk->view[fs->st->compact.by];
+    int by = fs->st->compact.by;
+    const uint8_t *flag = wk->view[by];
     int64_t k = count_flags(flag, cur);
-    for (int j = 0; j < fs->ngather; j++) {
-        int c = fs->gather[j];
-        compact_column(wk->buf[c], g->col_size[c], flag, cur, wk->view[c]);
-        wk->view[c] = wk->buf[c];
-    }
     /* Scans still holding local prefixes: keep their fields in step with the rows, and
      * count how many leading rows still need the carry. */
     for (int s = 0; s < g->nscans; s++) {
@@ -714,6 +715,20 @@ static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, 
             if (!done) compact_column(sk->y[f], sluice_type_size(sc->acc[f]), flag, cur, sk->y[f]);
         }
         sk->fix_n = count_flags(flag, sk->fix_n);
+    }
+    bool by_gathered = false;
+    for (int j = 0; j < fs->ngather; j++) {
+        int c = fs->gather[j];
+        if (c == by) {
+            by_gathered = true;
+            continue;
+        }
+        compact_column(wk->buf[c], g->col_size[c], flag, cur, wk->view[c]);
+        wk->view[c] = wk->buf[c];
+    }
+    if (by_gathered) {
+        compact_column(wk->buf[by], g->col_size[by], flag, cur, flag);
+        wk->view[by] = wk->buf[by];
     }
     return k;
 }
