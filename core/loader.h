@@ -89,6 +89,10 @@ bool ld_error(sl_loader *L, sluice_status status, sl_srcloc loc, const char *fmt
     __attribute__((format(printf, 4, 5)));
 /* Records the (single) out-of-memory diagnostic; returns false. */
 bool ld_oom(sl_loader *L);
+/* "; did you mean 'x'?" when `word` is a likely typo of one of `names`, else "" — written
+ * into buf, which is returned. */
+const char *ld_did_you_mean(char *buf, size_t cap, const char *word, const char *const *names,
+                            size_t count);
 
 /* Reports every key of `map` not in `allowed` (UNKNOWN_KEY, with did-you-mean); `where`
  * names the mapping in messages ("the scan stage"). Returns true when all are known. */
@@ -112,6 +116,9 @@ bool ld_is_identifier(const char *text);
 
 /* ---- columns -------------------------------------------------------------------------- */
 
+/* Fills L->scope_names with the names a did-you-mean may offer (the live visible columns,
+ * plus the params when with_params) and returns how many. */
+size_t ld_candidate_names(sl_loader *L, bool with_params);
 /* Column id of `name` (live or not), -1 when never defined. */
 int ld_find_column(const sl_loader *L, const char *name);
 /* Resolves a scalar naming a live column. Returns its id; -1 after an UNKNOWN_COLUMN
