@@ -25,8 +25,10 @@ typedef struct cpu_group {
     sl_cpu_carry *carries, *saved;
     /* SORT */
     const sl_sort *sort;
-    int nin, *in;          /* columns reaching the sort (its buffer's columns) */
-    int nmove, *move;      /* columns it moves (needed after it) */
+    int nin;
+    const int *in;         /* columns reaching the sort (its buffer's columns): the plan's */
+    int nmove;
+    const int *move;       /* columns it moves (needed after it): the plan's */
     void **sbuf;           /* per column id: stream buffer (per: stream) */
     int64_t sbuf_rows, sbuf_cap, saved_rows;
     /* output scratch when not the last group: per column id */
@@ -40,8 +42,6 @@ typedef struct cpu_impl {
     sl_cpu_pool *pool;
     int ngroups;
     cpu_group *groups;
-    int nstages;
-    bool **need_after;
     /* radix sort scratch: two image buffers (8 bytes a row), two permutations */
     void *img[2], *perm[2];
     int64_t sort_cap;
@@ -76,62 +76,6 @@ static void *alloc_big(sluice_context *ctx, size_t bytes) {
     void *b = sl_alloc_aligned(ctx, bytes ? bytes : 1);
     prefer_huge_pages(b, bytes);
     return b;
-}
-
-/* ---- liveness: which columns are still used after each stage ------------------------------ */
-
-static void mark_read(void *payload, int column) { ((bool *)payload)[column] = true; }
-
-static sluice_status compute_need(sluice_context *ctx, const sluice_pipeline *p, cpu_impl *im) {
-    im->nstages = p->nstages;
-    im->need_after = sl_calloc(ctx, (size_t)p->nstages + 1, sizeof(bool *));
-    bool *need = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(bool));
-    if (!im->need_after || !need) {
-        sl_free(ctx, need);
-        return oom(ctx, "liveness", 0);
-    }
-    for (int i = 0; i < p->noutputs; i++) need[p->outputs[i]] = true;
-    for (int i = p->nstages - 1; i >= 0; i--) {
-        im->need_after[i] = sl_alloc(ctx, (size_t)p->ncolumns + 1);
-        if (!im->need_after[i]) {
-            sl_free(ctx, need);
-            return oom(ctx, "liveness", 0);
-        }
-        memcpy(im->need_after[i], need, (size_t)p->ncolumns + 1);
-        const sl_stage *s = &p->stages[i];
-        switch (s->kind) {
-        case SL_STAGE_MAP:
-            /* last entry first: an entry may read the entries before it (b: a * 2) */
-            for (int k = s->map.count - 1; k >= 0; k--) {
-                int c = s->map.columns[k];
-                if (!need[c]) continue;
-                need[c] = false;
-                sl_expr_visit_columns(s->map.exprs[k], mark_read, need);
-            }
-            break;
-        case SL_STAGE_COMPACT: need[s->compact.by] = true; break;
-        case SL_STAGE_SCAN:
-            for (int f = 0; f < s->scan.nfields; f++)
-                if (s->scan.into[f] >= 0) need[s->scan.into[f]] = false;
-            for (int f = 0; f < s->scan.nfields; f++)
-                if (s->scan.of[f]) sl_expr_visit_columns(s->scan.of[f], mark_read, need);
-            if (s->scan.segments == SL_SEGMENTS_HEADFLAG || s->scan.segments == SL_SEGMENTS_KEY)
-                need[s->scan.segment_column] = true;
-            break;
-        case SL_STAGE_SORT:
-            for (int k = 0; k < s->sort.nkeys; k++) need[s->sort.keys[k]] = true;
-            break;
-        }
-    }
-    sl_free(ctx, need);
-    return SLUICE_OK;
-}
-
-static const bool *live_before(const sluice_pipeline *p, int stage, bool *inputs_live) {
-    if (stage > 0) return p->stages[stage - 1].live_after;
-    for (int c = 0; c < p->ncolumns; c++)
-        inputs_live[c] = c < p->ninputs && p->columns[c].role == SLUICE_ROLE_DATA;
-    return inputs_live;
 }
 
 /* ---- open / close --------------------------------------------------------------------------- */
@@ -200,13 +144,10 @@ static sluice_status cpu_open(sluice_session *s) {
         if (!im->push_cols || !im->flush_cols || !im->run_dest || !im->flush_dest)
             st = oom(ctx, "CPU backend state", 0);
     }
-    if (st == SLUICE_OK) st = compute_need(ctx, p, im);
     if (st == SLUICE_OK) {
         im->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *im->groups);
         if (!im->groups) st = oom(ctx, "CPU backend state", 0);
     }
-    bool *inputs_live = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(bool));
-    if (!inputs_live && st == SLUICE_OK) st = oom(ctx, "CPU backend state", 0);
     int64_t max_rows = s->max_batch_rows;
     for (int gi = 0; st == SLUICE_OK && gi < s->plan.ngroups; gi++) {
         const sl_group *pg = &s->plan.groups[gi];
@@ -216,8 +157,8 @@ static sluice_status cpu_open(sluice_session *s) {
         g->scratch = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
         if (!g->scratch) { st = oom(ctx, "CPU backend state", 0); break; }
         if (pg->kind == SL_GROUP_FUSED) {
-            st = sl_cpu_fused_create(ctx, p, pg->first, pg->last, im->need_after,
-                                     sl_cpu_pool_size(im->pool), max_rows, &g->fused);
+            st = sl_cpu_fused_create(ctx, p, &s->plan, gi, sl_cpu_pool_size(im->pool), max_rows,
+                                     &g->fused);
             if (st != SLUICE_OK) break;
             int n = sl_cpu_fused_nscans(g->fused);
             g->carries = sl_calloc(ctx, (size_t)n + 1, sizeof(sl_cpu_carry));
@@ -228,23 +169,16 @@ static sluice_status cpu_open(sluice_session *s) {
         } else {
             const sl_stage *stage = &p->stages[pg->first];
             g->sort = &stage->sort;
-            g->in = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(int));
-            g->move = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(int));
             g->sbuf = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
-            if (!g->in || !g->move || !g->sbuf) { st = oom(ctx, "CPU backend state", 0); break; }
-            const bool *live = live_before(p, pg->first, inputs_live);
-            const bool *need = im->need_after[pg->first];
-            for (int c = 0; c < p->ncolumns; c++) {
-                bool is_key = false;
-                for (int k = 0; k < g->sort->nkeys; k++) is_key |= g->sort->keys[k] == c;
-                if (live[c] && (need[c] || is_key)) g->in[g->nin++] = c;
-                if (stage->live_after[c] && need[c]) g->move[g->nmove++] = c;
-            }
+            if (!g->sbuf) { st = oom(ctx, "CPU backend state", 0); break; }
+            g->nin = pg->nin;
+            g->in = pg->in;
+            g->nmove = pg->nout;
+            g->move = pg->out;
             g->out = g->move;
             g->nout = g->nmove;
         }
     }
-    sl_free(ctx, inputs_live);
     /* Scratch sized for max_batch_rows now, so pushes up to that size never allocate. */
     for (int gi = 0; st == SLUICE_OK && gi + 1 < im->ngroups; gi++) {
         cpu_group *g = &im->groups[gi];
@@ -276,13 +210,8 @@ static void cpu_close(sluice_session *s) {
             for (int c = 0; c <= p->ncolumns; c++) sl_free_aligned(ctx, g->sbuf[c]);
         sl_free(ctx, g->scratch);
         sl_free(ctx, g->sbuf);
-        sl_free(ctx, g->in);
-        sl_free(ctx, g->move);
     }
     sl_free(ctx, im->groups);
-    if (im->need_after)
-        for (int i = 0; i < im->nstages; i++) sl_free(ctx, im->need_after[i]);
-    sl_free(ctx, im->need_after);
     for (int i = 0; i < 2; i++) {
         sl_free_aligned(ctx, im->img[i]);
         sl_free_aligned(ctx, im->perm[i]);

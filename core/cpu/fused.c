@@ -110,24 +110,6 @@ static tile_status *status_at(const sl_cpu_fused *g, int64_t t) {
 
 /* ---- building ---------------------------------------------------------------------------- */
 
-typedef struct read_set {
-    bool *mark;
-    bool any_tainted;
-    const bool *tainted;
-} read_set;
-
-static void note_read(void *payload, int column) {
-    read_set *r = payload;
-    if (r->mark) r->mark[column] = true;
-    if (r->tainted && r->tainted[column]) r->any_tainted = true;
-}
-
-static bool expr_reads_tainted(const sl_expr *e, const bool *tainted) {
-    read_set r = {NULL, false, tainted};
-    if (e) sl_expr_visit_columns(e, note_read, &r);
-    return r.any_tainted;
-}
-
 static sluice_status oom(sluice_context *ctx) {
     return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory preparing the CPU backend");
 }
@@ -149,10 +131,12 @@ static sluice_status grow_status(sl_cpu_fused *g, int64_t ntiles) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p, int first,
-                                  int last, bool *const *need_after, int nworkers,
-                                  int64_t max_rows, sl_cpu_fused **out) {
+sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
+                                  const sl_plan *plan, int group, int nworkers, int64_t max_rows,
+                                  sl_cpu_fused **out) {
     *out = NULL;
+    int first = plan->groups[group].first, last = plan->groups[group].last;
+    bool *const *need_after = plan->need_after;
     sl_cpu_fused *g = sl_calloc(ctx, 1, sizeof *g);
     if (!g) return oom(ctx);
     g->ctx = ctx;
@@ -163,16 +147,14 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     g->seg_id = p->ncolumns;
     g->nworkers = nworkers < 1 ? 1 : nworkers;
     sluice_status st = SLUICE_OK;
-    bool *tainted = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
     bool *materialized = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
-    bool *need_here = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
     g->stages = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->stages);
     g->scans = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->scans);
     g->combines = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->combines);
     g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
     g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
     g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
-    if (!tainted || !materialized || !need_here || !g->stages || !g->scans || !g->combines ||
+    if (!materialized || !g->stages || !g->scans || !g->combines ||
         !g->col_size || !g->out || !g->start) {
         st = oom(ctx);
         goto done;
@@ -206,24 +188,19 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         const sl_stage *s = &p->stages[first + i];
         const bool *need = need_after[first + i];
         fs->st = s;
+        /* The plan's carry analysis: the stage reads a value that depends on the carry (a
+           scan's output, or something computed from one), so the tile waits for it. */
+        fs->needs_carry = plan->reads_level[first + i] > 0;
         if (s->kind == SL_STAGE_MAP) {
             fs->map_cols = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(int));
             fs->map_progs = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(sl_expr_program *));
             if (!fs->map_cols || !fs->map_progs) { st = oom(ctx); goto done; }
-            /* An entry is computed when it is needed after the stage or read by a needed
-               later entry of the same map (`b: a * 2` with only b kept needs a too). */
-            memcpy(need_here, need, (size_t)g->ncols);
-            read_set reads = {need_here, false, NULL};
-            for (int k = s->map.count - 1; k >= 0; k--)
-                if (need_here[s->map.columns[k]])
-                    sl_expr_visit_columns(s->map.exprs[k], note_read, &reads);
+            /* The plan's liveness: an entry is computed when it is needed after the stage or
+               read by a computed later entry of the same map (`b: a * 2` with only b kept
+               needs a too). */
             for (int k = 0; k < s->map.count; k++) {
                 int c = s->map.columns[k];
-                if (expr_reads_tainted(s->map.exprs[k], tainted)) {
-                    fs->needs_carry = true;
-                    tainted[c] = true;
-                }
-                if (!need_here[c]) continue;
+                if (!plan->map_entry_live[first + i][k]) continue;
                 st = sl_expr_compile(ctx, s->map.exprs[k], T, &fs->map_progs[fs->nmap]);
                 if (st != SLUICE_OK) goto done;
                 size_t sz = sl_expr_program_scratch_size(fs->map_progs[fs->nmap]);
@@ -232,7 +209,6 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                 materialized[c] = true;
             }
         } else if (s->kind == SL_STAGE_COMPACT) {
-            fs->needs_carry = tainted[s->compact.by];
             fs->gather = sl_calloc(ctx, (size_t)g->ncols, sizeof(int));
             if (!fs->gather) { st = oom(ctx); goto done; }
             for (int c = 0; c < p->ncolumns; c++) {
@@ -257,11 +233,9 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             g->scans[g->nscans++] = sc;
             st = sl_cpu_combine_compile(ctx, sc, T, &fs->combine);
             if (st != SLUICE_OK) goto done;
-            bool reads_tainted = false;
             for (int f = 0; f < sc->nfields; f++) {
                 const sl_expr *e = sc->of[f];
                 fs->of_col[f] = -1;
-                if (expr_reads_tainted(e, tainted)) reads_tainted = true;
                 if (!e) continue;
                 if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f]) {
                     fs->of_col[f] = e->index;
@@ -275,17 +249,11 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             fs->key_col = -1;
             if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
                 fs->key_col = sc->segment_column;
-                if (tainted[fs->key_col]) reads_tainted = true;
             } else if (sc->segments == SL_SEGMENTS_OFFSETS) {
                 fs->key_col = g->seg_id;
             }
-            fs->needs_carry = reads_tainted;
-            for (int f = 0; f < sc->nfields; f++) {
-                if (sc->into[f] >= 0) {
-                    tainted[sc->into[f]] = true;
-                    materialized[sc->into[f]] = true;
-                }
-            }
+            for (int f = 0; f < sc->nfields; f++)
+                if (sc->into[f] >= 0) materialized[sc->into[f]] = true;
         } else {
             st = sl_diag(ctx, SLUICE_ERR_TYPE, s->loc, "internal: a sort inside a fused group");
             goto done;
@@ -364,9 +332,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     st = grow_status(g, (max_rows + T - 1) / T + 1);
 
 done:
-    sl_free(ctx, tainted);
     sl_free(ctx, materialized);
-    sl_free(ctx, need_here);
     if (st != SLUICE_OK) {
         sl_cpu_fused_destroy(g);
         return st;

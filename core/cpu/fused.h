@@ -7,7 +7,7 @@
 #define SL_CPU_FUSED_H
 
 #include "threads.h"
-#include "ir.h"
+#include "plan.h"
 
 /* The tile: large enough to amortise the hand-off, small enough that a tile's columns stay
  * in L2. Measured on the shared 2-core VM: 16384 rows halved the two-thread time of 4096
@@ -25,12 +25,13 @@ typedef struct sl_cpu_carry {
 
 typedef struct sl_cpu_fused sl_cpu_fused;
 
-/* Prepares stages [first, last) of p. need_after[s][c] tells whether column c is used after
- * stage s (read by a later stage or an output). SLUICE_ERR_NO_MEMORY, or SLUICE_ERR_TYPE for
- * a construct the CPU backend cannot run (with a diagnostic at the stage). */
-sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p, int first,
-                                  int last, bool *const *need_after, int nworkers,
-                                  int64_t max_rows, sl_cpu_fused **out);
+/* Prepares fused plan group `group` of p, computing what the plan's liveness says is needed
+ * and waiting for the carry where its carry analysis says a stage reads carried state (both
+ * in core/plan.h). SLUICE_ERR_NO_MEMORY, or SLUICE_ERR_TYPE for a construct the CPU backend
+ * cannot run (with a diagnostic at the stage). */
+sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
+                                  const sl_plan *plan, int group, int nworkers, int64_t max_rows,
+                                  sl_cpu_fused **out);
 void sl_cpu_fused_destroy(sl_cpu_fused *g);
 
 /* Scans of the group, in stage order (the carries array is indexed the same way). */
