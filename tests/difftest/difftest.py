@@ -1,0 +1,590 @@
+#!/usr/bin/env python3
+"""difftest.py — random differential testing of sluice: generates cases (gen.py), runs each
+through the library with tests/difftest/driver.c on a backend (or both), judges the outputs
+against the reference interpreter of the documented semantics (ref.py), and on a failure
+shrinks the case to a minimal repro saved as a self-contained directory.
+
+  difftest.py --driver PATH [--seed S] [--cases N | --seconds T] [--backend cpu|cuda|both]
+  difftest.py --driver PATH --seed S --case I [--backend ...]      # one case again
+  difftest.py --driver PATH --replay DIR [--backend ...]           # a saved repro again
+
+Every case follows from (seed, case index) alone. Exit status: 0 all passed, 1 a failure
+(its replay command and repro directory are printed), 2 usage, 77 the backend asked for is not
+available here (nothing was tested)."""
+import argparse
+import atexit
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gen  # noqa: E402
+import ref  # noqa: E402
+from sltypes import NP, DESCR_TYPE, is_float  # noqa: E402
+
+
+HANG_SECONDS = 60      # a case runs in well under a second: more is a hang
+
+
+class Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- files
+
+def write_case(case, data, d):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'pipeline.yaml'), 'w') as f:
+        f.write(gen.to_yaml(case))
+    with open(os.path.join(d, 'case.json'), 'w') as f:
+        json.dump(case, f, indent=1)
+    for name, t, role in case['inputs']:
+        a = data[name]
+        if role == 'data' and t == 'bool':
+            a = a.astype(np.uint8).view(np.bool_)     # raw bytes, 2 and 255 included
+        np.save(os.path.join(d, name + '.npy'), a)
+    with open(os.path.join(d, 'cuts.txt'), 'w') as f:
+        f.write(''.join('%d\n' % c for c in case['cuts']))
+
+
+def read_npy(path):
+    a = np.load(path, allow_pickle=False)
+    if a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    return a
+
+
+def load_case(d):
+    with open(os.path.join(d, 'case.json')) as f:
+        case = json.load(f)
+    data = {}
+    for name, t, role in case['inputs']:
+        a = read_npy(os.path.join(d, name + '.npy'))
+        data[name] = a.astype(NP[t]) if role == 'data' else a.astype(np.int64)
+    return case, data
+
+
+def run_driver(driver, d, backend, case, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    if os.path.exists(os.path.join(outdir, 'outputs.txt')):
+        os.remove(os.path.join(outdir, 'outputs.txt'))
+    cmd = [driver, os.path.join(d, 'pipeline.yaml'), d, outdir, '--backend', backend,
+           '--threads', str(case['threads']), '--max-batch-rows', str(case['max_batch_rows'])]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_SECONDS)
+    except subprocess.TimeoutExpired:
+        return 'hang', 'the driver ran over %d s' % HANG_SECONDS, None
+    if os.environ.get('DIFFTEST_TRACE'):
+        print('  driver %.3f s rc %d: %s' % (time.time() - t0, p.returncode, ' '.join(cmd)),
+              file=sys.stderr)
+    if p.returncode == 77:
+        raise Skip(p.stderr.strip())
+    if p.returncode < 0:
+        return 'crash', 'driver killed by signal %d\n%s' % (-p.returncode, p.stderr[-2000:]), None
+    if p.returncode == 3:
+        return 'load', p.stderr[-3000:], None
+    if p.returncode != 0:
+        return 'run', 'driver exit %d\n%s' % (p.returncode, p.stderr[-3000:]), None
+    outs = []
+    with open(os.path.join(outdir, 'outputs.txt')) as f:
+        for line in f:
+            name, t = line.split()
+            outs.append((name, t, read_npy(os.path.join(outdir, name + '.npy'))))
+    return None, '', outs
+
+
+# ---------------------------------------------------------------- one case
+
+class Failure:
+    def __init__(self, category, message, backend, columns=()):
+        self.category, self.message, self.backend = category, message, backend
+        self.columns = list(columns)
+
+    def __str__(self):
+        return '[%s, %s] %s' % (self.category, self.backend, self.message)
+
+
+def check(case, data, backends, driver, keep=None):
+    """Runs one case; returns None or a Failure. keep: a directory that is left holding the
+    case, the expected and the got columns (else a temporary one is removed)."""
+    d = keep or scratch_dir()
+    try:
+        try:
+            expected = ref.run(case, data)
+        except ref.RefError as e:
+            return Failure('reference', 'the reference cannot run this case: %s' % e, '-')
+        write_case(case, data, d)
+        if keep:
+            os.makedirs(os.path.join(d, 'expected'), exist_ok=True)
+            for name, c in expected:
+                a = c.data.view(np.bool_) if c.t == 'bool' else c.data
+                np.save(os.path.join(d, 'expected', name + '.npy'), a)
+        got = {}
+        for be in backends:
+            cat, msg, outs = run_driver(driver, d, be, case, os.path.join(d, 'got_' + be))
+            if cat:
+                return Failure(cat, msg.strip(), be)
+            names = [(n, t) for n, t, _ in outs]
+            want = [(n, c.t) for n, c in expected]
+            if names != want:
+                return Failure('columns', 'outputs %s, expected %s' % (names, want), be)
+            bad = []
+            for (name, c), (_, _, a) in zip(expected, outs):
+                if len(a) != len(c.data):
+                    bad.append((name, '%s: %d rows, expected %d' % (name, len(a), len(c.data))))
+                    continue
+                m = ref.judge(name, c, a)
+                if m:
+                    bad.append((name, m))
+            if bad:
+                return Failure('values', '\n'.join(m for _, m in bad), be, [n for n, _ in bad])
+            got[be] = outs
+        if len(got) == 2:                  # CPU against GPU, beyond each against the reference
+            bad = []
+            for (name, c), (_, _, a), (_, _, b) in zip(expected, got['cpu'], got['cuda']):
+                if c.kind != 'exact':
+                    continue                # each within its bound already
+                if c.t == 'bool':
+                    diff = (a != 0) != (b != 0)
+                elif is_float(c.t):
+                    diff = (a.view(np.uint8).reshape(len(a), -1) !=
+                            b.view(np.uint8).reshape(len(b), -1)).any(axis=1) & \
+                        ~(np.isnan(a) & np.isnan(b))
+                else:
+                    diff = a != b
+                if diff.any():
+                    bad.append((name, '%s: CPU and GPU differ at %d rows (first %d)'
+                                % (name, int(diff.sum()), int(np.nonzero(diff)[0][0]))))
+            if bad:
+                return Failure('cpu-gpu', '\n'.join(m for _, m in bad), 'both',
+                               [n for n, _ in bad])
+        return None
+    finally:
+        pass
+
+
+_SCRATCH = []
+
+
+def scratch_dir():
+    """One working directory per process, reused by every case (removed at exit): inputs are
+    rewritten per case and the driver's outputs.txt removed before each run."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix='difftest-'))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
+
+
+# ---------------------------------------------------------------- shrinking
+
+def refs(e, out):
+    if isinstance(e, list):
+        if e and e[0] == 'col':
+            out.add(e[2])
+        for x in e[2:]:
+            refs(x, out)
+    elif isinstance(e, dict):
+        for x in e.values():
+            refs(x, out)
+    return out
+
+
+def stage_reads(st):
+    r = set()
+    k = st['kind']
+    if k in ('map', 'flag'):
+        for _, e in st['entries']:
+            refs(e, r)          # entries read earlier ones: checked in order by validate
+    elif k == 'filter':
+        refs(st['expr'], r)
+    elif k == 'compact':
+        r.add(st['by'])
+    elif k in ('scan', 'segmented_scan'):
+        for key in ('of', 'a', 'b'):
+            if st.get(key) is not None:
+                refs(st[key], r)
+        if k == 'segmented_scan':
+            r.add(st['segments'][1])
+    elif k == 'sort':
+        r.update(st['keys'])
+    return r
+
+
+def validate(case):
+    """Repairs what a removal leaves dangling (compact columns, sort values, outputs) and
+    returns False where the case is no longer a valid pipeline the generator could write."""
+    live = [n for n, t, role in case['inputs'] if role == 'data']
+    inputs = {n for n, t, role in case['inputs']}
+    offsets_ok, batch_ok = True, True
+    for st in case['stages']:
+        k = st['kind']
+        if k in ('map', 'flag'):
+            for name, e in st['entries']:
+                if not refs(e, set()) <= set(live):
+                    return False
+                live.append(name)
+            continue
+        seg = st.get('segments') or [None, None]
+        offs = {seg[1]} if seg[0] == 'offsets' else set()
+        if not (stage_reads(st) - offs) <= set(live):
+            return False
+        if k in ('filter', 'compact'):
+            offsets_ok = False
+            if k == 'compact' and st['columns'] is not None:
+                st['columns'] = [c for c in st['columns'] if c in live]
+                if not st['columns']:
+                    return False
+                live = [c for c in live if c in st['columns']]
+        elif k in ('scan', 'segmented_scan'):
+            if st['reset'] == 'batch' and not batch_ok:
+                return False
+            if k == 'segmented_scan':
+                how, col = st['segments']
+                if how == 'offsets':
+                    if not offsets_ok or col not in inputs:
+                        return False
+                elif col not in live:
+                    return False
+            live += list(st['into'].values()) if isinstance(st['into'], dict) else [st['into']]
+        elif k == 'sort':
+            if st['per'] == 'batch' and not batch_ok:
+                return False
+            if st['per'] != 'batch':
+                batch_ok = False
+            offsets_ok = False
+            if st['values'] is not None:
+                st['values'] = [c for c in st['values'] if c in live]
+                live = [c for c in live if c in st['keys'] or c in st['values']]
+    if not live:
+        return False
+    if case['output'] is not None:
+        case['output'] = [c for c in case['output'] if c in live] or None
+    used = set()
+    for st in case['stages']:
+        if st['kind'] in ('scan', 'segmented_scan'):
+            used.add(st['op'])
+    case['operators'] = {k: v for k, v in case['operators'].items() if k in used}
+    return True
+
+
+def remove_rows(case, data, a, b):
+    """The case without rows [a, b): data, cuts and offsets follow."""
+    case = copy.deepcopy(case)
+    m = b - a
+
+    def pos(p):
+        return p if p < a else (a if p < b else p - m)
+    newdata = {}
+    for name, t, role in case['inputs']:
+        if role == 'offsets':
+            o = [pos(int(p)) for p in data[name]]
+            newdata[name] = np.array(o, dtype=np.int64)
+        else:
+            newdata[name] = np.concatenate([data[name][:a], data[name][b:]])
+    case['cuts'] = [pos(c) for c in case['cuts']]
+    case['rows'] -= m
+    return case, newdata
+
+
+def expr_slots(case):
+    """(getter, setter) pairs for every expression in the case."""
+    slots = []
+    for st in case['stages']:
+        if st['kind'] in ('map', 'flag'):
+            for ent in st['entries']:
+                slots.append((lambda ent=ent: ent[1], lambda v, ent=ent: ent.__setitem__(1, v)))
+        elif st['kind'] == 'filter':
+            slots.append((lambda st=st: st['expr'], lambda v, st=st: st.__setitem__('expr', v)))
+        elif st['kind'] in ('scan', 'segmented_scan'):
+            for key in ('a', 'b'):
+                if st.get(key) is not None:
+                    slots.append((lambda st=st, key=key: st[key],
+                                  lambda v, st=st, key=key: st.__setitem__(key, v)))
+            if isinstance(st.get('of'), dict):
+                for f in st['of']:
+                    slots.append((lambda st=st, f=f: st['of'][f],
+                                  lambda v, st=st, f=f: st['of'].__setitem__(f, v)))
+            elif st.get('of') is not None:
+                slots.append((lambda st=st: st['of'], lambda v, st=st: st.__setitem__('of', v)))
+    return slots
+
+
+def simpler(e):
+    """Smaller expressions of the same type: one node replaced by a descendant of its type, or
+    by a cast of a descendant that reads a column."""
+    out = []
+
+    def descendants(x):
+        for y in x[2:]:
+            if isinstance(y, list) and y and y[0] in gen_nodes():
+                yield y
+                yield from descendants(y)
+
+    def walk(x, rebuild):
+        if not (isinstance(x, list) and x and x[0] in gen_nodes()):
+            return
+        for y in descendants(x):
+            if y[1] == x[1]:
+                out.append(rebuild(copy.deepcopy(y)))
+            elif x[0] != 'cast' and y[0] != 'lit' and gen.has_col(y):
+                out.append(rebuild(['cast', x[1], copy.deepcopy(y)]))
+        for i in range(2, len(x)):
+            walk(x[i], lambda v, i=i, rb=rebuild, x=x: rb(x[:i] + [v] + x[i + 1:]))
+    walk(e, lambda v: v)
+    return [c for c in out if c != e]
+
+
+def gen_nodes():
+    return ('col', 'lit', 'cast', 'neg', 'pos', 'bnot', 'not', 'bin', 'call', 'cond')
+
+
+def shrink_rows(case, data, attempt, t_end):
+    """Drops big chunks of rows first: the later steps are cheaper on fewer rows."""
+    size = case['rows'] // 2
+    while size >= 64 and time.time() < t_end:
+        c, d = remove_rows(case, data, 0, size)
+        if attempt(c, d):
+            case, data = c, d
+        else:
+            c, d = remove_rows(case, data, case['rows'] - size, case['rows'])
+            if attempt(c, d):
+                case, data = c, d
+        size //= 2
+    return case, data
+
+
+def shrink(case, data, fails, budget):
+    """Greedy shrinking while fails(case, data) stays true, for about `budget` seconds."""
+    t_end = time.time() + budget
+    progress = True
+
+    def attempt(c, d):
+        if time.time() > t_end:
+            return False
+        c = copy.deepcopy(c)
+        if not validate(c):
+            return False
+        return fails(c, d)
+
+    while progress and time.time() < t_end:
+        progress = False
+        case, data = shrink_rows(case, data, attempt, t_end)
+        # batch cuts: none at all, then one fewer
+        if case['cuts']:
+            c = dict(case, cuts=[])
+            if attempt(c, data):
+                case, progress = c, True
+            else:
+                for i in range(len(case['cuts'])):
+                    c = dict(case, cuts=case['cuts'][:i] + case['cuts'][i + 1:])
+                    if attempt(c, data):
+                        case, progress = c, True
+                        break
+        # stages, last first
+        for i in reversed(range(len(case['stages']))):
+            c = copy.deepcopy(case)
+            del c['stages'][i]
+            if c['stages'] and validate(c) and attempt(c, data):
+                case, progress = c, True
+        # map entries
+        for i, st in enumerate(case['stages']):
+            if st['kind'] in ('map', 'flag') and len(st['entries']) > 1:
+                for j in range(len(st['entries'])):
+                    c = copy.deepcopy(case)
+                    del c['stages'][i]['entries'][j]
+                    if validate(c) and attempt(c, data):
+                        case, progress = c, True
+                        break
+        # outputs: only what fails
+        live_out = [n for n, _ in ref.run(copy.deepcopy(case), data)]
+        for name in live_out:
+            rest = [n for n in live_out if n != name]
+            if rest:
+                c = dict(case, output=rest)
+                if attempt(c, data):
+                    case, progress = c, True
+                    live_out = rest
+        # unused inputs
+        for name, t, role in list(case['inputs']):
+            used = set()
+            for st in case['stages']:
+                used |= stage_reads(st)
+            if name not in used and (case['output'] is None or name not in case['output']):
+                c = copy.deepcopy(case)
+                c['inputs'] = [x for x in c['inputs'] if x[0] != name]
+                if any(r == 'data' for _, _, r in c['inputs']):
+                    d = {k: v for k, v in data.items() if k != name}
+                    if attempt(c, d):
+                        case, data, progress = c, d, True
+        # rows: chunks of halving size (ddmin-like), the rows left deciding the passes
+        size = case['rows'] // 2
+        while size >= 1 and time.time() < t_end:
+            a, removed = 0, False
+            while a + size <= case['rows'] and time.time() < t_end:
+                c, d = remove_rows(case, data, a, a + size)
+                if attempt(c, d):
+                    case, data, progress, removed = c, d, True, True
+                else:
+                    a += size
+            if not removed:
+                size //= 2
+            else:
+                size = min(size, case['rows'] // 2)
+        # session settings: one thread, no internal cutting
+        for key, simple in (('threads', 1), ('max_batch_rows', 0), ('determinism', False)):
+            if case[key] != simple:
+                c = dict(case)
+                c[key] = simple
+                if attempt(c, data):
+                    case, progress = c, True
+        # expressions
+        changed = True
+        while changed and time.time() < t_end:
+            changed = False
+            for idx in range(len(expr_slots(case))):
+                e = expr_slots(case)[idx][0]()
+                for s in simpler(e):
+                    c = copy.deepcopy(case)
+                    expr_slots(c)[idx][1](copy.deepcopy(s))
+                    if attempt(c, data):
+                        case, changed, progress = c, True, True
+                        break
+    return case, data
+
+
+# ---------------------------------------------------------------- main
+
+def replay_cmd(args, seed, idx):
+    return '%s %s --driver %s --seed %d --case %d --backend %s' % (
+        '/usr/bin/python3', os.path.relpath(os.path.abspath(__file__)), args.driver, seed, idx,
+        args.backend)
+
+
+def backends_of(b):
+    return ['cpu', 'cuda'] if b == 'both' else [b]
+
+
+def handle_failure(args, case, data, fl, seed, idx):
+    backends = backends_of(args.backend)
+    print('FAIL case %s %s' % ('%d/%d' % (seed, idx) if idx is not None else '(replay)', fl))
+    if idx is not None:
+        print('replay: ' + replay_cmd(args, seed, idx))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    tag = 'seed%d_case%d' % (seed, idx) if idx is not None else 'replay'
+    orig = os.path.join(out, tag + '_original')
+    shutil.rmtree(orig, ignore_errors=True)
+    check(case, data, backends, args.driver, keep=orig)
+    if not args.no_shrink and fl.category != 'reference':
+        def fails(c, d):
+            f = check(c, d, backends, args.driver)
+            return f is not None and f.category == fl.category
+        t0 = time.time()
+        case, data = shrink(case, data, fails, args.shrink_seconds)
+        print('shrunk in %.0f s to %d rows, %d stages, %d cuts' % (
+            time.time() - t0, case['rows'], len(case['stages']), len(case['cuts'])))
+    rep = os.path.join(out, tag)
+    shutil.rmtree(rep, ignore_errors=True)
+    fl2 = check(case, data, backends, args.driver, keep=rep) or fl
+    with open(os.path.join(rep, 'report.txt'), 'w') as f:
+        f.write('%s\n' % fl2)
+        if idx is not None:
+            f.write('original case: %s\n' % replay_cmd(args, seed, idx))
+    with open(os.path.join(rep, 'replay.sh'), 'w') as f:
+        f.write('#!/bin/sh\n# replays this repro: the driver, then the judge\n'
+                'exec /usr/bin/python3 "%s" --driver "${DRIVER:-%s}" --replay "$(dirname "$0")"'
+                ' --backend "${BACKEND:-%s}"\n' % (os.path.abspath(__file__), args.driver,
+                                                   args.backend))
+    os.chmod(os.path.join(rep, 'replay.sh'), 0o755)
+    print('minimal repro: %s\n%s' % (rep, fl2))
+    with open(os.path.join(rep, 'pipeline.yaml')) as f:
+        print(f.read())
+    return rep
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--driver', default=os.environ.get('DIFFTEST_DRIVER'))
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--start', type=int, default=0, help='first case index')
+    ap.add_argument('--cases', type=int, default=None)
+    ap.add_argument('--seconds', type=float, default=None)
+    ap.add_argument('--case', type=int, default=None, help='run this one case')
+    ap.add_argument('--replay', default=None, help='a saved repro directory')
+    ap.add_argument('--backend', choices=['cpu', 'cuda', 'both'], default='cpu')
+    ap.add_argument('--max-rows', type=int, default=None, help='cap on rows per case')
+    ap.add_argument('--out', default='difftest-failures')
+    ap.add_argument('--no-shrink', action='store_true')
+    ap.add_argument('--shrink-seconds', type=float, default=120)
+    ap.add_argument('--keep-going', action='store_true', help='record failures and go on')
+    ap.add_argument('-v', '--verbose', action='store_true')
+    args = ap.parse_args()
+    if not args.driver or not os.access(args.driver, os.X_OK):
+        print('difftest: --driver PATH (the built difftest_driver) is required', file=sys.stderr)
+        return 2
+    backends = backends_of(args.backend)
+    try:
+        if args.replay:
+            case, data = load_case(args.replay)
+            fl = check(case, data, backends, args.driver)
+            print('replay %s: %s' % (args.replay, fl or 'passes'))
+            return 1 if fl else 0
+        if args.case is not None:
+            case, data = gen.gen_case(args.seed, args.case, args.max_rows)
+            if args.verbose:
+                print(gen.to_yaml(case), 'rows', case['rows'], 'cuts', case['cuts'])
+            fl = check(case, data, backends, args.driver)
+            if fl:
+                handle_failure(args, case, data, fl, args.seed, args.case)
+                return 1
+            print('case %d/%d passes' % (args.seed, args.case))
+            return 0
+        t0 = time.time()
+        idx = args.start
+        ran = 0
+        failures = []
+        while True:
+            if args.cases is not None and ran >= args.cases:
+                break
+            if args.seconds is not None and time.time() - t0 >= args.seconds:
+                break
+            if args.cases is None and args.seconds is None and ran >= 100:
+                break
+            case, data = gen.gen_case(args.seed, idx, args.max_rows)
+            fl = check(case, data, backends, args.driver)
+            ran += 1
+            if args.verbose:
+                print('case %d: %d rows, %d stages: %s' % (idx, case['rows'],
+                                                           len(case['stages']), fl or 'ok'))
+            if fl:
+                rep = handle_failure(args, case, data, fl, args.seed, idx)
+                failures.append((idx, fl, rep))
+                if not args.keep_going:
+                    break
+            idx += 1
+        dt = time.time() - t0
+        print('difftest: %d cases (seed %d, indices %d..%d) on %s in %.0f s, %.0f cases/min;'
+              ' %d failed' % (ran, args.seed, args.start, idx - (0 if failures and not
+                                                                args.keep_going else 1),
+                              '+'.join(backends), dt, 60.0 * ran / max(dt, 1e-9),
+                              len(failures)))
+        for i, fl, rep in failures:
+            print('  case %d: %s -> %s' % (i, fl.category, rep))
+        return 1 if failures else 0
+    except Skip as e:
+        print('difftest: SKIPPED: backend %s not available here (%s)' % (args.backend, e))
+        return 77
+
+
+if __name__ == '__main__':
+    sys.exit(main())
