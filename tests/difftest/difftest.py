@@ -149,6 +149,16 @@ def check(case, data, backends, driver, keep=None):
             if bad:
                 return Failure('values', '\n'.join(m for _, m in bad), be, [n for n, _ in bad])
             got[be] = outs
+            if case['determinism']:
+                # run_to_run: bitwise identical between runs on the same device and cutting
+                cat, msg, again = run_driver(driver, d, be, case, os.path.join(d, 'again_' + be))
+                if cat:
+                    return Failure(cat, msg.strip(), be)
+                diff = [n for (n, _, a), (_, _, b) in zip(outs, again)
+                        if a.tobytes() != b.tobytes()]
+                if diff:
+                    return Failure('determinism', 'determinism: run_to_run, yet a second run '
+                                   'differs in %s' % ', '.join(diff), be, diff)
         if len(got) == 2:                  # CPU against GPU, beyond each against the reference
             bad = []
             for (name, c), (_, _, a), (_, _, b) in zip(expected, got['cpu'], got['cuda']):
@@ -582,7 +592,7 @@ def main():
             print('  case %d: %s -> %s' % (i, fl.category, rep))
         return 1 if failures else 0
     except Skip as e:
-        print('difftest: SKIPPED: backend %s not available here (%s)' % (args.backend, e))
+        print('difftest: SKIPPED: the CUDA backend is not available here (%s)' % e)
         return 77
 
 

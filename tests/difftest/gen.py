@@ -642,7 +642,7 @@ class PipeGen:
 
     def g_segmented_scan(self):
         r = self.rng
-        how = r.choice(['offsets', 'flag', 'key', 'key'])
+        how = r.choice(['offsets', 'offsets', 'flag', 'key', 'key'])
         if how == 'offsets' and self.offsets and self.rows_original:
             seg = ['offsets', self.offsets]
         elif how == 'flag' or how == 'offsets':

@@ -17,6 +17,9 @@ import numpy as np
 from sltypes import (NP, UINT_OF, width, is_int, is_float, is_signed, int_range, promote)
 
 
+np.seterr(all='ignore')     # IEEE results (inf, NaN) are the point, not warnings
+
+
 class Col:
     """A reference column: its type and values (bool as raw bytes), and how it is judged.
     kind 'exact': bit for bit (bools by truth; NaNs by bits only if nanbits, else any NaN).
@@ -473,7 +476,11 @@ def scan_flinrec(t, a, bcol, heads, exclusive):
         if not exclusive:
             _lin_add(st, av[i], bv[i])
         h, H, k, fin, lbig, sb = st
-        if not fin or lbig + max(0.0, math.log2(max(H, tiny))) > lmax:
+        if fin and lbig + max(0.0, math.log2(max(H, tiny))) > lmax:
+            # a sub-range's value is at most H at its end: once H could overflow, some order
+            # of evaluation may overflow for the rest of the segment
+            st[3] = fin = False
+        if not fin:
             v[i], bd[i] = 0.0, math.nan
         else:
             v[i], bd[i] = h, 4.0 * (k + 1) * eps * H + (k + 1) * tiny * (sb + 1.0)
