@@ -213,13 +213,16 @@ static void print_figure(const char *name, double seconds, int64_t rows, uint64_
 
 typedef struct bench_args {
     const char *pipeline, *in;
-    int64_t rows, repeat, seed, batch_rows;
+    int64_t rows, repeat, seed, batch_rows, threads;
     sluice_backend backend;
 } bench_args;
 
 static int bench_run(sluice_context *ctx, sluice_pipeline *p, const bench_args *a) {
     bench_data d;
     int rc = bench_data_make(&d, p, a->in, a->rows, (uint64_t)a->seed);
+    /* Times of nothing are noise, and ratios of them meaningless. */
+    if (rc == SL_EXIT_OK && d.rows == 0)
+        rc = sl_fail("%s has no rows: there is nothing to measure", a->in);
     sluice_session *s = NULL;
     double *times = calloc((size_t)a->repeat, sizeof *times);
     if (rc == SL_EXIT_OK && !times) rc = sl_fail("out of memory");
@@ -286,15 +289,18 @@ static int bench_run(sluice_context *ctx, sluice_pipeline *p, const bench_args *
 }
 
 static int bench_main(const sl_command *self, int argc, char **argv) {
-    bench_args a = {NULL, NULL, -1, 5, 1, DEFAULT_BENCH_BATCH_ROWS, SLUICE_BACKEND_AUTO};
+    bench_args a = {NULL, NULL, -1, 5, 1, DEFAULT_BENCH_BATCH_ROWS, 0, SLUICE_BACKEND_AUTO};
     const char *value;
     for (int i = 1; i < argc;) {
         int got;
         if ((got = sl_option(self, argc, argv, &i, "rows", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
-            if (!sl_parse_int(value, 0, INT64_C(1) << 40, &a.rows))
-                return sl_usage_error(self, "--rows needs a non-negative integer (or 2^K), not '%s'",
-                                      value);
+            if (!sl_parse_int(value, 1, INT64_C(1) << 40, &a.rows))
+                return sl_usage_error(self, "--rows needs a positive integer (or 2^K), not '%s'%s",
+                                      value,
+                                      strcmp(value, "0") == 0
+                                          ? ": there is nothing to measure in 0 rows"
+                                          : "");
         } else if ((got = sl_option(self, argc, argv, &i, "repeat", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
             if (!sl_parse_int(value, 1, 1000, &a.repeat))
@@ -314,14 +320,20 @@ static int bench_main(const sl_command *self, int argc, char **argv) {
                 return sl_usage_error(self, "--backend is auto, cpu or cuda, not '%s'", value);
         } else if ((got = sl_option(self, argc, argv, &i, "in", &a.in)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
+        } else if ((got = sl_option(self, argc, argv, &i, "threads", &value)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
+            if (!sl_parse_int(value, 0, SL_MAX_THREADS, &a.threads))
+                return sl_usage_error(self, "--threads needs an integer in 0..%d, not '%s'",
+                                      SL_MAX_THREADS, value);
         } else if (sl_take_pipeline_arg(self, argv, &i, &a.pipeline) != SL_EXIT_OK) {
             return SL_EXIT_USAGE;
         }
     }
     if (!a.pipeline) return sl_usage_error(self, "which pipeline file?");
     if ((a.rows < 0) == (a.in == NULL))
-        return sl_usage_error(self, "give either --rows N (generated data) or --in INPUT");
-    sluice_context *ctx = sl_context_new();
+        return sl_usage_error(self, "give either --rows N (generated data) or --in INPUT%s",
+                              a.in ? ", not both" : "");
+    sluice_context *ctx = sl_context_new((int)a.threads);
     sluice_pipeline *p = ctx ? sl_load_pipeline(ctx, a.pipeline) : NULL;
     int rc = p ? bench_run(ctx, p, &a) : SL_EXIT_ERROR;
     sluice_pipeline_free(p);
@@ -330,19 +342,23 @@ static int bench_main(const sl_command *self, int argc, char **argv) {
 }
 
 const sl_command sl_command_bench = {
-    "bench", "PIPELINE --rows N [--backend auto|cpu|cuda] [--repeat R] [--seed S] [--in INPUT] "
-             "[--batch-rows N]",
+    "bench", "PIPELINE (--rows N | --in INPUT) [--backend auto|cpu|cuda] [--repeat R] "
+             "[--seed S] [--batch-rows N] [--threads N]",
     "Measure a pipeline's throughput on an in-memory stream beside a memcpy of its input.",
-    "The stream is generated as `sluice gen` would (or read whole from --in INPUT, any input\n"
-    "`sluice run` accepts). After one warm-up, each figure is the median of R runs (default\n"
-    "5): rows/s and GB/s, counting the input read plus the output written, then the same for\n"
-    "a memcpy of the input bytes in the same run, and the ratio of the two.\n\n"
+    "The stream is generated as `sluice gen` would (--rows N), or read whole from --in INPUT\n"
+    "(any input `sluice run` accepts); give one of the two. After one warm-up, each figure is\n"
+    "the median of R runs (default 5): rows/s and GB/s, counting the input read plus the\n"
+    "output written, then the same for a memcpy of the input bytes in the same run, and the\n"
+    "ratio of the two.\n\n"
     "options:\n"
-    "  --rows N         rows to generate (2^K accepted)\n"
+    "  --rows N         rows to generate, at least 1 (2^K accepted)\n"
     "  --in INPUT       benchmark this input instead of generated data\n"
     "  --repeat R       timed runs per figure (default 5)\n"
     "  --seed S         generator seed (default 1)\n"
     "  --batch-rows N   push the stream in batches of N rows (default 4194304; whole\n"
     "                   segments for a stream with an offsets input)\n"
-    "  --backend B      auto, cpu or cuda\n",
-    bench_main};
+    "  --backend B      auto, cpu or cuda\n"
+    "  --threads N      CPU backend worker threads (default 0: one per core)\n",
+    bench_main,
+    (const char *const[]){"rows", "in", "repeat", "seed", "batch-rows", "backend", "threads",
+                          NULL}};

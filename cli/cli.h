@@ -23,6 +23,8 @@ struct sl_command {
     const char *summary; /* one line for `sluice help` */
     const char *help;    /* the options, for `sluice NAME --help` */
     int (*main)(const sl_command *self, int argc, char **argv); /* argv[0] is NAME */
+    const char *const *options; /* its long option names without "--", NULL-terminated: an
+                                   unknown option is answered with the closest of them */
 };
 
 extern const sl_command sl_command_run, sl_command_check, sl_command_explain, sl_command_gen,
@@ -39,21 +41,31 @@ int sl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * usage message) when the value is missing. */
 int sl_option(const sl_command *cmd, int argc, char **argv, int *i, const char *name,
               const char **value);
+/* If argv[*i] is the flag --NAME (no value), moves *i past it and returns true. */
+bool sl_flag(char **argv, int *i, const char *name);
 /* Takes argv[*i], which is not an option of the command, as the pipeline file (the one
  * positional argument) and moves *i past it. Returns SL_EXIT_OK, or SL_EXIT_USAGE (after a
- * message) for an unknown option or a second file. */
+ * message, with the closest option of the command for a misspelt one) for an unknown option
+ * or a second file. */
 int sl_take_pipeline_arg(const sl_command *cmd, char **argv, int *i, const char **path);
+/* The candidate closest to `word` by edit distance (a swap of neighbours counts one), or NULL
+ * when none is close enough to be what was meant. */
+const char *sl_closest(const char *word, const char *const *candidates, size_t count);
+/* The most --threads accepted: the CPU backend starts no more workers than this. */
+#define SL_MAX_THREADS 256
 /* Parses a decimal integer in [lo, hi]; accepts a power-of-two shorthand "2^26". Returns
  * false when the text is not one. */
 bool sl_parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out);
 /* "auto" | "cpu" | "cuda". */
 bool sl_parse_backend(const char *text, sluice_backend *out);
 
-/* A context with default options; NULL (after a message) when it cannot be made. */
-sluice_context *sl_context_new(void);
+/* A context whose CPU backend runs `cpu_threads` workers (0: one per core); NULL (after a
+ * message) when it cannot be made. */
+sluice_context *sl_context_new(int cpu_threads);
 /* Prints every diagnostic the context holds to stderr, formatted. */
 void sl_print_diagnostics(const sluice_context *ctx);
-/* Loads a pipeline file; on failure prints every diagnostic and returns NULL. */
+/* Loads a pipeline file; on failure prints every diagnostic (or says that the path is a
+ * directory) and returns NULL. */
 sluice_pipeline *sl_load_pipeline(sluice_context *ctx, const char *path);
 
 /* Pulls every result batch that is ready and hands each to sink (which must not free it;

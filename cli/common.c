@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -50,9 +51,70 @@ int sl_option(const sl_command *cmd, int argc, char **argv, int *i, const char *
     return 1;
 }
 
+bool sl_flag(char **argv, int *i, const char *name) {
+    const char *arg = argv[*i];
+    if (strncmp(arg, "--", 2) != 0 || strcmp(arg + 2, name) != 0) return false;
+    *i += 1;
+    return true;
+}
+
+/* Optimal string alignment distance (Levenshtein plus swaps of neighbours), for short words. */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m];
+}
+
+const char *sl_closest(const char *word, const char *const *candidates, size_t count) {
+    /* Close enough: about one edit in three characters, at least one, at most three. */
+    size_t len = strlen(word), limit = len / 3;
+    if (limit < 1) limit = 1;
+    if (limit > 3) limit = 3;
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    for (size_t i = 0; i < count; i++) {
+        size_t d = edit_distance(word, candidates[i]);
+        /* A prefix ("--batch" for "--batch-rows") or an extension ("--input" for "--in") is
+         * a likely meaning too. */
+        size_t clen = strlen(candidates[i]);
+        bool prefix = (len >= 3 && strncmp(candidates[i], word, len) == 0) ||
+                      (clen >= 2 && strncmp(word, candidates[i], clen) == 0);
+        if (prefix && d > limit) d = limit;
+        if (d <= limit && d < best_d && d < clen) {
+            best = candidates[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
 int sl_take_pipeline_arg(const sl_command *cmd, char **argv, int *i, const char **path) {
     const char *arg = argv[*i];
-    if (arg[0] == '-' && arg[1] != '\0') return sl_usage_error(cmd, "unknown option '%s'", arg);
+    if (arg[0] == '-' && arg[1] != '\0') {
+        /* The closest option of the command to what was typed (without "--" and "=VALUE"). */
+        const char *name = arg + (arg[1] == '-' ? 2 : 1);
+        char typed[64];
+        snprintf(typed, sizeof typed, "%.*s", (int)strcspn(name, "="), name);
+        size_t n = 0;
+        while (cmd->options && cmd->options[n]) n++;
+        const char *hint = n ? sl_closest(typed, cmd->options, n) : NULL;
+        if (hint) return sl_usage_error(cmd, "unknown option '%s' (did you mean '--%s'?)", arg, hint);
+        return sl_usage_error(cmd, "unknown option '%s'", arg);
+    }
     if (*path) return sl_usage_error(cmd, "one pipeline file at a time ('%s' is extra)", arg);
     *path = arg;
     *i += 1;
@@ -88,9 +150,11 @@ bool sl_parse_backend(const char *text, sluice_backend *out) {
     return false;
 }
 
-sluice_context *sl_context_new(void) {
+sluice_context *sl_context_new(int cpu_threads) {
     sluice_context *ctx = NULL;
-    sluice_status st = sluice_context_create(&ctx, NULL);
+    sluice_context_options opts = SLUICE_CONTEXT_OPTIONS_INIT;
+    opts.cpu_threads = cpu_threads;
+    sluice_status st = sluice_context_create(&ctx, &opts);
     if (st != SLUICE_OK) {
         sl_fail("cannot create a context: %s", sluice_strerror(st));
         return NULL;
@@ -121,6 +185,12 @@ void sl_print_diagnostics(const sluice_context *ctx) {
 }
 
 sluice_pipeline *sl_load_pipeline(sluice_context *ctx, const char *path) {
+    /* The library reads a directory as a file that fails to read ("read error"). */
+    struct stat info;
+    if (stat(path, &info) == 0 && S_ISDIR(info.st_mode)) {
+        sl_fail("%s is a directory, not a pipeline file", path);
+        return NULL;
+    }
     sluice_pipeline *p = NULL;
     sluice_status st = sluice_pipeline_load_file(ctx, path, &p);
     if (st != SLUICE_OK) {

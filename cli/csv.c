@@ -226,6 +226,7 @@ long sl_csv_column_index(const sl_csv_reader *r, const char *name) {
 }
 const char *sl_csv_name(const sl_csv_reader *r) { return r->name; }
 int64_t sl_csv_line(const sl_csv_reader *r) { return r->record_line; }
+int64_t sl_csv_bytes_read(const sl_csv_reader *r) { return (int64_t)ftello(r->file); }
 
 int sl_csv_next(sl_csv_reader *r, char *const **fields, char *err, size_t errcap) {
     size_t len = 0;
@@ -248,35 +249,46 @@ int sl_csv_next(sl_csv_reader *r, char *const **fields, char *err, size_t errcap
 
 /* ---- typed fields ---------------------------------------------------------------------- */
 
+/* Integer fields: 0, -1 for text that is not an integer, 1 for one out of the range. */
 static int parse_signed(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (*s == '\0') return -1;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end != '\0' || v < lo || v > hi) return -1;
+    if (end == s || *end != '\0') return -1;
+    if (errno == ERANGE || v < lo || v > hi) return 1;
     *out = v;
     return 0;
 }
 
 static int parse_unsigned(const char *s, uint64_t hi, uint64_t *out) {
-    if (*s == '\0' || *s == '-') return -1;
+    if (*s == '\0') return -1;
     char *end = NULL;
     errno = 0;
+    if (*s == '-') { /* a negative integer is out of an unsigned range; other text is not one */
+        long long v = strtoll(s, &end, 10);
+        if (end == s || *end != '\0') return -1;
+        if (v != 0 || errno == ERANGE) return 1;
+        *out = 0; /* "-0" */
+        return 0;
+    }
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v > hi) return -1;
+    if (end == s || *end != '\0') return -1;
+    if (errno == ERANGE || v > hi) return 1;
     *out = v;
     return 0;
 }
 
 /* strtod, but only finite numbers, inf and nan spelled out (no hex floats, no "infinity"
- * prefixes of other words). *explicit_nonfinite says the text itself was inf/nan. */
+ * prefixes of other words). *explicit_nonfinite says the text itself was inf/nan. Returns 0,
+ * -1 for text that is not a number, 1 for a number beyond even a double's range. */
 static int parse_double(const char *s, double *out, bool *explicit_nonfinite) {
     if (*s == '\0') return -1;
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
     if (*end != '\0' || end == s) return -1;
-    if (errno == ERANGE && isinf(v)) return -1;
+    if (errno == ERANGE && isinf(v)) return 1;
     *explicit_nonfinite = !isfinite(v);
     *out = v;
     return 0;
@@ -292,7 +304,27 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
     char *s = trim(buf);
     const char *tname = sluice_type_name(type);
     if (!tname) return sl_errf(err, errcap, "unknown column type");
-    if (*s == '\0') return sl_errf(err, errcap, "empty field where a %s is expected", tname);
+    if (*s == '\0') {
+        /* A missing value: NaN in a float column, as NumPy and pandas read it. Integer and
+         * bool columns have no value to stand for it. */
+        if (type == SLUICE_F16 || type == SLUICE_F32 || type == SLUICE_F64) {
+            if (type == SLUICE_F64) {
+                double v = NAN;
+                memcpy(dst, &v, sizeof v);
+            } else if (type == SLUICE_F32) {
+                float v = NAN;
+                memcpy(dst, &v, sizeof v);
+            } else {
+                uint16_t h = sluice_f32_to_f16(NAN);
+                memcpy(dst, &h, sizeof h);
+            }
+            return 0;
+        }
+        return sl_errf(err, errcap,
+                       "empty field in %s %s column: only float columns read an empty field "
+                       "(as NaN); fill in a value or declare the column f32/f64",
+                       tname[0] == 'u' || tname[0] == 'b' ? "a" : "an", tname);
+    }
     int64_t i = 0;
     uint64_t u = 0;
     double d = 0;
@@ -323,6 +355,7 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
     case SLUICE_F32:
     case SLUICE_F64: {
         bad = parse_double(s, &d, &nonfinite);
+        if (bad > 0) return sl_errf(err, errcap, "'%s' is out of range for %s", s, tname);
         if (bad) break;
         /* Out of range means "rounds to infinity in the column's type": a bound on the
          * double itself would reject the printed forms of the largest values, e.g. numpy's
@@ -330,7 +363,7 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
          * the float conversion would not be defined. */
         const double f32_rounds_to_inf = 0x1.ffffffp+127; /* FLT_MAX + half an ulp */
         if (!nonfinite && type != SLUICE_F64 && fabs(d) >= f32_rounds_to_inf)
-            return sl_errf(err, errcap, "'%s' is out of the range of %s", s, tname);
+            return sl_errf(err, errcap, "'%s' is out of range for %s", s, tname);
         if (type == SLUICE_F64) {
             memcpy(dst, &d, sizeof d);
         } else if (type == SLUICE_F32) {
@@ -339,13 +372,14 @@ int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
         } else {
             uint16_t h = sluice_f32_to_f16((float)d);
             if (!nonfinite && (h & 0x7fff) == 0x7c00)
-                return sl_errf(err, errcap, "'%s' is out of the range of %s", s, tname);
+                return sl_errf(err, errcap, "'%s' is out of range for %s", s, tname);
             memcpy(dst, &h, sizeof h);
         }
         break;
     }
     default: return sl_errf(err, errcap, "unknown column type");
     }
+    if (bad > 0) return sl_errf(err, errcap, "'%s' is out of range for %s", s, tname);
     if (bad) {
         bool is_float = type == SLUICE_F16 || type == SLUICE_F32 || type == SLUICE_F64;
         return sl_errf(err, errcap, "cannot parse '%s' as %s: expected %s", s, tname,

@@ -35,10 +35,15 @@ const char *sl_csv_name(const sl_csv_reader *r);
 int sl_csv_next(sl_csv_reader *r, char *const **fields, char *err, size_t errcap);
 /* The 1-based line on which the last record returned started. */
 int64_t sl_csv_line(const sl_csv_reader *r);
+/* Bytes of the file read so far; -1 when the stream has no position (a pipe). */
+int64_t sl_csv_bytes_read(const sl_csv_reader *r);
 
 /* Parses a field as a value of `type` and stores its sluice_type_size(type) bytes at dst
  * (f16 as its bit pattern). Surrounding spaces are ignored. bool accepts true/false, True/
- * False, 1/0. Integers must be in the type's range, floats finite unless written inf/nan.
+ * False, 1/0. Integers must be in the type's range, floats finite unless written inf/nan; an
+ * empty field is NaN in a float column (as NumPy and pandas read it) and an error in an
+ * integer or bool column. A number beyond the type's range is "'1e400' is out of range for
+ * f32", text that is not one "cannot parse 'abc' as f32: expected a number".
  * Returns 0, or -1 with the reason ("cannot parse 'abc' as f32: …") in err. */
 int sl_csv_parse_value(const char *text, sluice_type type, void *dst, char *err,
                        size_t errcap);

@@ -169,7 +169,7 @@ static int gen_main(const sl_command *self, int argc, char **argv) {
     if (rows < 0) return sl_usage_error(self, "--rows N is required");
     if (!dir) return sl_usage_error(self, "--out DIR is required");
 
-    sluice_context *ctx = sl_context_new();
+    sluice_context *ctx = sl_context_new(0);
     sluice_pipeline *p = ctx ? sl_load_pipeline(ctx, path) : NULL;
     int rc = p ? SL_EXIT_OK : SL_EXIT_ERROR;
     if (rc == SL_EXIT_OK && mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -210,4 +210,4 @@ const sl_command sl_command_gen = {
     "  --rows N    data rows (2^K accepted)\n"
     "  --out DIR   created if missing\n"
     "  --seed S    default 1\n",
-    gen_main};
+    gen_main, (const char *const[]){"rows", "out", "seed", NULL}};

@@ -49,6 +49,7 @@ struct sl_input {
     int64_t seg_pos;  /* next segment */
     sl_csv_reader *csv;
     bool csv_done;
+    int64_t total_bytes; /* -1 when unknown */
 };
 
 static int ensure_buf(input_column *c, size_t bytes) {
@@ -222,10 +223,12 @@ static int open_csv(sl_input *in, const char *path, char *err, size_t errcap) {
     return 0;
 }
 
-/* A .npy (by its magic) or raw .bin (by its name) given where a directory belongs. */
-static bool is_column_file(const char *path) {
+/* A .npy (by its magic) or raw .bin (by its name) given where a directory belongs. Only a
+ * regular file is peeked at: reading a pipe would take its first bytes from the CSV. */
+static bool is_column_file(const char *path, const struct stat *st) {
     size_t n = strlen(path);
     if (n >= 4 && strcmp(path + n - 4, ".bin") == 0) return true;
+    if (!S_ISREG(st->st_mode)) return false;
     unsigned char head[6] = {0};
     FILE *f = fopen(path, "rb");
     if (!f) return false;
@@ -265,12 +268,15 @@ int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *p
     if (rc == 0) {
         if (S_ISDIR(st.st_mode)) {
             rc = open_directory(in, path, err, errcap);
-        } else if (is_column_file(path)) {
+            in->total_bytes = 0;
+            for (size_t i = 0; i < in->ncols; i++) in->total_bytes += (int64_t)in->cols[i].map_len;
+        } else if (is_column_file(path, &st)) {
             rc = sl_errf(err, errcap,
                          "%s is a single column file; --in takes the directory holding one "
                          "COLUMN.npy (or COLUMN.bin) per input column, or a CSV file", path);
         } else {
             in->csv_source = true;
+            in->total_bytes = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
             rc = open_csv(in, path, err, errcap);
         }
     }
@@ -305,6 +311,16 @@ int64_t sl_next_segment_cut(const int64_t *offsets, int64_t segments, int64_t fi
 }
 
 int64_t sl_input_total_rows(const sl_input *in) { return in->csv_source ? -1 : in->rows; }
+
+int64_t sl_input_total_bytes(const sl_input *in) { return in->total_bytes; }
+
+int64_t sl_input_bytes_read(const sl_input *in) {
+    if (in->total_bytes < 0) return -1;
+    if (in->csv_source) return sl_csv_bytes_read(in->csv);
+    /* Column files are read in step, so the share of rows is the share of bytes. */
+    if (in->rows <= 0) return 0;
+    return (int64_t)((double)in->total_bytes * (double)in->pos / (double)in->rows);
+}
 
 /* A window of a mapped column; copied when the file puts it at an address the element type
  * may not be read from directly (a .npy written with an unusual header length). */
@@ -378,9 +394,10 @@ static int next_from_csv(sl_input *in, int64_t max_rows, sluice_column *cols, in
             if (sl_csv_parse_value(fields[c->csv_index], c->info.type,
                                    (unsigned char *)c->buf + (size_t)n * elem, why,
                                    sizeof why) != 0)
-                return sl_errf(err, errcap, "%s:%" PRId64 ":%ld: column '%s': %s",
+                return sl_errf(err, errcap, "%s:%" PRId64 ":%ld: data row %" PRId64
+                               ", column '%s': %s",
                                sl_csv_name(in->csv), sl_csv_line(in->csv), c->csv_index + 1,
-                               c->info.name, why);
+                               in->pos + n + 1, c->info.name, why);
         }
         n++;
     }

@@ -17,14 +17,18 @@
 
 typedef struct sl_input sl_input;
 
-/* Opens `path` (a directory or a CSV file) for the inputs of `pipeline`. Returns 0, or -1
- * with the reason in err. */
+/* Opens `path` (a directory or a CSV file, which may be a pipe: `--in <(zcat x.csv.gz)`) for
+ * the inputs of `pipeline`. Returns 0, or -1 with the reason in err. */
 int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *path, char *err,
                   size_t errcap);
 void sl_input_close(sl_input *in);
 
 /* Data rows in the whole input when known before reading (files), -1 for CSV. */
 int64_t sl_input_total_rows(const sl_input *in);
+/* Bytes of the input in all (the column files, or the CSV file) and consumed so far; -1 when
+ * unknown (a CSV stream from a pipe has no size, and no position). */
+int64_t sl_input_total_bytes(const sl_input *in);
+int64_t sl_input_bytes_read(const sl_input *in);
 
 /* The next batch of at most max_rows data rows (max_rows >= 1). cols receives one column per
  * pipeline input, in declaration order (sluice_pipeline_input_count entries); their data stay

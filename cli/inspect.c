@@ -5,12 +5,9 @@
 
 #include "cli.h"
 
-static int check_main(const sl_command *self, int argc, char **argv) {
-    const char *path = NULL;
-    for (int i = 1; i < argc;)
-        if (sl_take_pipeline_arg(self, argv, &i, &path) != SL_EXIT_OK) return SL_EXIT_USAGE;
-    if (!path) return sl_usage_error(self, "which pipeline file?");
-    sluice_context *ctx = sl_context_new();
+/* Checks one file; prints "PATH: ok (…)" or its diagnostics. */
+static int check_one(const char *path) {
+    sluice_context *ctx = sl_context_new(0);
     if (!ctx) return SL_EXIT_ERROR;
     sluice_pipeline *p = sl_load_pipeline(ctx, path);
     int rc = SL_EXIT_ERROR;
@@ -22,6 +19,26 @@ static int check_main(const sl_command *self, int argc, char **argv) {
     }
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
+    return rc;
+}
+
+static int check_main(const sl_command *self, int argc, char **argv) {
+    int files = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] == '-' && arg[1] != '\0') {
+            int at = i;
+            const char *unused = NULL;
+            return sl_take_pipeline_arg(self, argv, &at, &unused); /* the unknown-option message */
+        }
+        files++;
+    }
+    if (files == 0) return sl_usage_error(self, "which pipeline file?");
+    /* Every file is checked, whatever the earlier ones gave. */
+    int rc = SL_EXIT_OK;
+    for (int i = 1; i < argc; i++)
+        if (check_one(argv[i]) != SL_EXIT_OK) rc = SL_EXIT_ERROR;
+    if (files > 1 && rc != SL_EXIT_OK) fprintf(stderr, "sluice check: not every file is valid\n");
     return rc;
 }
 
@@ -39,7 +56,7 @@ static int explain_main(const sl_command *self, int argc, char **argv) {
         if (sl_take_pipeline_arg(self, argv, &i, &path) != SL_EXIT_OK) return SL_EXIT_USAGE;
     }
     if (!path) return sl_usage_error(self, "which pipeline file?");
-    sluice_context *ctx = sl_context_new();
+    sluice_context *ctx = sl_context_new(0);
     if (!ctx) return SL_EXIT_ERROR;
     sluice_pipeline *p = sl_load_pipeline(ctx, path);
     int rc = SL_EXIT_ERROR;
@@ -65,15 +82,16 @@ static int explain_main(const sl_command *self, int argc, char **argv) {
 }
 
 const sl_command sl_command_check = {
-    "check", "PIPELINE",
-    "Load and check a pipeline file; print every problem found, not only the first.",
-    "Each problem is printed as PATH:LINE:COL: error: MESSAGE with the source line and a\n"
-    "caret. Exit status 0 when the file is valid, 1 when it has errors, 2 for usage errors.\n",
-    check_main};
+    "check", "PIPELINE...",
+    "Load and check pipeline files; print every problem found, not only the first.",
+    "Each file is checked on its own: a valid one prints PATH: ok, and each problem is printed\n"
+    "as PATH:LINE:COL: error: MESSAGE with the source line and a caret.\n\n"
+    "exit status: 0 every file is valid, 1 any file has errors, 2 a usage error\n",
+    check_main, NULL};
 
 const sl_command sl_command_explain = {
     "explain", "PIPELINE [--backend auto|cpu|cuda]",
     "Print the plan of a pipeline: its stages, fusion groups and predicted passes over memory.",
     "options:\n"
     "  --backend B   plan for this backend (auto: CUDA when available, else the CPU)\n",
-    explain_main};
+    explain_main, (const char *const[]){"backend", NULL}};

@@ -25,12 +25,31 @@ static void print_overview(FILE *out) {
 
 static void print_command_help(const sl_command *c) {
     printf("usage: sluice %s %s\n\n%s\n\n%s", c->name, c->usage, c->summary, c->help);
+    /* `run` lists its exit statuses itself, signals included. */
+    if (!strstr(c->help, "exit status"))
+        printf("\nexit status: 0 success, 1 an error in the pipeline or the data (diagnostics "
+               "on stderr), 2 a usage error\n");
 }
 
 static const sl_command *find_command(const char *name) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i]->name, name) == 0) return commands[i];
     return NULL;
+}
+
+/* "sluice: no command 'rnu' (did you mean 'run'?)", then the overview. */
+static int no_command(const char *who, const char *name) {
+    const char *names[sizeof commands / sizeof commands[0] + 1];
+    size_t n = 0;
+    for (; n < sizeof commands / sizeof commands[0]; n++) names[n] = commands[n]->name;
+    names[n++] = "help";
+    const char *hint = sl_closest(name, names, n);
+    if (hint)
+        fprintf(stderr, "%s: no command '%s' (did you mean '%s'?)\n\n", who, name, hint);
+    else
+        fprintf(stderr, "%s: no command '%s'\n\n", who, name);
+    print_overview(stderr);
+    return SL_EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
@@ -46,11 +65,7 @@ int main(int argc, char **argv) {
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         if (argc > 2) {
             const sl_command *c = find_command(argv[2]);
-            if (!c) {
-                fprintf(stderr, "sluice help: no command '%s'\n", argv[2]);
-                print_overview(stderr);
-                return SL_EXIT_USAGE;
-            }
+            if (!c) return no_command("sluice help", argv[2]);
             print_command_help(c);
             return SL_EXIT_OK;
         }
@@ -58,11 +73,7 @@ int main(int argc, char **argv) {
         return SL_EXIT_OK;
     }
     const sl_command *c = find_command(name);
-    if (!c) {
-        fprintf(stderr, "sluice: no command '%s'\n\n", name);
-        print_overview(stderr);
-        return SL_EXIT_USAGE;
-    }
+    if (!c) return no_command("sluice", name);
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             print_command_help(c);

@@ -4,10 +4,12 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "errbuf.h"
 
@@ -263,17 +265,27 @@ int sl_npy_format_header(void *buf, size_t cap, sluice_type type, int64_t length
 int sl_npy_writer_open(sl_npy_writer *w, const char *path, sluice_type type, char *err,
                        size_t errcap) {
     memset(w, 0, sizeof *w);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return sl_errf(err, errcap, "%s: cannot create: %s", path, strerror(errno));
+    return sl_npy_writer_open_fd(w, fd, path, type, err, errcap);
+}
+
+int sl_npy_writer_open_fd(sl_npy_writer *w, int fd, const char *path, sluice_type type,
+                          char *err, size_t errcap) {
+    memset(w, 0, sizeof *w);
     unsigned char header[SL_NPY_HEADER_SIZE];
-    if (sl_npy_format_header(header, sizeof header, type, 0) != 0)
+    if (sl_npy_format_header(header, sizeof header, type, 0) != 0) {
+        close(fd);
         return sl_errf(err, errcap, "%s: cannot write a column of this type", path);
+    }
     w->path = strdup(path);
-    if (!w->path) return sl_errf(err, errcap, "out of memory");
-    w->file = fopen(path, "wb");
+    w->file = w->path ? fdopen(fd, "wb") : NULL;
     if (!w->file) {
-        int e = errno;
+        int e = w->path ? errno : ENOMEM;
+        close(fd);
         free(w->path);
         w->path = NULL;
-        return sl_errf(err, errcap, "%s: cannot create: %s", path, strerror(e));
+        return sl_errf(err, errcap, "%s: cannot open for writing: %s", path, strerror(e));
     }
     w->type = type;
     if (fwrite(header, 1, sizeof header, w->file) != sizeof header) {
@@ -307,6 +319,11 @@ int sl_npy_writer_close(sl_npy_writer *w, char *err, size_t errcap) {
         fseek(w->file, 0, SEEK_SET) != 0 ||
         fwrite(header, 1, sizeof header, w->file) != sizeof header)
         rc = sl_errf(err, errcap, "%s: cannot finish the header: %s", w->path, strerror(errno));
+    /* The buffered tail is written here: a full disk often shows first at this point. */
+    if (fflush(w->file) != 0 && rc == 0)
+        rc = sl_errf(err, errcap, "%s: write failed: %s", w->path, strerror(errno));
+    if (w->sync && rc == 0 && fsync(fileno(w->file)) != 0 && errno != EINVAL)
+        rc = sl_errf(err, errcap, "%s: cannot write to disk: %s", w->path, strerror(errno));
     if (fclose(w->file) != 0 && rc == 0)
         rc = sl_errf(err, errcap, "%s: write failed: %s", w->path, strerror(errno));
     w->file = NULL;

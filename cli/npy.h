@@ -50,16 +50,23 @@ typedef struct sl_npy_writer {
     sluice_type type;
     int64_t length;
     char *path;
+    int sync; /* set by the caller: close waits until the data are on disk (fsync) */
 } sl_npy_writer;
 
 /* Creates (truncates) path. Returns 0, or -1 with the reason in err. */
 int sl_npy_writer_open(sl_npy_writer *w, const char *path, sluice_type type, char *err,
                        size_t errcap);
+/* The same on `fd`, a file the caller created empty and opened for writing; `path` names it
+ * in messages. The writer owns fd from here on: it is closed on failure too. */
+int sl_npy_writer_open_fd(sl_npy_writer *w, int fd, const char *path, sluice_type type,
+                          char *err, size_t errcap);
 /* Appends `count` elements. Returns 0, or -1 (write error, reason in err). */
 int sl_npy_writer_append(sl_npy_writer *w, const void *data, int64_t count, char *err,
                          size_t errcap);
-/* Patches the header and closes. Returns 0, or -1 with the reason in err. The writer is
- * closed either way; closing a writer that was never opened is harmless. */
+/* Patches the header, flushes (and with `sync`, fsyncs) and closes. Returns 0, or -1 with the
+ * reason in err: a full disk or a file size limit may only show here, when the buffered
+ * data are written. The writer is closed either way; closing a writer that was never opened
+ * is harmless. */
 int sl_npy_writer_close(sl_npy_writer *w, char *err, size_t errcap);
 
 /* Writes a whole column as a .npy file in one call. Returns 0, or -1 with the reason. */

@@ -1,10 +1,18 @@
-/* output.h — where `sluice run` puts its results: OUTDIR/COLUMN.npy per output column, each
- * written as result batches are pulled (the header's length is patched at the end), so the
- * output never has to fit in memory. (Outputs are always row columns: an offsets input
- * cannot be an output.) */
+/* output.h — where `sluice run` puts its results: OUTDIR/COLUMN.npy per output column, all or
+ * nothing. Each column streams into a temporary file beside its final name (the same
+ * directory, so the rename is atomic), named .COLUMN.npy.partial-PID so that it never looks
+ * like a result; the header's length is patched at the end, so the output never has to fit
+ * in memory. Only a run that succeeded renames the temporaries into place; a failed run
+ * removes them and leaves OUTDIR as it was: earlier results untouched, and OUTDIR itself
+ * removed again when the run created it. (Outputs are always row columns: an offsets input
+ * cannot be an output.)
+ *
+ * One output is open at a time in the process: a signal handler finds its temporaries
+ * through sl_output_discard_from_signal. */
 #ifndef SL_CLI_OUTPUT_H
 #define SL_CLI_OUTPUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,15 +20,30 @@
 
 typedef struct sl_output sl_output;
 
-/* Creates dir if needed and one .npy per output column of `pipeline`. Returns 0, or -1 with
- * the reason in err. */
+/* Creates dir if needed (its last component only) and one temporary file per output column
+ * of `pipeline`. Returns 0, or -1 with the reason in err (nothing is left behind then). */
 int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char *dir, char *err,
                    size_t errcap);
-/* Appends a result batch. Returns 0, or -1 (write error, or the batch lacks a column). */
+/* Appends a result batch to the temporaries. Returns 0, or -1 (write error, or the batch
+ * lacks a column). */
 int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap);
 /* Rows written so far (0 when the pipeline has no outputs). */
 int64_t sl_output_rows(const sl_output *o);
-/* Patches the headers and closes the files. Returns 0, or -1 with the first error. Frees o. */
-int sl_output_close(sl_output *o, char *err, size_t errcap);
+/* Bytes of column data written so far, headers not counted. */
+uint64_t sl_output_bytes(const sl_output *o);
+/* The end of a successful run: patches the headers, writes every temporary to disk (fsync),
+ * then renames them into place and syncs the directory. Returns 0, or -1 with the reason in
+ * err, having removed the temporaries (a rename that fails after others succeeded, which
+ * needs the directory to change under the run, is named in err). Returns -1 without
+ * renaming anything when a signal handler is already discarding the output. Frees o. */
+int sl_output_commit(sl_output *o, char *err, size_t errcap);
+/* The end of a failed run: removes the temporaries (and the directory when open created it
+ * and it is empty again). Frees o; NULL is harmless. */
+void sl_output_discard(sl_output *o);
+/* For a signal handler (async-signal-safe, from any thread): removes the temporaries of the
+ * open output and the directory open created, and returns true; or returns false, doing
+ * nothing, while sl_output_commit is renaming (the handler lets the commit finish: the
+ * outputs are then complete). True when no output is open. */
+bool sl_output_discard_from_signal(void);
 
 #endif

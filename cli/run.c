@@ -1,49 +1,46 @@
 /* run.c — `sluice run`: streams an input (a directory of .npy/.bin columns or a CSV file)
- * through a pipeline in batches and writes every output column to OUTDIR/COLUMN.npy as the
- * result batches are pulled. */
+ * through a pipeline in batches and writes every output column to OUTDIR/COLUMN.npy, all or
+ * nothing: the results go to temporary files that only a successful run renames into place
+ * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. */
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "csv.h"
 #include "input.h"
 #include "output.h"
+#include "progress.h"
 
 #define DEFAULT_BATCH_ROWS (INT64_C(1) << 22)
-
-/* The progress line: shown on a terminal only, once the run has taken over a second. */
-typedef struct progress {
-    bool enabled, shown;
-    double start, last;
-} progress;
-
-static void progress_update(progress *pg, int64_t rows, bool final) {
-    if (!pg->enabled) return;
-    double now = sl_now();
-    if (now - pg->start < 1.0 || (!final && now - pg->last < 0.25)) return;
-    pg->last = now;
-    pg->shown = true;
-    fprintf(stderr, "\r%" PRId64 " rows, %.3g M rows/s   ", rows,
-            (double)rows / (now - pg->start) / 1e6);
-    if (final) fputc('\n', stderr);
-}
 
 typedef struct run_args {
     const char *pipeline, *in, *out;
     sluice_backend backend;
-    int64_t batch_rows;
+    int64_t batch_rows, threads;
+    sl_progress_mode progress;
     sluice_param_value *params;
     size_t param_count;
 } run_args;
+
+static const char *const run_options[] = {"in",      "out",     "param",       "backend",
+                                          "batch-rows", "threads", "progress", "no-progress",
+                                          NULL};
 
 static int parse_args(const sl_command *self, int argc, char **argv, run_args *a) {
     const char *value;
     for (int i = 1; i < argc;) {
         int got;
-        if ((got = sl_option(self, argc, argv, &i, "in", &a->in)) != 0) {
+        if (sl_flag(argv, &i, "progress")) {
+            a->progress = SL_PROGRESS_ALWAYS;
+        } else if (sl_flag(argv, &i, "no-progress")) {
+            a->progress = SL_PROGRESS_NEVER;
+        } else if ((got = sl_option(self, argc, argv, &i, "in", &a->in)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
         } else if ((got = sl_option(self, argc, argv, &i, "out", &a->out)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
@@ -56,6 +53,11 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             if (!sl_parse_int(value, 1, INT64_MAX, &a->batch_rows))
                 return sl_usage_error(self, "--batch-rows needs a positive integer, not '%s'",
                                       value);
+        } else if ((got = sl_option(self, argc, argv, &i, "threads", &value)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
+            if (!sl_parse_int(value, 0, SL_MAX_THREADS, &a->threads))
+                return sl_usage_error(self, "--threads needs an integer in 0..%d, not '%s'",
+                                      SL_MAX_THREADS, value);
         } else if ((got = sl_option(self, argc, argv, &i, "param", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
             const char *eq = strchr(value, '=');
@@ -79,23 +81,256 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
     if (!a->pipeline) return sl_usage_error(self, "which pipeline file?");
     if (!a->in) return sl_usage_error(self, "--in INPUT is required");
     if (!a->out) return sl_usage_error(self, "--out OUTDIR is required");
-    /* Writing into the input directory would truncate column files while they are mapped. */
+    /* An output column named like an input column would replace the input file. */
     char in_real[PATH_MAX], out_real[PATH_MAX];
     if (realpath(a->in, in_real) && realpath(a->out, out_real) && strcmp(in_real, out_real) == 0)
         return sl_usage_error(self, "--out must not be the input directory ('%s')", a->in);
     return SL_EXIT_OK;
 }
 
-/* Appends a result batch to the output files. */
-static int write_batch(const sluice_batch *b, void *payload) {
-    char err[512];
-    if (sl_output_append(payload, b, err, sizeof err) != 0) return sl_fail("%s", err);
-    return SL_EXIT_OK;
+/* ---- a bad --param, named ---------------------------------------------------------------- */
+
+/* The session refused the params (unknown name, or a value its type does not take). Finds
+ * which one by setting them one at a time on a throwaway CPU session, and says what is wrong
+ * with it: the library's own reason for an unknown name (with its did-you-mean), the param's
+ * type and why the value is not one of it otherwise. */
+static int explain_bad_param(const sl_command *self, sluice_context *ctx, sluice_pipeline *p,
+                             const run_args *a) {
+    sluice_session_options probe_opts = SLUICE_SESSION_OPTIONS_INIT;
+    probe_opts.backend = SLUICE_BACKEND_CPU;
+    probe_opts.max_batch_rows = 1;
+    sluice_session *probe = NULL;
+    if (sluice_session_open(p, &probe_opts, &probe) != SLUICE_OK) {
+        sl_print_diagnostics(ctx);
+        return sl_usage_error(self, "bad --param");
+    }
+    int rc = SL_EXIT_USAGE;
+    for (size_t i = 0; i < a->param_count; i++) {
+        const sluice_param_value *pv = &a->params[i];
+        sluice_status st = sluice_session_set_param(probe, pv->name, pv->text);
+        if (st == SLUICE_OK) continue;
+        const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+        if (st != SLUICE_ERR_BAD_VALUE) {
+            rc = sl_usage_error(self, "bad --param %s=%s: %s", pv->name, pv->text,
+                                d ? d->message : sluice_strerror(st));
+            break;
+        }
+        sluice_type type = SLUICE_F64;
+        for (size_t k = 0; k < sluice_pipeline_param_count(p); k++) {
+            sluice_param_info info;
+            if (sluice_pipeline_param(p, k, &info) == SLUICE_OK && !strcmp(info.name, pv->name))
+                type = info.type;
+        }
+        /* The CSV reader's reason tells a number out of the type's range from text that is
+         * not a number; the library's parser is the judge, so a value the reader would take
+         * (bool 1/0, which params do not) gets the library's rule instead. */
+        char why[256];
+        unsigned char scratch[8];
+        if (type == SLUICE_BOOL)
+            snprintf(why, sizeof why, "a bool param takes true or false");
+        else if (sl_csv_parse_value(pv->text, type, scratch, why, sizeof why) == 0 || !*pv->text)
+            snprintf(why, sizeof why, "'%s' is not a valid %s", pv->text,
+                     sluice_type_name(type));
+        const char *tname = sluice_type_name(type);
+        rc = sl_usage_error(self, "bad --param %s=%s: '%s' is %s %s param, and %s", pv->name,
+                            pv->text, pv->name, tname[0] == 'u' || tname[0] == 'b' ? "a" : "an",
+                            tname, why);
+        break;
+    }
+    sluice_session_close(probe);
+    return rc;
+}
+
+/* ---- memory for a batch ------------------------------------------------------------------ */
+
+/* Memory the system can give without swapping: MemAvailable, else the free pages. */
+static uint64_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                fclose(f);
+                return (uint64_t)kb * 1024;
+            }
+        }
+        fclose(f);
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* A batch is held whole: the CSV reader's columns, and the result batches. Warns when
+ * --batch-rows asks for more of that than the memory available (a file input smaller than a
+ * batch makes the batch smaller: that is taken into account). Not capped: where batches are
+ * cut changes the results of per-batch stages, so only the user may change it. */
+static void warn_batch_memory(const sluice_pipeline *p, const sl_input *in, int64_t batch_rows,
+                              bool csv) {
+    uint64_t row_bytes = 0;
+    if (csv)
+        for (size_t i = 0; i < sluice_pipeline_input_count(p); i++) {
+            sluice_column_info info;
+            if (sluice_pipeline_input(p, i, &info) == SLUICE_OK)
+                row_bytes += sluice_type_size(info.type);
+        }
+    for (size_t i = 0; i < sluice_pipeline_output_count(p); i++) {
+        sluice_column_info info;
+        if (sluice_pipeline_output(p, i, &info) == SLUICE_OK)
+            row_bytes += sluice_type_size(info.type);
+    }
+    int64_t rows = batch_rows, total = sl_input_total_rows(in);
+    if (total >= 0 && total < rows) rows = total;
+    /* A CSV row takes at least one byte per input column (commas and newline). */
+    int64_t csv_bytes = sl_input_total_bytes(in);
+    size_t ncols = sluice_pipeline_input_count(p) ? sluice_pipeline_input_count(p) : 1;
+    if (csv && csv_bytes >= 0 && csv_bytes / (int64_t)ncols < rows)
+        rows = csv_bytes / (int64_t)ncols;
+    uint64_t avail = available_memory();
+    double need = (double)rows * (double)row_bytes;
+    if (avail == 0 || row_bytes == 0 || need <= 0.5 * (double)avail) return;
+    int64_t fits = (int64_t)(0.25 * (double)avail / (double)row_bytes);
+    fprintf(stderr,
+            "sluice run: warning: --batch-rows %" PRId64 " holds up to %" PRId64
+            " rows of %" PRIu64 " bytes in memory at once (%.3g GB), but only %.3g GB are "
+            "available; the run may fail for lack of memory (--batch-rows %" PRId64
+            " would fit)\n",
+            batch_rows, rows, row_bytes, need / 1e9, (double)avail / 1e9, fits > 0 ? fits : 1);
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+/* A signal that arrived while the outputs were being renamed into place: raised again once
+ * they are. */
+static atomic_int pending_signal;
+
+static void on_signal(int sig) {
+    if (!sl_output_discard_from_signal()) {
+        atomic_store(&pending_signal, sig);
+        return;
+    }
+    static const char msg[] = "\nsluice run: interrupted; the partial outputs were removed and "
+                              "the output directory is as it was\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    /* Ends the process by the signal itself, so that the parent sees which (status 128+N). */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_signal_handlers(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&sa.sa_mask, sigs[i]);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        /* A signal ignored by whoever started the run (nohup) stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* ---- the run ----------------------------------------------------------------------------- */
+
+/* Where a run is: what the summary and the progress line report. */
+typedef struct run_state {
+    sluice_session *session;
+    sluice_context *ctx;
+    sl_output *out;
+    sl_progress *pg;
+    sl_input *in;
+    int64_t rows_in;
+} run_state;
+
+/* Ends the progress line, so that a message starts on a line of its own. */
+static void end_progress(run_state *r) {
+    sl_progress_finish(r->pg);
+    r->pg = NULL;
+}
+
+/* Pulls every ready result batch into the output files. */
+static int write_ready(run_state *r) {
+    char err[1024];
+    for (;;) {
+        sluice_batch *b = NULL;
+        sluice_status st = sluice_session_pull(r->session, &b);
+        if (st != SLUICE_OK) {
+            end_progress(r);
+            sl_print_diagnostics(r->ctx);
+            return sl_fail("pulling results failed: %s", sluice_strerror(st));
+        }
+        if (!b) return SL_EXIT_OK;
+        int rc = sl_output_append(r->out, b, err, sizeof err);
+        sluice_batch_free(b);
+        if (rc != 0) {
+            end_progress(r);
+            return sl_fail("%s", err);
+        }
+        sl_progress_update(r->pg, r->rows_in, sl_input_bytes_read(r->in), sl_output_rows(r->out));
+    }
+}
+
+/* True when the plan has a stream-wide sort: its rows all leave at flush. */
+static bool sorts_whole_stream(const sluice_pipeline *p, sluice_context *ctx,
+                               sluice_backend backend) {
+    char *plan = NULL;
+    bool found = false;
+    if (sluice_pipeline_explain(p, backend, &plan, NULL) == SLUICE_OK && plan)
+        found = strstr(plan, "whole stream") != NULL;
+    sluice_free_text(ctx, plan);
+    return found;
+}
+
+/* Streams the input through the session into the output files; returns the exit status. */
+static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, bool stream_sort) {
+    char err[1024];
+    size_t ninputs = sluice_pipeline_input_count(p);
+    sluice_column *cols = calloc(ninputs + 1, sizeof *cols);
+    if (!cols) return sl_fail("out of memory");
+    int rc = SL_EXIT_OK;
+    for (;;) {
+        int64_t rows = 0;
+        int got = sl_input_next(r->in, a->batch_rows, cols, &rows, err, sizeof err);
+        if (got < 0) {
+            end_progress(r);
+            rc = sl_fail("%s", err);
+            break;
+        }
+        if (got == 0) break;
+        sluice_status st = sluice_session_push(r->session, cols, ninputs);
+        if (st != SLUICE_OK) {
+            end_progress(r);
+            sl_print_diagnostics(r->ctx);
+            rc = sl_fail("%s: the batch of rows %" PRId64 "..%" PRId64 " was rejected: %s",
+                         a->in, r->rows_in, r->rows_in + rows, sluice_strerror(st));
+            break;
+        }
+        r->rows_in += rows;
+        rc = write_ready(r);
+        if (rc != SL_EXIT_OK) break;
+        sl_progress_update(r->pg, r->rows_in, sl_input_bytes_read(r->in), sl_output_rows(r->out));
+    }
+    free(cols);
+    if (rc != SL_EXIT_OK) return rc;
+    /* The flush reports nothing until it returns: a stream-wide sort orders every row here. */
+    sl_progress_phase(r->pg, stream_sort ? "sorting the whole stream" : "finishing the stream");
+    sluice_status st = sluice_session_flush(r->session);
+    if (st != SLUICE_OK) {
+        end_progress(r);
+        sl_print_diagnostics(r->ctx);
+        return sl_fail("finishing the stream failed: %s", sluice_strerror(st));
+    }
+    sl_progress_phase(r->pg, "writing the outputs");
+    return write_ready(r);
 }
 
 /* The whole run once the arguments are parsed and the pipeline is loaded. */
 static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipeline *p,
                         const run_args *a) {
+    double t0 = sl_now();
     sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
     opts.backend = a->backend;
     /* The session sizes its scratch for this many rows; a larger push is cut inside the
@@ -103,72 +338,74 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     opts.max_batch_rows = a->batch_rows < DEFAULT_BATCH_ROWS ? a->batch_rows : DEFAULT_BATCH_ROWS;
     opts.params = a->params;
     opts.param_count = a->param_count;
-    sluice_session *s = NULL;
-    sluice_status st = sluice_session_open(p, &opts, &s);
+    run_state r = {.ctx = ctx};
+    sluice_status st = sluice_session_open(p, &opts, &r.session);
     if (st != SLUICE_OK) {
-        sl_print_diagnostics(ctx);
         if (st == SLUICE_ERR_UNKNOWN_PARAM || st == SLUICE_ERR_BAD_VALUE)
-            return sl_usage_error(self, "bad --param: %s", sluice_strerror(st));
+            return explain_bad_param(self, ctx, p, a);
+        sl_print_diagnostics(ctx);
         return sl_fail("cannot open a session: %s", sluice_strerror(st));
     }
     char err[1024];
-    sl_input *in = NULL;
-    sl_output *out = NULL;
-    sluice_column *cols = calloc(sluice_pipeline_input_count(p) + 1, sizeof *cols);
     int rc = SL_EXIT_OK;
-    if (!cols) rc = sl_fail("out of memory");
-    else if (sl_input_open(&in, p, a->in, err, sizeof err) != 0) rc = sl_fail("%s", err);
-    else if (sl_output_open(&out, p, a->out, err, sizeof err) != 0) rc = sl_fail("%s", err);
-
-    progress pg = {isatty(STDERR_FILENO) != 0, false, sl_now(), 0};
-    int64_t rows_in = 0;
-    while (rc == SL_EXIT_OK) {
-        int64_t rows = 0;
-        int got = sl_input_next(in, a->batch_rows, cols, &rows, err, sizeof err);
-        if (got < 0) {
-            rc = sl_fail("%s", err);
-            break;
-        }
-        if (got == 0) break;
-        st = sluice_session_push(s, cols, sluice_pipeline_input_count(p));
-        if (st != SLUICE_OK) {
-            sl_print_diagnostics(ctx);
-            rc = sl_fail("%s: the batch of rows %" PRId64 "..%" PRId64 " was rejected: %s",
-                         a->in, rows_in, rows_in + rows, sluice_strerror(st));
-            break;
-        }
-        rows_in += rows;
-        rc = sl_pull_ready(s, ctx, write_batch, out);
-        progress_update(&pg, rows_in, false);
+    if (sl_input_open(&r.in, p, a->in, err, sizeof err) != 0) rc = sl_fail("%s", err);
+    bool csv = r.in && sl_input_total_rows(r.in) < 0;
+    if (rc == SL_EXIT_OK) warn_batch_memory(p, r.in, a->batch_rows, csv);
+    bool stream_sort = sorts_whole_stream(p, ctx, sluice_session_backend(r.session));
+    if (rc == SL_EXIT_OK) {
+        install_signal_handlers();
+        if (sl_output_open(&r.out, p, a->out, err, sizeof err) != 0) rc = sl_fail("%s", err);
     }
     if (rc == SL_EXIT_OK) {
-        st = sluice_session_flush(s);
-        if (st != SLUICE_OK) {
-            sl_print_diagnostics(ctx);
-            rc = sl_fail("finishing the stream failed: %s", sluice_strerror(st));
-        } else {
-            rc = sl_pull_ready(s, ctx, write_batch, out);
-        }
+        r.pg = sl_progress_start(a->progress, sl_input_total_rows(r.in),
+                                 sl_input_total_bytes(r.in));
+        rc = stream(&r, p, a, stream_sort);
     }
-    if (pg.shown || (rc == SL_EXIT_OK && pg.enabled && sl_now() - pg.start >= 1.0))
-        progress_update(&pg, rows_in, true);
-    int64_t rows_out = out ? sl_output_rows(out) : 0;
-    if (out && sl_output_close(out, err, sizeof err) != 0 && rc == SL_EXIT_OK)
-        rc = sl_fail("%s", err);
-    if (rc == SL_EXIT_OK)
-        printf("%s: %" PRId64 " rows in, %" PRId64 " rows out to %s/\n", a->pipeline, rows_in,
-               rows_out, a->out);
-    sl_input_close(in);
-    free(cols);
-    sluice_session_close(s);
+    int64_t rows_out = 0;
+    bool commit_failed = false;
+    if (rc == SL_EXIT_OK) {
+        rows_out = sl_output_rows(r.out);
+        sl_progress_phase(r.pg, "syncing the outputs to disk");
+        commit_failed = sl_output_commit(r.out, err, sizeof err) != 0;
+        r.out = NULL;
+        end_progress(&r);
+        if (commit_failed) rc = sl_fail("%s", err);
+    }
+    end_progress(&r);
+    sl_output_discard(r.out); /* a failed run: the temporaries go, OUTDIR stays as it was */
+    double seconds = sl_now() - t0;
+    if (rc == SL_EXIT_OK) {
+        char rate[32];
+        sl_format_count(rate, sizeof rate, seconds > 0 ? (double)r.rows_in / seconds : 0,
+                        "rows/s");
+        fprintf(stderr,
+                "sluice run: %s: %" PRId64 " rows in, %" PRId64 " rows out to %s in %.3f s "
+                "(%s)\n",
+                a->pipeline, r.rows_in, rows_out, a->out, seconds, rate);
+    }
+    else
+        fprintf(stderr, "sluice run: %s: failed after %" PRId64 " rows in (%.3f s)%s%s%s\n",
+                a->pipeline, r.rows_in, seconds, commit_failed ? "" : "; ",
+                commit_failed ? "" : a->out, commit_failed ? "" : " is as it was");
+    sl_input_close(r.in);
+    sluice_session_close(r.session);
+    int sig = atomic_load(&pending_signal);
+    if (sig) {
+        /* Interrupted while the outputs were being put in place: they are complete. */
+        fprintf(stderr, "sluice run: interrupted (signal %d) once the outputs were complete\n",
+                sig);
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     return rc;
 }
 
 static int run_main(const sl_command *self, int argc, char **argv) {
-    run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS};
+    run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS,
+                  .progress = SL_PROGRESS_AUTO};
     int rc = parse_args(self, argc, argv, &a);
     if (rc == SL_EXIT_OK) {
-        sluice_context *ctx = sl_context_new();
+        sluice_context *ctx = sl_context_new((int)a.threads);
         sluice_pipeline *p = ctx ? sl_load_pipeline(ctx, a.pipeline) : NULL;
         rc = p ? run_pipeline(self, ctx, p, &a) : SL_EXIT_ERROR;
         sluice_pipeline_free(p);
@@ -182,19 +419,44 @@ static int run_main(const sl_command *self, int argc, char **argv) {
 const sl_command sl_command_run = {
     "run",
     "PIPELINE --in INPUT --out OUTDIR [--param NAME=VALUE]... [--backend auto|cpu|cuda] "
-    "[--batch-rows N]",
+    "[--batch-rows N] [--threads N] [--progress | --no-progress]",
     "Run a pipeline over an input stream and write each output column to OUTDIR/COLUMN.npy.",
     "INPUT is one of:\n"
     "  a directory of COLUMN.npy files, one per input column (1-D, little-endian, the type\n"
     "    the pipeline declares; an offsets input is its own file of k+1 int64 entries);\n"
     "  a directory of raw little-endian COLUMN.bin files typed by the pipeline;\n"
-    "  a CSV file whose header row names the input columns (extra columns are ignored).\n"
-    "The input streams through in batches, so it may be larger than memory; with an offsets\n"
-    "input each batch takes whole segments.\n\n"
+    "  a CSV file (or a pipe, e.g. <(zcat in.csv.gz)) whose header row names the input\n"
+    "    columns; extra columns are ignored; an empty field is NaN in a float column and an\n"
+    "    error in an integer or bool one.\n"
+    "The input streams through in batches, so it may be larger than memory (a stream-wide\n"
+    "sort still holds every row until the end); with an offsets input each batch takes whole\n"
+    "segments.\n\n"
+    "Outputs are all or nothing: each column is written to a temporary file in OUTDIR\n"
+    "(.COLUMN.npy.partial-PID) and renamed to COLUMN.npy only when the whole run succeeded.\n"
+    "A run that fails (bad data, a full disk, an unwritable OUTDIR) or is interrupted (SIGINT,\n"
+    "SIGTERM, SIGHUP) removes its temporaries and leaves OUTDIR as it was, earlier results\n"
+    "included; an OUTDIR the run created is removed again.\n\n"
     "options:\n"
     "  --in INPUT          the input stream (required)\n"
     "  --out OUTDIR        where OUTDIR/COLUMN.npy are written, created if missing (required)\n"
     "  --param NAME=VALUE  override a param of the file (repeatable)\n"
     "  --backend B         auto (default: CUDA when available), cpu or cuda\n"
-    "  --batch-rows N      rows per batch pushed (default 4194304); outputs do not depend on it\n",
-    run_main};
+    "  --batch-rows N      rows per batch pushed (default 4194304). Outputs do not depend on\n"
+    "                      it, except where the pipeline works per batch: a `reset: batch`\n"
+    "                      scan and a `per: batch` sort restart at each batch, and with an\n"
+    "                      offsets input N is a budget of whole segments (at least one).\n"
+    "                      A warning says when N rows would not fit in the memory available.\n"
+    "  --threads N         CPU backend worker threads (default 0: one per core)\n"
+    "  --progress          show the progress line even when stderr is not a terminal\n"
+    "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
+    "                      rows and bytes read, rows/s, rows written, the share done and an\n"
+    "                      ETA when the input's size is known, and the sort or write phase)\n"
+    "A summary line (rows in, rows out, seconds, rows/s) ends every run on stderr.\n\n"
+    "exit status:\n"
+    "  0    success: every output is complete\n"
+    "  1    an error in the pipeline or the data, or an I/O error (diagnostics on stderr);\n"
+    "       OUTDIR is as it was\n"
+    "  2    a usage error (a message and the usage on stderr)\n"
+    "  128+N (from a shell) killed by signal N, e.g. 130 for SIGINT, 143 for SIGTERM; OUTDIR\n"
+    "       is as it was\n",
+    run_main, run_options};

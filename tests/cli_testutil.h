@@ -1,15 +1,20 @@
 /* cli_testutil.h — helpers of the suites that drive the `sluice` program (test_cli.c,
- * test_pipelines.c): running it with captured stdout/stderr and exit status, scratch
+ * test_pipelines.c): running it with captured stdout/stderr and exit status (or in the
+ * background, under a file size limit or unprivileged, to be signalled), scratch
  * directories, and reading/comparing .npy columns (with cli/npy.c, linked into those suites).
  * Header-only: each suite includes it once. */
 #ifndef SL_CLI_TESTUTIL_H
 #define SL_CLI_TESTUTIL_H
 
+#include <fcntl.h>
+#include <grp.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +25,7 @@
 /* What a run of the program gave back. */
 typedef struct cli_result {
     int status;     /* exit status; -1 when it did not exit normally (a crash) */
+    int signal;     /* the signal that ended it (cli_wait only; 0 when it exited) */
     char *out, *err;
 } cli_result;
 
@@ -80,6 +86,7 @@ static inline cli_result cli_run(const char *fmt, ...) {
     int raw = system(cmd);
     cli_result r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.signal = 0;
     r.out = cli_slurp(out_path, NULL);
     r.err = cli_slurp(err_path, NULL);
     if (!r.out) r.out = strdup("");
@@ -88,6 +95,83 @@ static inline cli_result cli_run(const char *fmt, ...) {
      * exits 1, like a data error): the report itself fails the test. */
     ck_assert_msg(!strstr(r.err, "Sanitizer") && !strstr(r.err, "runtime error:"),
                   "`sluice %s` hit a sanitizer:\n%s", args, r.err);
+    return r;
+}
+
+/* How cli_spawn starts the program beyond its arguments. */
+typedef struct cli_spawn_options {
+    long long file_size_limit; /* > 0: RLIMIT_FSIZE in bytes, with SIGXFSZ ignored, so a write
+                                  past it fails with EFBIG as on a full disk */
+    bool unprivileged;         /* run as nobody when the tests run as root, for whom file
+                                  permissions would not apply */
+} cli_spawn_options;
+
+/* Starts `sluice ARGV…` (argv[0] is the first argument after the program, the list ends with
+ * NULL) in the source directory, in the background, stdout and stderr going to files of the
+ * scratch directory that cli_wait reads. Returns its pid. */
+static inline pid_t cli_spawn(const cli_spawn_options *o, const char *const *argv) {
+    char out_path[300], err_path[300];
+    snprintf(out_path, sizeof out_path, "%s/.stdout", cli_tmp_root);
+    snprintf(err_path, sizeof err_path, "%s/.stderr", cli_tmp_root);
+    const char *args[64];
+    size_t n = 0;
+    args[n++] = SLUICE_CLI;
+    while (argv[n - 1] && n < 63) {
+        args[n] = argv[n - 1];
+        n++;
+    }
+    args[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        int in = open("/dev/null", O_RDONLY);
+        if (out < 0 || err < 0 || in < 0 || chdir(SLUICE_SOURCE_DIR) != 0) _exit(126);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        if (o && o->file_size_limit > 0) {
+            struct rlimit lim = {(rlim_t)o->file_size_limit, (rlim_t)o->file_size_limit};
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
+        }
+        if (o && o->unprivileged && geteuid() == 0) {
+            if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+        }
+        execv(SLUICE_CLI, (char *const *)args);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits for a program cli_spawn started and reads what it printed. One still running after
+ * two minutes is hung: it is killed and the test fails. */
+static inline cli_result cli_wait(pid_t pid) {
+    int raw = 0;
+    pid_t got = 0;
+    for (int tries = 0; tries < 12000 && (got = waitpid(pid, &raw, WNOHANG)) == 0; tries++)
+        usleep(10000);
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &raw, 0);
+        ck_abort_msg("sluice (pid %d) still ran after two minutes", (int)pid);
+    }
+    ck_assert_int_eq(got, pid);
+    char out_path[300], err_path[300];
+    snprintf(out_path, sizeof out_path, "%s/.stdout", cli_tmp_root);
+    snprintf(err_path, sizeof err_path, "%s/.stderr", cli_tmp_root);
+    cli_result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.signal = WIFSIGNALED(raw) ? WTERMSIG(raw) : 0;
+    r.out = cli_slurp(out_path, NULL);
+    r.err = cli_slurp(err_path, NULL);
+    if (!r.out) r.out = strdup("");
+    if (!r.err) r.err = strdup("");
+    ck_assert_msg(r.status != 126 && r.status != 127, "the program could not be started");
+    ck_assert_msg(!strstr(r.err, "Sanitizer") && !strstr(r.err, "runtime error:"),
+                  "sluice hit a sanitizer:\n%s", r.err);
     return r;
 }
 

@@ -1,6 +1,10 @@
 /* test_cli.c — the `sluice` program end to end: every subcommand, exit statuses 0/1/2, the
  * diagnostics format, the three input formats giving the same results, bad files, --param,
- * and outputs that do not depend on --batch-rows. */
+ * outputs that do not depend on --batch-rows, outputs that are all or nothing whichever way
+ * a run fails (bad data, an unwritable directory, a full disk, a signal), and the command
+ * line's manners: did-you-mean, --threads, the summary and progress lines, messages. */
+#include <dirent.h>
+
 #include "cli_testutil.h"
 
 static void write_text(const char *path, const char *text) {
@@ -87,7 +91,6 @@ START_TEST(usage_errors_exit_2) {
         "frobnicate",
         "help frobnicate",
         "check",
-        "check a.yaml b.yaml",
         "check --strict x.yaml",
         "explain",
         "explain %s/t.yaml --backend gpu",
@@ -593,6 +596,520 @@ START_TEST(bench_reports_throughput_beside_memcpy) {
 }
 END_TEST
 
+/* ---- outputs are all or nothing ----------------------------------------------------------- */
+
+/* A directory's regular files as "name size hash" lines in name order, or "(absent)": two
+ * equal snapshots mean no file was added, removed or changed by a byte. */
+static char *dir_snapshot(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return strdup("(absent)");
+    char names[64][256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        ck_assert_int_lt(n, 64);
+        snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    size_t cap = 64 + (size_t)n * 320, used = 0;
+    char *snap = malloc(cap);
+    snap[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        ck_assert_int_eq(stat(path, &st), 0);
+        if (S_ISDIR(st.st_mode)) {
+            used += (size_t)snprintf(snap + used, cap - used, "%s/\n", names[i]);
+            continue;
+        }
+        size_t len = 0;
+        char *bytes = cli_slurp(path, &len);
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (size_t k = 0; bytes && k < len; k++) h = (h ^ (unsigned char)bytes[k]) * 1099511628211ull;
+        free(bytes);
+        used += (size_t)snprintf(snap + used, cap - used, "%s %zu %016llx\n", names[i], len,
+                                 (unsigned long long)h);
+    }
+    return snap;
+}
+
+static void expect_snapshot(const char *dir, const char *before, const char *what) {
+    char *now = dir_snapshot(dir);
+    ck_assert_msg(strcmp(now, before) == 0, "%s changed %s:\nbefore:\n%s\nafter:\n%s", dir, what,
+                  before, now);
+    free(now);
+}
+
+/* The issue's example: a CSV for pipelines/cull-visible.yaml (x, y, id) whose line 1002 (data
+ * row 1001) holds a bad x, pushed in batches of 100, so 1000 rows have gone through and their
+ * results been written when the bad value is read. */
+static void write_cull_csv(const char *path, int rows, int bad_line) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("x,y,id\n", f);
+    tu_rng rng;
+    tu_rng_seed(&rng, 5);
+    for (int i = 0; i < rows; i++) {
+        double x = (double)tu_rng_range(&rng, -512, 512) / 256.0;
+        double y = (double)tu_rng_range(&rng, -512, 512) / 256.0;
+        if (i + 2 == bad_line)
+            fprintf(f, "1.5e,%g,%d\n", y, i);
+        else
+            fprintf(f, "%g,%g,%d\n", x, y, i);
+    }
+    fclose(f);
+}
+
+START_TEST(outputs_all_or_nothing_on_bad_data) {
+    cli_tmp_make();
+    write_cull_csv(cli_tmp("good.csv"), 2000, -1);
+    write_cull_csv(cli_tmp("bad.csv"), 2000, 1002);
+    /* Into a directory that did not exist: it does not exist afterwards either. */
+    cli_result r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100",
+                           cli_tmp("bad.csv"), cli_tmp("fresh"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "bad.csv:1002:1: data row 1001, column 'x'");
+    expect_contains(r.err, "failed after 1000 rows in");
+    cli_result_free(&r);
+    struct stat st;
+    ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the failed run left its output directory");
+    /* Over earlier results: they stay byte for byte, and nothing is added beside them. */
+    r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100",
+                cli_tmp("good.csv"), cli_tmp("out"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    char *before = dir_snapshot(cli_tmp("out"));
+    ck_assert_msg(strstr(before, "id.npy ") && strstr(before, "slot.npy "), "%s", before);
+    r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100",
+                cli_tmp("bad.csv"), cli_tmp("out"));
+    CLI_EXPECT(r, 1);
+    cli_result_free(&r);
+    expect_snapshot(cli_tmp("out"), before, "by a run that failed on bad data");
+    /* A column whose place is taken by a directory: refused before any file is replaced. */
+    ck_assert_int_eq(unlink(cli_tmp("out/x.npy")), 0);
+    ck_assert_int_eq(mkdir(cli_tmp("out/x.npy"), 0777), 0);
+    char *with_dir = dir_snapshot(cli_tmp("out"));
+    r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s'", cli_tmp("good.csv"),
+                cli_tmp("out"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "is a directory");
+    cli_result_free(&r);
+    expect_snapshot(cli_tmp("out"), with_dir, "by a run whose output was blocked");
+    free(with_dir);
+    free(before);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(outputs_all_or_nothing_in_an_unwritable_directory) {
+    cli_tmp_make();
+    write_cull_csv(cli_tmp("good.csv"), 500, -1);
+    cli_result r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s'",
+                           cli_tmp("good.csv"), cli_tmp("out"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    char *before = dir_snapshot(cli_tmp("out"));
+    /* As root permissions do not apply: the run is made as nobody, who needs to read the
+     * scratch directory (mkdtemp made it private). */
+    ck_assert_int_eq(chmod(cli_tmp_root, 0755), 0);
+    ck_assert_int_eq(chmod(cli_tmp("good.csv"), 0644), 0);
+    ck_assert_int_eq(chmod(cli_tmp("out"), 0555), 0);
+    cli_spawn_options o = {.unprivileged = true};
+    pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml", "--in",
+                                                   cli_tmp("good.csv"), "--out", cli_tmp("out"),
+                                                   NULL});
+    r = cli_wait(pid);
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, cli_tmp("out"));
+    expect_contains(r.err, "Permission denied");
+    cli_result_free(&r);
+    expect_snapshot(cli_tmp("out"), before, "by a run that could not write there");
+    ck_assert_int_eq(chmod(cli_tmp("out"), 0755), 0);
+    free(before);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(outputs_all_or_nothing_on_a_full_disk) {
+    cli_tmp_make();
+    cli_result r = cli_run("gen pipelines/cull-visible.yaml --rows 1000 --out '%s'", cli_tmp("small"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("gen pipelines/cull-visible.yaml --rows 200000 --out '%s'", cli_tmp("large"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s'", cli_tmp("small"),
+                cli_tmp("out"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    char *before = dir_snapshot(cli_tmp("out"));
+    /* The large run's id.npy needs far more than 64 KiB: a write past the limit fails with
+     * EFBIG, as one on a full disk fails with ENOSPC. */
+    const char *dirs[] = {"out", "fresh"};
+    for (int k = 0; k < 2; k++) {
+        cli_spawn_options o = {.file_size_limit = 64 * 1024};
+        pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml",
+                                                       "--in", cli_tmp("large"), "--out",
+                                                       cli_tmp("%s", dirs[k]), NULL});
+        r = cli_wait(pid);
+        CLI_EXPECT(r, 1);
+        expect_contains(r.err, "File too large");
+        cli_result_free(&r);
+    }
+    expect_snapshot(cli_tmp("out"), before, "by a run that ran out of space");
+    struct stat st;
+    ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the failed run left its output directory");
+    free(before);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* Waits until `sluice run` has its temporaries open in dir (the run is under way); returns
+ * false after a minute. */
+static bool wait_for_temporaries(const char *dir) {
+    for (int tries = 0; tries < 6000; tries++) {
+        DIR *d = opendir(dir);
+        if (d) {
+            struct dirent *e;
+            bool found = false;
+            while ((e = readdir(d)) != NULL) found |= strstr(e->d_name, ".npy.partial-") != NULL;
+            closedir(d);
+            if (found) return true;
+        }
+        usleep(10000);
+    }
+    return false;
+}
+
+static int count_tasks(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A run interrupted mid-stream: its CSV input is a pipe the test holds open, so the run waits
+ * for more rows, under way, with its temporaries open, until the signal comes. */
+START_TEST(outputs_all_or_nothing_when_interrupted) {
+    cli_tmp_make();
+    write_cull_csv(cli_tmp("good.csv"), 300, -1);
+    cli_result r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s'",
+                           cli_tmp("good.csv"), cli_tmp("out"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    char *before = dir_snapshot(cli_tmp("out"));
+    ck_assert_int_eq(mkfifo(cli_tmp("in.fifo"), 0600), 0);
+    static const struct {
+        int sig;
+        const char *threads, *out;
+    } cases[] = {{SIGTERM, "1", "out"}, {SIGINT, "3", "out"}, {SIGTERM, "2", "fresh"}};
+    int tasks[3];
+    for (int k = 0; k < 3; k++) {
+        /* Read and write: the open does not wait for a reader, and the pipe stays open. */
+        int fd = open(cli_tmp("in.fifo"), O_RDWR | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        static const char rows[] = "x,y,id\n0.5,0.5,1\n0.25,-0.5,2\n9,9,3\n";
+        ck_assert_int_eq(write(fd, rows, sizeof rows - 1), (ssize_t)(sizeof rows - 1));
+        pid_t pid = cli_spawn(NULL, (const char *const[]){"run", "pipelines/cull-visible.yaml",
+                                                         "--in", cli_tmp("in.fifo"), "--out",
+                                                         cli_tmp("%s", cases[k].out),
+                                                         "--batch-rows", "1", "--threads",
+                                                         cases[k].threads, NULL});
+        if (!wait_for_temporaries(cli_tmp("%s", cases[k].out))) {
+            kill(pid, SIGKILL);
+            ck_abort_msg("the run never opened its outputs:\n%s", cli_wait(pid).err);
+        }
+        usleep(100000); /* let it take the rows written so far */
+        tasks[k] = count_tasks(pid);
+        ck_assert_int_eq(kill(pid, cases[k].sig), 0);
+        r = cli_wait(pid);
+        close(fd);
+        ck_assert_msg(r.signal == cases[k].sig, "ended by signal %d, exit %d, expected signal %d\n%s",
+                      r.signal, r.status, cases[k].sig, r.err);
+        expect_contains(r.err, "interrupted");
+        cli_result_free(&r);
+    }
+    expect_snapshot(cli_tmp("out"), before, "by an interrupted run");
+    struct stat st;
+    ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the interrupted run left its output directory");
+    /* --threads N: the CPU backend's workers are N - 1 threads beside the run's own. */
+    ck_assert_int_ge(tasks[0], 1);
+    ck_assert_int_eq(tasks[1] - tasks[0], 2);
+    ck_assert_int_eq(tasks[2] - tasks[0], 1);
+    free(before);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* ---- the command line's manners ----------------------------------------------------------- */
+
+START_TEST(did_you_mean_for_commands_and_options) {
+    cli_tmp_make();
+    static const struct {
+        const char *args, *hint;
+    } cases[] = {
+        {"rnu", "did you mean 'run'?"},
+        {"chekc x.yaml", "did you mean 'check'?"},
+        {"help bnech", "did you mean 'bench'?"},
+        {"run x.yaml --in a --out b --bach-rows 3", "did you mean '--batch-rows'?"},
+        {"run x.yaml --in a --out b --batch_rows=3", "did you mean '--batch-rows'?"},
+        {"run x.yaml --input a --out b", "did you mean '--in'?"},
+        {"run x.yaml --in a --out b --thread 2", "did you mean '--threads'?"},
+        {"bench x.yaml --rwos 5", "did you mean '--rows'?"},
+        {"gen x.yaml --seeds 5", "did you mean '--seed'?"},
+        {"explain x.yaml --backed cpu", "did you mean '--backend'?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r = cli_run("%s", cases[i].args);
+        ck_assert_msg(r.status == 2, "`sluice %s`: exit %d", cases[i].args, r.status);
+        expect_contains(r.err, cases[i].hint);
+        cli_result_free(&r);
+    }
+    /* Nothing close: no guess. */
+    cli_result r = cli_run("frobnicate");
+    CLI_EXPECT(r, 2);
+    ck_assert_msg(!strstr(r.err, "did you mean"), "%s", r.err);
+    cli_result_free(&r);
+    r = cli_run("run x.yaml --in a --out b --zzzzzz");
+    CLI_EXPECT(r, 2);
+    ck_assert_msg(!strstr(r.err, "did you mean"), "%s", r.err);
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(help_says_what_the_command_does) {
+    cli_tmp_make();
+    cli_result r = cli_run("run --help");
+    CLI_EXPECT(r, 0);
+    /* Exit statuses, signals included, and the all-or-nothing promise. */
+    expect_contains(r.out, "exit status:");
+    expect_contains(r.out, "  0    success");
+    expect_contains(r.out, "  1    an error in the pipeline or the data");
+    expect_contains(r.out, "  2    a usage error");
+    expect_contains(r.out, "128+N");
+    expect_contains(r.out, "all or nothing");
+    expect_contains(r.out, "--threads N");
+    /* --batch-rows: the stages whose results depend on it are named. */
+    expect_contains(r.out, "Outputs do not depend on\n                      it, except");
+    expect_contains(r.out, "`reset: batch`");
+    expect_contains(r.out, "`per: batch`");
+    expect_contains(r.out, "offsets input");
+    ck_assert_msg(!strstr(r.out, "outputs do not depend on it\n"), "%s", r.out);
+    cli_result_free(&r);
+    /* bench: --rows or --in, not --rows always. */
+    r = cli_run("bench --help");
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "usage: sluice bench PIPELINE (--rows N | --in INPUT)");
+    expect_contains(r.out, "exit status: 0 success");
+    cli_result_free(&r);
+    r = cli_run("check --help");
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "usage: sluice check PIPELINE...");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(check_takes_several_files) {
+    cli_tmp_make();
+    write_text(cli_tmp("a.yaml"), threshold_yaml);
+    write_text(cli_tmp("b.yaml"), ragged_yaml);
+    write_text(cli_tmp("empty-stages.yaml"), "sluice: 1\nname: e\ninput: {x: f32}\nstages: []\n");
+    cli_result r = cli_run("check '%s' '%s'", cli_tmp("a.yaml"), cli_tmp("b.yaml"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "a.yaml: ok");
+    expect_contains(r.out, "b.yaml: ok");
+    cli_result_free(&r);
+    /* Every file is checked, whatever the others give; one bad file makes the status 1. */
+    r = cli_run("check '%s' '%s' '%s' '%s'", cli_tmp("empty-stages.yaml"), cli_tmp("a.yaml"),
+                cli_tmp_root, cli_tmp("b.yaml"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.out, "a.yaml: ok");
+    expect_contains(r.out, "b.yaml: ok");
+    expect_contains(r.err, "empty-stages.yaml:4:9: error: stages must be a non-empty list");
+    expect_contains(r.err, "not an empty list");
+    char dir_msg[600];
+    snprintf(dir_msg, sizeof dir_msg, "%s is a directory, not a pipeline file", cli_tmp_root);
+    expect_contains(r.err, dir_msg);
+    ck_assert_msg(!strstr(r.err, "read error"), "%s", r.err);
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(messages_name_what_is_wrong) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    cli_result r = cli_run("gen '%s' --rows 100 --out '%s'", cli_tmp("t.yaml"), cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    static const struct {
+        const char *param, *needles[2];
+    } params[] = {
+        {"t=1e400", {"bad --param t=1e400: 't' is an f32 param", "'1e400' is out of range for f32"}},
+        {"t=abc", {"bad --param t=abc: 't' is an f32 param", "cannot parse 'abc' as f32"}},
+        {"tt=1", {"bad --param tt=1", "did you mean 't'?"}},
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        r = cli_run("run '%s' --in '%s' --out '%s' --param %s", cli_tmp("t.yaml"), cli_tmp("in"),
+                    cli_tmp("out"), params[i].param);
+        CLI_EXPECT(r, 2);
+        for (int k = 0; k < 2; k++) expect_contains(r.err, params[i].needles[k]);
+        ck_assert_msg(!strstr(r.err, "wrong shape"), "%s", r.err);
+        cli_result_free(&r);
+    }
+    /* A param's default beyond its float type is out of range, not "not valid". */
+    write_text(cli_tmp("big.yaml"), "sluice: 1\nname: big\nparams:\n  r: {type: f32, default: 1e400}\n"
+                                    "input: {x: f32}\nstages:\n  - map: {y: x * r}\n");
+    r = cli_run("check '%s'", cli_tmp("big.yaml"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "default '1e400' of param 'r' is out of range for f32");
+    cli_result_free(&r);
+    /* An f32 input of 1e400 in a CSV. */
+    write_text(cli_tmp("in.csv"), "x,y\n1,2\n1e400,3\n");
+    r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("t.yaml"), cli_tmp("in.csv"), cli_tmp("o"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "in.csv:3:1: data row 2, column 'x': '1e400' is out of range for f32");
+    cli_result_free(&r);
+    /* bench over no rows measures nothing: said so, not a ratio of two noises. */
+    r = cli_run("bench '%s' --rows 0", cli_tmp("t.yaml"));
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "nothing to measure");
+    cli_result_free(&r);
+    r = cli_run("gen '%s' --rows 0 --out '%s'", cli_tmp("t.yaml"), cli_tmp("none"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("bench '%s' --in '%s'", cli_tmp("t.yaml"), cli_tmp("none"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "no rows: there is nothing to measure");
+    ck_assert_msg(!strstr(r.out, "time ="), "%s", r.out);
+    cli_result_free(&r);
+    r = cli_run("bench '%s' --in '%s' --rows 5", cli_tmp("t.yaml"), cli_tmp("in"));
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "not both");
+    cli_result_free(&r);
+    r = cli_run("run '%s' --in '%s' --out '%s' --threads 1000", cli_tmp("t.yaml"), cli_tmp("in"),
+                cli_tmp("o"));
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "--threads needs an integer in 0..256");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* Empty CSV fields: NaN in a float column, an error naming the row and column elsewhere. */
+START_TEST(csv_empty_fields) {
+    cli_tmp_make();
+    write_text(cli_tmp("t.yaml"), threshold_yaml);
+    write_text(cli_tmp("keep.yaml"), "sluice: 1\nname: keep\ninput:\n  x: f32\n  y: i32\n"
+                                     "stages:\n  - map: {nan: isnan(x)}\n");
+    write_text(cli_tmp("gaps.csv"), "x,y\n1.5,1\n,2\n 2.5 ,3\n");
+    cli_result r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("keep.yaml"),
+                           cli_tmp("gaps.csv"), cli_tmp("o"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    cli_column x, isnan_col;
+    char err[256];
+    ck_assert(cli_read_npy(cli_tmp("o/x.npy"), &x, err, sizeof err) == 0);
+    ck_assert(cli_read_npy(cli_tmp("o/nan.npy"), &isnan_col, err, sizeof err) == 0);
+    ck_assert_int_eq(x.length, 3);
+    ck_assert_float_eq(((float *)x.data)[0], 1.5f);
+    ck_assert(isnan(((float *)x.data)[1]));
+    ck_assert_float_eq(((float *)x.data)[2], 2.5f);
+    ck_assert_int_eq(((uint8_t *)isnan_col.data)[1], 1);
+    ck_assert_int_eq(((uint8_t *)isnan_col.data)[0], 0);
+    free(x.data);
+    free(isnan_col.data);
+    write_text(cli_tmp("gap-int.csv"), "x,y\n1.5,1\n2.5,\n");
+    r = cli_run("run '%s' --in '%s' --out '%s'", cli_tmp("keep.yaml"), cli_tmp("gap-int.csv"),
+                cli_tmp("o2"));
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "gap-int.csv:3:2: data row 2, column 'y': empty field in an i32 column");
+    cli_result_free(&r);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* The summary line on stderr, the progress line when asked for, the memory warning, and a CSV
+ * read from a pipe. */
+START_TEST(summary_progress_and_memory) {
+    cli_tmp_make();
+    cli_result r = cli_run("gen pipelines/sort-by-depth.yaml --rows 5000 --out '%s'", cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --batch-rows 1000",
+                cli_tmp("in"), cli_tmp("o1"));
+    CLI_EXPECT(r, 0);
+    ck_assert_str_eq(r.out, "");
+    char want[600];
+    snprintf(want, sizeof want, "sluice run: pipelines/sort-by-depth.yaml: 5000 rows in, 5000 rows "
+             "out to %s in ", cli_tmp("o1"));
+    expect_contains(r.err, want);
+    expect_contains(r.err, " rows/s)\n");
+    /* Not a terminal and not asked for: no progress line. */
+    ck_assert_msg(!strstr(r.err, "sorting"), "%s", r.err);
+    cli_result_free(&r);
+    r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --batch-rows 1000 --progress",
+                cli_tmp("in"), cli_tmp("o2"));
+    CLI_EXPECT(r, 0);
+    expect_contains(r.err, "sluice run: 1 k rows in (");
+    expect_contains(r.err, "rows/s, 0 rows out, 20%, ETA");
+    expect_contains(r.err, "sluice run: 5 k rows in (80.5 kB), 0 rows out; sorting the whole stream... ");
+    expect_contains(r.err, "; writing the outputs... ");
+    expect_contains(r.err, "5 k rows out; syncing the outputs to disk... ");
+    cli_result_free(&r);
+    expect_same_file(cli_tmp("o1/depth.npy"), cli_tmp("o2/depth.npy"));
+    r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --progress --no-progress",
+                cli_tmp("in"), cli_tmp("o3"));
+    CLI_EXPECT(r, 0);
+    ck_assert_msg(!strstr(r.err, "sorting"), "%s", r.err);
+    cli_result_free(&r);
+
+    /* A pipe has no size, so --batch-rows 2^50 may really take 2^50 rows at once: warned
+     * about. The run itself goes on, and reads the CSV from the pipe as from a file. */
+    write_cull_csv(cli_tmp("c.csv"), 300, -1);
+    r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 2^50",
+                cli_tmp("c.csv"), cli_tmp("file"));
+    CLI_EXPECT(r, 0);
+    ck_assert_msg(!strstr(r.err, "warning"), "a 300-row file cannot fill a batch:\n%s", r.err);
+    cli_result_free(&r);
+    ck_assert_int_eq(mkfifo(cli_tmp("c.fifo"), 0600), 0);
+    int fd = open(cli_tmp("c.fifo"), O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    size_t len;
+    char *text = cli_slurp(cli_tmp("c.csv"), &len);
+    ck_assert_uint_lt(len, 60000); /* fits in the pipe's buffer */
+    ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+    free(text);
+    pid_t pid = cli_spawn(NULL, (const char *const[]){"run", "pipelines/cull-visible.yaml", "--in",
+                                                     cli_tmp("c.fifo"), "--out", cli_tmp("pipe"),
+                                                     "--batch-rows", "2^50", NULL});
+    if (!wait_for_temporaries(cli_tmp("pipe"))) {
+        kill(pid, SIGKILL);
+        ck_abort_msg("the run never opened its outputs:\n%s", cli_wait(pid).err);
+    }
+    close(fd); /* the run has the pipe open: this is its end of file */
+    r = cli_wait(pid);
+    CLI_EXPECT(r, 0);
+    expect_contains(r.err, "warning: --batch-rows 1125899906842624 holds up to");
+    expect_contains(r.err, "the run may fail for lack of memory");
+    cli_result_free(&r);
+    const char *cols[] = {"id", "x", "y", "r2", "slot"};
+    for (int i = 0; i < 5; i++)
+        expect_same_file(cli_tmp("file/%s.npy", cols[i]), cli_tmp("pipe/%s.npy", cols[i]));
+    cli_tmp_remove();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -608,6 +1125,16 @@ int main(void) {
     tcase_add_test(tc, batch_rows_do_not_change_outputs);
     tcase_add_test(tc, gen_is_deterministic);
     tcase_add_test(tc, bench_reports_throughput_beside_memcpy);
+    tcase_add_test(tc, outputs_all_or_nothing_on_bad_data);
+    tcase_add_test(tc, outputs_all_or_nothing_in_an_unwritable_directory);
+    tcase_add_test(tc, outputs_all_or_nothing_on_a_full_disk);
+    tcase_add_test(tc, outputs_all_or_nothing_when_interrupted);
+    tcase_add_test(tc, did_you_mean_for_commands_and_options);
+    tcase_add_test(tc, help_says_what_the_command_does);
+    tcase_add_test(tc, check_takes_several_files);
+    tcase_add_test(tc, messages_name_what_is_wrong);
+    tcase_add_test(tc, csv_empty_fields);
+    tcase_add_test(tc, summary_progress_and_memory);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

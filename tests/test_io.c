@@ -346,12 +346,18 @@ START_TEST(csv_parses_typed_fields) {
     ck_assert_int_eq(sl_csv_parse_value("-128", SLUICE_I8, &i8, err, sizeof err), 0);
     ck_assert_int_eq(i8, -128);
     ck_assert_int_eq(sl_csv_parse_value("128", SLUICE_I8, &i8, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "'128'") && strstr(err, "i8"), "%s", err);
+    ck_assert_msg(strstr(err, "'128' is out of range for i8"), "%s", err);
     uint32_t u32;
     ck_assert_int_eq(sl_csv_parse_value("4294967295", SLUICE_U32, &u32, err, sizeof err), 0);
     ck_assert_uint_eq(u32, 4294967295u);
     ck_assert_int_eq(sl_csv_parse_value("-1", SLUICE_U32, &u32, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'-1' is out of range for u32"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value("-0", SLUICE_U32, &u32, err, sizeof err), 0);
+    ck_assert_uint_eq(u32, 0);
     ck_assert_int_eq(sl_csv_parse_value("1.5", SLUICE_U32, &u32, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot parse '1.5' as u32"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value("-x", SLUICE_U32, &u32, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot parse '-x' as u32"), "%s", err);
     int64_t i64;
     ck_assert_int_eq(sl_csv_parse_value("-9223372036854775808", SLUICE_I64, &i64, err, sizeof err), 0);
     ck_assert_int_eq(i64, INT64_MIN);
@@ -367,10 +373,33 @@ START_TEST(csv_parses_typed_fields) {
     ck_assert_int_eq(sl_csv_parse_value("-inf", SLUICE_F32, &f, err, sizeof err), 0);
     ck_assert(isinf(f) && f < 0);
     ck_assert_int_eq(sl_csv_parse_value("1e39", SLUICE_F32, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'1e39' is out of range for f32"), "%s", err);
+    /* Beyond even a double's range: still a number, out of range, not "expected a number". */
+    ck_assert_int_eq(sl_csv_parse_value("1e400", SLUICE_F32, &f, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'1e400' is out of range for f32") && !strstr(err, "expected"),
+                  "%s", err);
+    double d64;
+    ck_assert_int_eq(sl_csv_parse_value("-1e400", SLUICE_F64, &d64, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "'-1e400' is out of range for f64"), "%s", err);
     ck_assert_int_eq(sl_csv_parse_value("abc", SLUICE_F32, &f, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "cannot parse 'abc' as f32"), "%s", err);
-    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_F32, &f, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "empty"), "%s", err);
+    ck_assert_msg(strstr(err, "cannot parse 'abc' as f32: expected a number"), "%s", err);
+    /* An empty field is a missing value: NaN in a float column (as NumPy and pandas read
+     * it), an error in an integer or bool column, which have no value to stand for it. */
+    f = 0;
+    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_F32, &f, err, sizeof err), 0);
+    ck_assert(isnan(f));
+    d64 = 0;
+    ck_assert_int_eq(sl_csv_parse_value("  ", SLUICE_F64, &d64, err, sizeof err), 0);
+    ck_assert(isnan(d64));
+    uint16_t h16 = 0;
+    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_F16, &h16, err, sizeof err), 0);
+    ck_assert(isnan(sluice_f16_to_f32(h16)));
+    int32_t i32;
+    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_I32, &i32, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "empty field in an i32 column"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value(" ", SLUICE_BOOL, &b, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "empty field in a bool column"), "%s", err);
+    ck_assert_int_eq(sl_csv_parse_value("", SLUICE_U8, &b, err, sizeof err), -1);
     ck_assert_int_eq(sl_csv_parse_value("1.0x", SLUICE_F64, &f, err, sizeof err), -1);
     uint16_t h;
     ck_assert_int_eq(sl_csv_parse_value("1.5", SLUICE_F16, &h, err, sizeof err), 0);
@@ -658,6 +687,9 @@ START_TEST(input_reads_csv_in_batches) {
     ck_assert_int_eq(rows, 1);
     ck_assert_float_eq(((const float *)cols[0].data)[0], 2.5f);
     ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), 0);
+    /* The progress line's share done: the file's size, and all of it read. */
+    ck_assert_int_eq(sl_input_total_bytes(in), (int64_t)strlen(text));
+    ck_assert_int_eq(sl_input_bytes_read(in), (int64_t)strlen(text));
     sl_input_close(in);
 
     text = "id,x\n1,0.5\n2,zz\n";
@@ -665,6 +697,21 @@ START_TEST(input_reads_csv_in_batches) {
     ck_assert_int_eq(sl_input_open(&in, p, tmp_path("bad.csv"), err, sizeof err), 0);
     ck_assert_int_eq(sl_input_next(in, 10, cols, &rows, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "bad.csv:3:2") && strstr(err, "'x'") && strstr(err, "zz"), "%s", err);
+    sl_input_close(in);
+
+    /* Missing values: NaN in the float column x; in the integer column id, an error that
+     * names the file, line, data row and column. */
+    text = "id,x\n1,\n2, 2.5\n,3.5\n";
+    write_bytes(tmp_path("gaps.csv"), text, strlen(text));
+    ck_assert_int_eq(sl_input_open(&in, p, tmp_path("gaps.csv"), err, sizeof err), 0);
+    ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), 1);
+    ck_assert_int_eq(rows, 2);
+    ck_assert(isnan(((const float *)cols[0].data)[0]));
+    ck_assert_float_eq(((const float *)cols[0].data)[1], 2.5f);
+    ck_assert_int_eq(sl_input_next(in, 2, cols, &rows, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "gaps.csv:4:1: data row 3, column 'id'") &&
+                      strstr(err, "empty field in a u32 column"),
+                  "%s", err);
     sl_input_close(in);
 
     text = "id,y\n1,0.5\n";
