@@ -316,7 +316,7 @@ bool ld_is_null(const ld_node *n) {
 const char *ld_shape(const ld_node *n) {
     if (!n) return "nothing";
     if (n->kind == LD_MAPPING) return "a mapping";
-    if (n->kind == LD_SEQUENCE) return "a list";
+    if (n->kind == LD_SEQUENCE) return n->count == 0 ? "an empty list" : "a list";
     if (ld_is_null(n)) return "an empty value";
     return "a single value";
 }
