@@ -3,7 +3,9 @@
  * outputs that do not depend on --batch-rows, outputs that are all or nothing whichever way
  * a run fails (bad data, an unwritable directory, a full disk, a signal), and the command
  * line's manners: did-you-mean, --threads, the summary and progress lines, messages. */
+#define _GNU_SOURCE /* posix_openpt and friends */
 #include <dirent.h>
+#include <errno.h>
 
 #include "cli_testutil.h"
 
@@ -1110,6 +1112,68 @@ START_TEST(summary_progress_and_memory) {
 }
 END_TEST
 
+/* On a terminal the progress line is rewritten in place (\r), and ends with a newline before
+ * the summary. The run is made with stderr on a pseudo-terminal; --progress shows the line
+ * from the start (unasked, it waits for a run to take a second). */
+START_TEST(progress_on_a_terminal) {
+    cli_tmp_make();
+    cli_result r = cli_run("gen pipelines/sort-by-depth.yaml --rows 3000 --out '%s'", cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(master, 0);
+    ck_assert_int_eq(grantpt(master), 0);
+    ck_assert_int_eq(unlockpt(master), 0);
+    char slave_name[128];
+    ck_assert_int_eq(ptsname_r(master, slave_name, sizeof slave_name), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setsid();
+        int slave = open(slave_name, O_RDWR);
+        int null = open("/dev/null", O_RDWR);
+        if (slave < 0 || null < 0 || chdir(SLUICE_SOURCE_DIR) != 0) _exit(126);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(slave, 2);
+        close(master);
+        execl(SLUICE_CLI, SLUICE_CLI, "run", "pipelines/sort-by-depth.yaml", "--in", cli_tmp("in"),
+              "--out", cli_tmp("out"), "--batch-rows", "1000", "--progress", (char *)NULL);
+        _exit(127);
+    }
+    /* Reads until the terminal's last writer is gone (EIO). */
+    char text[16384];
+    size_t used = 0;
+    for (;;) {
+        ssize_t n = read(master, text + used, sizeof text - 1 - used);
+        if (n > 0) {
+            used += (size_t)n;
+            if (used < sizeof text - 1) continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        break;
+    }
+    text[used] = '\0';
+    close(master);
+    int raw = 0;
+    ck_assert_int_eq(waitpid(pid, &raw, 0), pid);
+    ck_assert_msg(WIFEXITED(raw) && WEXITSTATUS(raw) == 0, "status %d:\n%s", raw, text);
+    /* The terminal turns \n into \r\n: a bare \r is the line rewritten in place. */
+    expect_contains(text, "\rsluice run: 3 k rows in (");
+    expect_contains(text, "sorting the whole stream...");
+    /* A line replaced in place: "\rsluice run: 3 k rows in" right after the previous line's
+     * text, with no newline between them. */
+    bool in_place = false;
+    for (const char *at = text; (at = strstr(at, "\rsluice run: 3 k rows in")) != NULL; at++)
+        in_place |= at > text && at[-1] != '\n';
+    ck_assert_msg(in_place, "the progress line was not rewritten in place:\n%s", text);
+    /* The summary starts on a line of its own. */
+    expect_contains(text, "\r\nsluice run: pipelines/sort-by-depth.yaml: 3000 rows in, 3000 rows out");
+    cli_tmp_remove();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1135,6 +1199,7 @@ int main(void) {
     tcase_add_test(tc, messages_name_what_is_wrong);
     tcase_add_test(tc, csv_empty_fields);
     tcase_add_test(tc, summary_progress_and_memory);
+    tcase_add_test(tc, progress_on_a_terminal);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
