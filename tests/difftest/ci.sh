@@ -25,6 +25,11 @@ if [ $have_driver = 0 ]; then
   fi
   args+=(--driver "$build/tests/difftest_driver")
 fi
+has_out=0
+for a in "$@"; do [ "$a" = --out ] && has_out=1; done
+if [ $has_out = 0 ]; then   # repros go beside the build, not into the source tree
+  args+=(--out "${DIFFTEST_OUT:-${DIFFTEST_BUILD_DIR:-$ROOT/build}/difftest-failures}")
+fi
 has_len=0
 for a in "$@"; do case "$a" in --cases|--seconds|--case|--replay) has_len=1;; esac; done
 if [ $has_len = 0 ]; then

@@ -511,10 +511,14 @@ def handle_failure(args, case, data, fl, seed, idx):
         if idx is not None:
             f.write('original case: %s\n' % replay_cmd(args, seed, idx))
     with open(os.path.join(rep, 'replay.sh'), 'w') as f:
-        f.write('#!/bin/sh\n# replays this repro: the driver, then the judge\n'
-                'exec /usr/bin/python3 "%s" --driver "${DRIVER:-%s}" --replay "$(dirname "$0")"'
-                ' --backend "${BACKEND:-%s}"\n' % (os.path.abspath(__file__), args.driver,
-                                                   args.backend))
+        f.write('#!/bin/sh\n# Replays this repro: the driver on pipeline.yaml, the inputs and cuts.txt,\n'
+                '# then the judge. SLUICE_ROOT, DRIVER and BACKEND override the defaults.\n'
+                'here=$(cd "$(dirname "$0")" && pwd)\n'
+                'ROOT=${SLUICE_ROOT:-%s}\n'
+                'exec /usr/bin/python3 "$ROOT/tests/difftest/difftest.py" --driver '
+                '"${DRIVER:-%s}" --replay "$here" --backend "${BACKEND:-%s}"\n'
+                % (os.path.dirname(os.path.dirname(HERE)), os.path.abspath(args.driver),
+                   args.backend))
     os.chmod(os.path.join(rep, 'replay.sh'), 0o755)
     print('minimal repro: %s\n%s' % (rep, fl2))
     with open(os.path.join(rep, 'pipeline.yaml')) as f:

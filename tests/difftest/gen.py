@@ -521,6 +521,9 @@ class PipeGen:
                 raw = self.info[c]['rawbool']
             else:
                 e = g.expr(r.randint(1, 4))
+            if e[0] == 'col':        # any plain copy keeps NaN bits and raw bool bytes
+                nanbits = self.info[e[2]]['nanbits']
+                raw = self.info[e[2]]['rawbool']
             entries.append([name, e])
             self.define(name, e[1], exact, nanbits, raw)
             if exact:
@@ -665,7 +668,7 @@ class PipeGen:
                 (not is_float(self.info[c]['t']) or self.info[c]['nanbits'])]
         if not keys:
             return None
-        nk = 1 if r.random() < 0.6 else r.randint(1, min(3, len(keys)))
+        nk = 1 if r.random() < 0.6 else r.randint(1, min(3 if r.random() < 0.8 else 8, len(keys)))
         ks = r.sample(keys, min(nk, len(keys)))
         single = len(ks) == 1 and r.random() < 0.7
         st = {'kind': 'sort', 'keys': ks, 'single': single,
@@ -715,7 +718,7 @@ def gen_case(seed, idx, max_rows=None):
         inputs.append(['off', 'i64', 'offsets'])
         data['off'] = gen_offsets(rng, n)
         pg.offsets = 'off'
-    target = rng.randint(1, 6)
+    target = rng.randint(1, 6) if rng.random() < 0.85 else rng.randint(7, 12)
     tries = 0
     while len(pg.stages) < target and tries < 40:
         tries += 1
