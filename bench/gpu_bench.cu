@@ -160,7 +160,10 @@ static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
         return false;
     }
     if (sluice_context_create(&j.ctx, nullptr) != SLUICE_OK) return false;
-    sluice_status st = sluice_pipeline_load_string(j.ctx, yaml, strlen(yaml), "bench", &j.p);
+    // GPU_BENCH_DETERMINISM=run_to_run: every pipeline asks for that mode (to measure its cost).
+    std::string text = yaml;
+    if (const char *det = getenv("GPU_BENCH_DETERMINISM")) text += std::string("determinism: ") + det + "\n";
+    sluice_status st = sluice_pipeline_load_string(j.ctx, text.c_str(), text.size(), "bench", &j.p);
     if (st == SLUICE_OK) {
         sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
         so.backend = SLUICE_BACKEND_CUDA;

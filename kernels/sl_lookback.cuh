@@ -9,7 +9,18 @@
  * at once (several per lane), wait until none is unpublished, take everything after the
  * nearest inclusive prefix, fold it with a warp scan (left stays left) and either stop (an
  * inclusive prefix was seen) or move the window further left. Tile 0 starts from the carry
- * of the previous batch instead. Memory layout of the states: see sl_scratch.h. */
+ * of the previous batch instead. Memory layout of the states: see sl_scratch.h.
+ *
+ * Which tiles are inclusive when a look-back reads them depends on timing, so this fast
+ * look-back combines the same operands in an association that changes from run to run.
+ * For exact operators (integers, min/max, bitwise, count, flags) every association gives
+ * the same bits; for float sums, products and recurrences and for declared operators it
+ * does not. `determinism: run_to_run` therefore uses the ordered look-back below for such
+ * states: tile j's inclusive prefix is defined as the left fold P_j = P_{j-1} (+) A_j over
+ * the tiles' aggregates (P_-1 = the carry), and the look-back computes exactly that: from
+ * the nearest inclusive prefix it folds the aggregates after it one at a time, in tile
+ * order. An inclusive state met on the way is P_m itself, the value the fold would reach
+ * there, so the result is the same bits whichever tiles happened to be inclusive. */
 #ifndef SL_LOOKBACK_CUH
 #define SL_LOOKBACK_CUH
 
@@ -133,19 +144,15 @@ template <typename T> struct tile_states {
     }
 };
 
-/* One window of the look-back: lane l reads the K consecutive states
- * [window_end - 32K + 1 + lK, ... + K) with K independent loads issued together (one L2
- * round trip for the whole window, not K), waits for any that are unpublished, and folds
- * them from the last inclusive one among them; the warp then folds the lanes from the last
- * lane holding an inclusive state and puts the result left of `exclusive`. Returns whether
- * an inclusive prefix was found (the look-back is done). Left stays left throughout. */
-template <int K, typename T, typename Op>
-__device__ __forceinline__ bool lookback_window(const tile_states<T> &states, int64_t window_end,
-                                                T identity, Op op, T &exclusive) {
+/* Lane l reads the K consecutive states [window_end - 32K + 1 + lK, ... + K) of one window
+ * with K independent loads issued together (one L2 round trip for the whole window, not K)
+ * and waits for any that are unpublished. States before tile 0 read as inclusive identities
+ * (tile 0 is always inclusive). */
+template <int K, typename T>
+__device__ __forceinline__ void read_window(const tile_states<T> &states, int64_t window_end,
+                                            T identity, uint32_t (&status)[K], T (&v)[K]) {
     const int lane = threadIdx.x & 31;
     const int64_t lane_first = window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K;
-    uint32_t status[K];
-    T v[K];
 #pragma unroll
     for (int j = 0; j < K; j++) {
         status[j] = SL_STATUS_INCLUSIVE; /* before tile 0: tile 0 is always inclusive */
@@ -161,6 +168,19 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
             states.read(lane_first + j, status[j], v[j]);
         }
     }
+}
+
+/* One window of the look-back: read_window, then each lane folds its states from the last
+ * inclusive one among them; the warp then folds the lanes from the last lane holding an
+ * inclusive state and puts the result left of `exclusive`. Returns whether an inclusive
+ * prefix was found (the look-back is done). Left stays left throughout. */
+template <int K, typename T, typename Op>
+__device__ __forceinline__ bool lookback_window(const tile_states<T> &states, int64_t window_end,
+                                                T identity, Op op, T &exclusive) {
+    const int lane = threadIdx.x & 31;
+    uint32_t status[K];
+    T v[K];
+    read_window<K>(states, window_end, identity, status, v);
     T folded = identity;
     bool has_inclusive = false;
 #pragma unroll
@@ -209,11 +229,97 @@ __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64
     return exclusive;
 }
 
+/* ---- the ordered look-back (determinism: run_to_run) ---------------------------------- */
+
+/* The last lane of the warp holding an inclusive state of its window, or -1. */
+template <int K>
+__device__ __forceinline__ int last_inclusive_lane(const uint32_t (&status)[K]) {
+    bool any = false;
+#pragma unroll
+    for (int j = 0; j < K; j++) any = any || status[j] == SL_STATUS_INCLUSIVE;
+    const unsigned lanes = __ballot_sync(FULL_MASK, any);
+    return lanes ? 31 - __clz((int)lanes) : -1;
+}
+
+/* Folds the states of lanes from_lane..31 of a window into `acc` one at a time, in tile
+ * order: an aggregate A_m makes acc (+) A_m, an inclusive state P_m replaces acc (it is the
+ * value the fold has there). Every lane computes the same fold (the states come by
+ * shuffles, the next lane's fetched while the current one is folded), so the result is in
+ * every lane. One dependent combine per state: the price of an association that timing
+ * cannot change. */
+template <int K, typename T, typename Op>
+__device__ __forceinline__ T fold_window_ordered(const uint32_t (&status)[K], const T (&v)[K],
+                                                 int from_lane, T acc, Op op) {
+    unsigned inclusive = 0;
+#pragma unroll
+    for (int j = 0; j < K; j++) inclusive |= (status[j] == SL_STATUS_INCLUSIVE ? 1u : 0u) << j;
+    unsigned inc = __shfl_sync(FULL_MASK, inclusive, from_lane);
+    T x[K];
+#pragma unroll
+    for (int j = 0; j < K; j++) x[j] = shfl_idx(v[j], from_lane);
+    for (int l = from_lane; l < 32; l++) {
+        /* lane l + 1's states (lane 0's again after lane 31: unused) */
+        const unsigned inc_next = __shfl_sync(FULL_MASK, inclusive, (l + 1) & 31);
+        T x_next[K];
+#pragma unroll
+        for (int j = 0; j < K; j++) x_next[j] = shfl_idx(v[j], (l + 1) & 31);
+#pragma unroll
+        for (int j = 0; j < K; j++) acc = ((inc >> j) & 1u) ? x[j] : op(acc, x[j]);
+        inc = inc_next;
+#pragma unroll
+        for (int j = 0; j < K; j++) x[j] = x_next[j];
+    }
+    return acc;
+}
+
+/* The exclusive prefix P_{tile-1} of `tile` (> 0) as the left fold over the tiles'
+ * aggregates (see the top of this file); called by all 32 lanes of one warp, returns the
+ * same value in every lane. The first window (the same widths as lookback_exclusive) stays
+ * in registers; when it holds no inclusive state, windows further left are read until one
+ * does, folded from it, and the windows between are read again (every state in them is
+ * published by then) and folded in order before the first. */
+template <typename T, typename Op>
+__device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
+                                                     T identity, Op op) {
+    constexpr int P = tile_states<T>::PACKING;
+    constexpr int K_FIRST = P == 8 ? 4 : P == 16 ? 4 : 2;
+    constexpr int K_NEXT = P == 8 ? 8 : P == 16 ? 4 : 2;
+    uint32_t status1[K_FIRST];
+    T v1[K_FIRST];
+    read_window<K_FIRST>(states, tile - 1, identity, status1, v1);
+    int from = last_inclusive_lane(status1);
+    T acc = identity;
+    if (from < 0) {
+        const int64_t end1 = tile - 1 - 32 * K_FIRST; /* the second window's last tile */
+        int64_t end = end1;
+        for (;;) {
+            uint32_t status[K_NEXT];
+            T v[K_NEXT];
+            read_window<K_NEXT>(states, end, identity, status, v);
+            const int l = last_inclusive_lane(status);
+            if (l >= 0) {
+                acc = fold_window_ordered(status, v, l, acc, op);
+                break;
+            }
+            end -= 32 * K_NEXT;
+        }
+        for (end += 32 * K_NEXT; end <= end1; end += 32 * K_NEXT) {
+            uint32_t status[K_NEXT];
+            T v[K_NEXT];
+            read_window<K_NEXT>(states, end, identity, status, v);
+            acc = fold_window_ordered(status, v, 0, acc, op);
+        }
+        from = 0;
+    }
+    return fold_window_ordered(status1, v1, from, acc, op);
+}
+
 /* The whole block finds the tile's exclusive prefix. `aggregate` is the tile's reduction
  * (the same in every thread), `carry` the state before this batch (used by tile 0).
  * Publishes the tile's aggregate, then its inclusive prefix, and returns the exclusive
- * prefix in every thread. `broadcast` is a shared slot; the call ends with a barrier. */
-template <typename T, typename Op>
+ * prefix in every thread. `broadcast` is a shared slot; the call ends with a barrier.
+ * ORDERED: the look-back whose association timing cannot change (lookback_exclusive_ordered). */
+template <bool ORDERED = false, typename T, typename Op>
 __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states, int64_t tile,
                                                    const T &carry, const T &aggregate,
                                                    T identity, Op op, T *broadcast) {
@@ -223,7 +329,10 @@ __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states,
             exclusive = carry;
         } else {
             if (threadIdx.x == 0) states.publish(tile, SL_STATUS_AGGREGATE, aggregate);
-            exclusive = lookback_exclusive(states, tile, identity, op);
+            if constexpr (ORDERED)
+                exclusive = lookback_exclusive_ordered(states, tile, identity, op);
+            else
+                exclusive = lookback_exclusive(states, tile, identity, op);
         }
         if (threadIdx.x == 0) {
             states.publish(tile, SL_STATUS_INCLUSIVE, op(exclusive, aggregate));

@@ -3,7 +3,8 @@
  * stream cut into the same batches: every stage kind, builtin operators over several types,
  * linrec, a declared operator, segments by offsets / head flag / key, chained look-backs,
  * the six-stage pipeline; sizes 0, 1, 31, 32, 33, a tile ±1 and large; carries across
- * batches. Integers must match exactly, floats within a relative tolerance.
+ * batches; each pipeline again under `determinism: run_to_run`. Integers must match
+ * exactly, floats within a relative tolerance.
  * Exits 77 (skipped) where no GPU is present. */
 #include <math.h>
 #include <stdlib.h>
@@ -363,6 +364,29 @@ START_TEST(batches_carry_state) {
 }
 END_TEST
 
+/* The same pipelines under `determinism: run_to_run` (the ordered look-back for rounding
+ * combines, kernels/sl_lookback.cuh): the same comparison with the CPU, one large batch and
+ * the carries across batches. gpu_determinism checks that such runs agree bit for bit. */
+static void check_run_to_run(const char *yaml, const int64_t *cuts, int nbatches, uint64_t seed) {
+    const char *after = strstr(yaml, "\n");
+    ck_assert_ptr_nonnull(after);
+    size_t head = (size_t)(after + 1 - yaml);
+    char text[4096];
+    ck_assert_uint_lt(strlen(yaml) + 32, sizeof text);
+    snprintf(text, sizeof text, "%.*sdeterminism: run_to_run\n%s", (int)head, yaml, yaml + head);
+    check_pipeline(text, cuts, nbatches, seed);
+}
+
+START_TEST(run_to_run_matches_cpu) {
+    if (!have_gpu()) return;
+    const int64_t one[] = {small_only() ? 100003 : 1 << 22};
+    int64_t cuts[] = {5000, 1, 0, 33, 70001, 4096};
+    if (small_only()) cuts[4] = 700;
+    check_run_to_run(pipelines[_i], one, 1, 500u + (uint64_t)_i);
+    check_run_to_run(pipelines[_i], cuts, 6, 600u + (uint64_t)_i);
+}
+END_TEST
+
 int main(void) {
     /* CUDA does not survive fork(): run the cases in this process (Check forks by default). */
     setenv("CK_FORK", "no", 1);
@@ -375,6 +399,10 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, one_batch_every_size, 0, (int)(sizeof sizes / sizeof sizes[0]));
     tcase_add_test(tc, batches_carry_state);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("run_to_run"); /* runnable alone: CK_RUN_CASE=run_to_run */
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, run_to_run_matches_cpu, 0, NPIPELINES);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

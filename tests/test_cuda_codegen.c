@@ -381,6 +381,71 @@ START_TEST(kernel_shapes) {
 }
 END_TEST
 
+/* `determinism: run_to_run` (kernels/sl_lookback.cuh): a phase whose combine rounds (float
+ * sum, prod, linrec, a declared operator) gets the ordered look-back, in the kernel with a
+ * look-back warp (sm_90) and in the two-stage loop (sm_80, chained phases); exact combines
+ * keep the fast one, so their kernels are byte for byte those of the default mode. Every
+ * state width (one word with its status, 16 bytes, wider) compiles. */
+static const struct {
+    const char *name, *input, *stages;
+    bool rounds;
+} determinism_cases[] = {
+    {"f32-sum", "{x: f32}", "  - scan: {of: x, op: sum, kind: exclusive, into: y}\n", true},
+    {"f16-prod", "{h: f16}", "  - scan: {of: h, op: prod, into: y}\n", true},
+    {"f64-sum", "{d: f64}", "  - scan: {of: d, op: sum, into: y}\n", true},
+    {"u32-in-f64", "{u: u32}", "  - scan: {of: u, op: sum, acc: f64, into: y}\n", true},
+    {"f32-linrec", "{x: f32}", "  - scan: {op: linrec, a: x, b: x, into: y}\n", true},
+    {"f64-key", "{d: f64, k: u64}",
+     "  - segmented_scan: {of: d, op: sum, segments: {key: k}, into: y}\n", true},
+    {"filter-f32", "{x: f32}", "  - filter: x > 0\n  - scan: {of: x, op: sum, into: y}\n", true},
+    {"chained", "{x: f32}",
+     "  - scan: {of: x, op: sum, into: a}\n  - scan: {of: a, op: sum, into: y}\n", true},
+    {"i32-sum", "{i: i32}", "  - scan: {of: i, op: sum, into: y}\n", false},
+    {"exact-mix", "{x: f32, i: i64, g: bool}",
+     "  - scan: {of: x, op: min, into: y}\n  - scan: {of: i, op: prod, into: p}\n"
+     "  - segmented_scan: {of: i, op: xor, segments: g, into: q}\n  - scan: {op: count, into: c}\n",
+     false},
+};
+
+START_TEST(run_to_run_orders_rounding_lookbacks) {
+    const int arch = _i % 2 ? 80 : ARCH;
+    const int k = _i / 2;
+    sluice_context *ctx = new_ctx();
+    char fast_yaml[1024], det_yaml[1024];
+    snprintf(fast_yaml, sizeof fast_yaml, "sluice: 1\nname: %s\ninput: %s\nstages:\n%s",
+             determinism_cases[k].name, determinism_cases[k].input, determinism_cases[k].stages);
+    snprintf(det_yaml, sizeof det_yaml,
+             "sluice: 1\nname: %s\ndeterminism: run_to_run\ninput: %s\nstages:\n%s",
+             determinism_cases[k].name, determinism_cases[k].input, determinism_cases[k].stages);
+    sluice_pipeline *pf, *pd;
+    sl_codegen fast = generate_for(ctx, fast_yaml, &pf, 0, arch);
+    sl_codegen det = generate_for(ctx, det_yaml, &pd, 0, arch);
+    ck_assert_ptr_null(strstr(fast.source, "_ordered"));
+    ck_assert_ptr_null(strstr(fast.source, "tile_exclusive_prefix<true>"));
+    if (determinism_cases[k].rounds) {
+        const bool warp = det.lookback_warp;
+        ck_assert_ptr_nonnull(strstr(det.source, warp ? "sl::lookback_exclusive_ordered("
+                                                       : "sl::tile_exclusive_prefix<true>("));
+        void *cubin = NULL;
+        size_t size = 0;
+        sluice_status st = sl_nvrtc_compile(ctx, det.source, "det.cu", arch, &cubin, &size);
+        if (st != SLUICE_OK) {
+            fprintf(stderr, "---- %s ----\n%s\n", determinism_cases[k].name, det.source);
+            tu_print_diags(ctx);
+        }
+        ck_assert_int_eq(st, SLUICE_OK);
+        sl_free(ctx, cubin);
+    } else {
+        ck_assert_str_eq(det.source, fast.source);
+    }
+    sl_codegen_free(ctx, &fast);
+    sl_codegen_free(ctx, &det);
+    sluice_pipeline_free(pf);
+    sluice_pipeline_free(pd);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(layouts) {
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p;
@@ -687,6 +752,8 @@ static Suite *make_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, every_operator_over_each_type, 0, 12);
     tcase_add_loop_test(tc, maps_of_every_type_and_compaction, 0, 12);
+    tcase_add_loop_test(tc, run_to_run_orders_rounding_lookbacks, 0,
+                        2 * (int)SL_ARRAY_LEN(determinism_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

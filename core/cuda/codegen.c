@@ -611,6 +611,25 @@ static bool slot_resets(const cg *g, const cg_slot *slot) {
     return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
 }
 
+/* Whether phase `phase` takes the ordered look-back (kernels/sl_lookback.cuh): only under
+ * `determinism: run_to_run`, and only when one of its combines gives different bits in
+ * another association: a float sum, product or recurrence, or a declared operator (its
+ * associativity is only sampled). Integer, bool, min/max, bitwise and count combines are
+ * exact, so the fast look-back already gives the same bits every run. */
+static bool phase_ordered(const cg *g, int phase) {
+    if (g->p->determinism != SL_DETERMINISM_RUN_TO_RUN) return false;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        if (sc->op == SL_SCAN_CUSTOM) return true;
+        if (sc->op != SL_SCAN_SUM && sc->op != SL_SCAN_PROD && sc->op != SL_SCAN_LINREC) continue;
+        for (int f = 0; f < sc->nfields; f++)
+            if (sl_type_is_float(sc->acc[f])) return true;
+    }
+    return false;
+}
+
 /* The thread's rows of every input column into registers: from this tile's stage when the
  * copy engine brought it, else from global memory. Emitted at the top of the tile and again
  * after each look-back: the stage still holds the tile then, so the inputs need not stay in
@@ -732,9 +751,10 @@ static void emit_phase(cg *g, int phase) {
     sl_strbuf_printf(sb,
                      "        const sl::tile_states<S%d> states = {a.scratch + "
                      "phase_offset[%d], ntiles};\n"
-                     "        const S%d tile_excl = sl::tile_exclusive_prefix(states, tile, carry, "
+                     "        const S%d tile_excl = sl::tile_exclusive_prefix%s(states, tile, carry, "
                      "block_agg, s%d_identity(), op, &broadcast%d);\n",
-                     phase, phase - 1, phase, phase, phase);
+                     phase, phase - 1, phase, phase_ordered(g, phase) ? "<true>" : "", phase,
+                     phase);
     /* The last look-back is done: only now take the next tile and start its copies. A tile
      * taken earlier would publish nothing until this one is finished, and every tile after
      * it would wait for that in its look-back: on the H200 taking it at the top of the loop
@@ -938,7 +958,9 @@ static sluice_status emit_overlapped_kernel(cg *g) {
                          "            S1 tile_excl;\n            if (tile == 0) {\n");
     emit_carry(g, 1, "true");
     sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
-                         "                tile_excl = sl::lookback_exclusive(states, tile, s1_identity(), op);\n"
+                         "                tile_excl = sl::lookback_exclusive");
+    if (phase_ordered(g, 1)) sl_strbuf_append(sb, "_ordered");
+    sl_strbuf_append(sb, "(states, tile, s1_identity(), op);\n"
                          "            }\n"
                          "            if ((threadIdx.x & 31) == 0) {\n"
                          "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
