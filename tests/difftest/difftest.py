@@ -475,9 +475,10 @@ def shrink(case, data, fails, budget):
 # ---------------------------------------------------------------- main
 
 def replay_cmd(args, seed, idx):
-    return '%s %s --driver %s --seed %d --case %d --backend %s' % (
+    return '%s %s --driver %s --seed %d --case %d --backend %s%s%s' % (
         '/usr/bin/python3', os.path.relpath(os.path.abspath(__file__)), args.driver, seed, idx,
-        args.backend)
+        args.backend, ''.join(' --avoid ' + a for a in args.avoid),
+        '' if args.max_rows is None else ' --max-rows %d' % args.max_rows)
 
 
 def backends_of(b):
@@ -541,6 +542,9 @@ def main():
     ap.add_argument('--no-shrink', action='store_true')
     ap.add_argument('--shrink-seconds', type=float, default=120)
     ap.add_argument('--keep-going', action='store_true', help='record failures and go on')
+    ap.add_argument('--avoid', action='append', default=[], choices=sorted(gen.AVOIDABLE),
+                    help='steer clear of an open finding: ' + '; '.join(
+                        '%s: %s' % kv for kv in sorted(gen.AVOIDABLE.items())))
     ap.add_argument('-v', '--verbose', action='store_true')
     args = ap.parse_args()
     if not args.driver or not os.access(args.driver, os.X_OK):
@@ -554,7 +558,7 @@ def main():
             print('replay %s: %s' % (args.replay, fl or 'passes'))
             return 1 if fl else 0
         if args.case is not None:
-            case, data = gen.gen_case(args.seed, args.case, args.max_rows)
+            case, data = gen.gen_case(args.seed, args.case, args.max_rows, args.avoid)
             if args.verbose:
                 print(gen.to_yaml(case), 'rows', case['rows'], 'cuts', case['cuts'])
             fl = check(case, data, backends, args.driver)
@@ -574,7 +578,7 @@ def main():
                 break
             if args.cases is None and args.seconds is None and ran >= 100:
                 break
-            case, data = gen.gen_case(args.seed, idx, args.max_rows)
+            case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
             fl = check(case, data, backends, args.driver)
             ran += 1
             if args.verbose:

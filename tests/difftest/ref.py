@@ -375,27 +375,43 @@ def scan_fsum(t, x, heads, exclusive):
     v = np.zeros(n)
     b = np.zeros(n)
     eps, big = _eps(t), _fmax(t) / 4
+    digits = 2.0 ** (24 if t == 'f32' else 53)
     s = sa = 0.0
     k = 0
+    q = math.inf          # the coarsest power of two every finite x is a multiple of
     nan = pinf = ninf = False
     for i in range(n):
         if heads[i]:
             s = sa = 0.0
             k = 0
+            q = math.inf
             nan = pinf = ninf = False
         if not exclusive:
             s, sa, k, nan, pinf, ninf = _fsum_add(s, sa, k, nan, pinf, ninf, xs[i])
+            q = min(q, _grain(xs[i]))
         if nan or (pinf and ninf):
             v[i], b[i] = math.nan, 0.0
         elif sa > big:
             v[i], b[i] = 0.0, math.nan
         elif pinf or ninf:
             v[i], b[i] = (math.inf if pinf else -math.inf), 0.0
+        elif sa <= digits * q:
+            # every partial sum, in any order, is a multiple of q below 2^p * q: exact
+            v[i], b[i] = s, 0.0
         else:
             v[i], b[i] = s, 3.0 * (k + 1) * eps * sa
         if exclusive:
             s, sa, k, nan, pinf, ninf = _fsum_add(s, sa, k, nan, pinf, ninf, xs[i])
+            q = min(q, _grain(xs[i]))
     return v, b
+
+
+def _grain(x):
+    """The largest power of two that divides x (inf for 0 and non-finite x)."""
+    if x == 0 or not math.isfinite(x):
+        return math.inf
+    num, den = abs(x).as_integer_ratio()
+    return (num & -num) / den
 
 
 def _fsum_add(s, sa, k, nan, pinf, ninf, x):
