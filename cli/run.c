@@ -273,13 +273,15 @@ static int write_ready(run_state *r) {
     }
 }
 
-/* True when the plan has a stream-wide sort: its rows all leave at flush. */
+/* True when the plan has a stream-wide sort, whose rows all leave at flush: the progress line
+ * then names the long flush for what it is. Read from explain's text (the public API says no
+ * more about a plan); a plan that words it otherwise only gets the generic phase name. */
 static bool sorts_whole_stream(const sluice_pipeline *p, sluice_context *ctx,
                                sluice_backend backend) {
     char *plan = NULL;
     bool found = false;
     if (sluice_pipeline_explain(p, backend, &plan, NULL) == SLUICE_OK && plan)
-        found = strstr(plan, "whole stream") != NULL;
+        found = strstr(plan, "rows leave at flush") != NULL;
     sluice_free_text(ctx, plan);
     return found;
 }
@@ -435,7 +437,8 @@ const sl_command sl_command_run = {
     "(.COLUMN.npy.partial-PID) and renamed to COLUMN.npy only when the whole run succeeded.\n"
     "A run that fails (bad data, a full disk, an unwritable OUTDIR) or is interrupted (SIGINT,\n"
     "SIGTERM, SIGHUP) removes its temporaries and leaves OUTDIR as it was, earlier results\n"
-    "included; an OUTDIR the run created is removed again.\n\n"
+    "included; an OUTDIR the run created is removed again. (SIGKILL leaves no chance to\n"
+    "clean up: the .COLUMN.npy.partial-PID files of a killed run are safe to delete.)\n\n"
     "options:\n"
     "  --in INPUT          the input stream (required)\n"
     "  --out OUTDIR        where OUTDIR/COLUMN.npy are written, created if missing (required)\n"
