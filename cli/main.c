@@ -25,7 +25,7 @@ static void print_overview(FILE *out) {
 
 static void print_command_help(const sl_command *c) {
     printf("usage: sluice %s %s\n\n%s\n\n%s", c->name, c->usage, c->summary, c->help);
-    /* `run` lists its exit statuses itself, signals included. */
+    /* A command whose help lists its own exit statuses (run: signals too) keeps them. */
     if (!strstr(c->help, "exit status"))
         printf("\nexit status: 0 success, 1 an error in the pipeline or the data (diagnostics "
                "on stderr), 2 a usage error\n");
