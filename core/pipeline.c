@@ -67,11 +67,15 @@ SLUICE_API sluice_status sluice_pipeline_load_file(sluice_context *ctx, const ch
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading %s", path);
     }
     size_t n = fread(buf, 1, SL_MAX_PIPELINE_FILE_BYTES + 1, f);
+    int read_errno = ferror(f) ? errno : 0;
     bool read_error = ferror(f) != 0;
     fclose(f);
     sluice_status st;
-    if (read_error) {
-        st = sl_error(ctx, SLUICE_ERR_IO, "%s: read error", path);
+    if (read_error && read_errno == EISDIR) {
+        st = sl_error(ctx, SLUICE_ERR_IO, "%s: is a directory, not a pipeline file", path);
+    } else if (read_error) {
+        st = sl_error(ctx, SLUICE_ERR_IO, "%s: cannot read: %s", path,
+                      strerror(read_errno ? read_errno : EIO));
     } else if (n > SL_MAX_PIPELINE_FILE_BYTES) {
         st = sl_error(ctx, SLUICE_ERR_LIMIT, "%s: pipeline file is larger than the %u-byte limit",
                       path, SL_MAX_PIPELINE_FILE_BYTES);

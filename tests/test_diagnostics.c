@@ -31,6 +31,20 @@ static void expect(const char *yaml, sluice_status status, int line, int col, co
     ck_assert_msg(strstr(d->message, fragment), "message '%s' lacks '%s'", d->message, fragment);
 }
 
+START_TEST(file_errors) {
+    sluice_pipeline *p = NULL;
+    ck_assert_int_eq(sluice_pipeline_load_file(ctx, SLUICE_SOURCE_DIR "/pipelines", &p),
+                     SLUICE_ERR_IO);
+    ck_assert_ptr_null(p);
+    const char *msg = sluice_context_diagnostic(ctx, 0)->message;
+    ck_assert_msg(strstr(msg, "is a directory, not a pipeline file"), "message: %s", msg);
+    ck_assert_int_eq(sluice_pipeline_load_file(ctx, SLUICE_SOURCE_DIR "/no/such.yaml", &p),
+                     SLUICE_ERR_IO);
+    msg = sluice_context_diagnostic(ctx, 0)->message;
+    ck_assert_msg(strstr(msg, "cannot open") && strstr(msg, "No such file"), "message: %s", msg);
+}
+END_TEST
+
 #define HEAD "sluice: 1\nname: t\ninput: {x: f32, k: i32, f: bool}\nstages:\n"
 
 START_TEST(yaml_syntax) {
@@ -442,6 +456,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("loader");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, yaml_syntax);
+    tcase_add_test(tc, file_errors);
     tcase_add_test(tc, schema_version);
     tcase_add_test(tc, missing_keys);
     tcase_add_test(tc, unknown_stage);
