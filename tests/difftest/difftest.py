@@ -54,6 +54,8 @@ def write_case(case, data, d):
         np.save(os.path.join(d, name + '.npy'), a)
     with open(os.path.join(d, 'cuts.txt'), 'w') as f:
         f.write(''.join('%d\n' % c for c in case['cuts']))
+    with open(os.path.join(d, 'params.txt'), 'w') as f:
+        f.write(''.join('%d %s %s\n' % tuple(x) for x in case.get('param_sets') or []))
 
 
 def read_npy(path):
@@ -235,18 +237,19 @@ def validate(case):
     returns False where the case is no longer a valid pipeline the generator could write."""
     live = [n for n, t, role in case['inputs'] if role == 'data']
     inputs = {n for n, t, role in case['inputs']}
+    params = {p for p, _, _ in case.get('params') or []}
     offsets_ok, batch_ok = True, True
     for st in case['stages']:
         k = st['kind']
         if k in ('map', 'flag'):
             for name, e in st['entries']:
-                if not refs(e, set()) <= set(live):
+                if not refs(e, set()) <= set(live) | params:
                     return False
                 live.append(name)
             continue
         seg = st.get('segments') or [None, None]
         offs = {seg[1]} if seg[0] == 'offsets' else set()
-        if not (stage_reads(st) - offs) <= set(live):
+        if not (stage_reads(st) - offs) <= set(live) | params:
             return False
         if k in ('filter', 'compact'):
             offsets_ok = False
@@ -450,6 +453,11 @@ def shrink(case, data, fails, budget):
                 size //= 2
             else:
                 size = min(size, case['rows'] // 2)
+        # parameter changes between pushes
+        if case.get('param_sets'):
+            c = dict(case, param_sets=[])
+            if attempt(c, data):
+                case, progress = c, True
         # session settings: one thread, no internal cutting
         for key, simple in (('threads', 1), ('max_batch_rows', 0), ('determinism', False)):
             if case[key] != simple:

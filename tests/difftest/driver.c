@@ -6,7 +6,9 @@
  *
  *   driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N] [--max-batch-rows N]
  *
- * INDIR holds NAME.npy for every input and cuts.txt: row positions (one per line,
+ * INDIR holds NAME.npy for every input, optionally params.txt ("B NAME TEXT" per line: set
+ * parameter NAME to TEXT with sluice_session_set_param just before push number B, counting
+ * from 0), and cuts.txt: row positions (one per line,
  * non-decreasing, each in [0, rows]) where the stream is cut into batches; a repeated position
  * pushes a zero-row batch. An offsets input's file holds the offsets of the whole stream; each
  * batch gets the offsets that fall inside it, shifted to start at 0 and closed at its row count
@@ -246,8 +248,37 @@ int main(int argc, char **argv) {
         return st == SLUICE_ERR_BACKEND_UNAVAILABLE ? 77 : 4;
     }
 
+    /* Parameter changes between pushes. */
+    typedef struct pset {
+        long long batch;
+        char name[65], text[256];
+    } pset;
+    pset *psets = NULL;
+    size_t npsets = 0;
+    snprintf(path, sizeof path, "%s/params.txt", indir);
+    FILE *pf = fopen(path, "r");
+    if (pf) {
+        pset ps;
+        while (fscanf(pf, "%lld %64s %255s", &ps.batch, ps.name, ps.text) == 3) {
+            pset *np = realloc(psets, (npsets + 1) * sizeof *psets);
+            if (!np) return 2;
+            psets = np;
+            psets[npsets++] = ps;
+        }
+        fclose(pf);
+    }
+
     int64_t *boffs = NULL;
     for (size_t b = 0; b <= ncuts && rc == 0; b++) {
+        for (size_t i = 0; i < npsets && rc == 0; i++) {
+            if (psets[i].batch != (long long)b) continue;
+            st = sluice_session_set_param(s, psets[i].name, psets[i].text);
+            if (st != SLUICE_OK) {
+                print_diags(ctx, "set_param", st);
+                rc = 4;
+            }
+        }
+        if (rc) break;
         int64_t lo = b == 0 ? 0 : cuts[b - 1], hi = b == ncuts ? rows : cuts[b];
         sluice_column cols[MAX_COLS];
         for (size_t i = 0; i < nin; i++) {
@@ -307,6 +338,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < nout; i++) free(outs[i].data);
     free(outs);
     free(boffs);
+    free(psets);
     free(cuts);
     for (size_t i = 0; i < nin; i++) free(data[i]);
     sluice_session_close(s);

@@ -396,6 +396,10 @@ def to_yaml(case):
     L = ['sluice: 1', 'name: %s' % case['name']]
     if case.get('determinism'):
         L.append('determinism: run_to_run')
+    if case.get('params'):
+        L.append('params:')
+        for name, t, text in case['params']:
+            L.append('  %s: {type: %s, default: %s}' % (name, t, text))
     L.append('input:')
     for name, t, role in case['inputs']:
         L.append('  %s: %s' % (name, '{type: i64, role: offsets}' if role == 'offsets' else t))
@@ -477,14 +481,21 @@ class PipeGen:
         self.operators = {}
         self.offsets = None
         self.avoid = ()       # names of open findings the generator steers clear of
+        self.params = {}      # name -> type
+        self.params_change = False
 
     def fresh(self):
         self.n += 1
         return 'c%d' % self.n
 
     def usable(self):
-        """Columns expressions may read: exactly computed by the reference."""
-        return {c: self.info[c]['t'] for c in self.live if self.info[c]['exact']}
+        """Columns (and params) expressions may read: exactly computed by the reference. A
+        param that changes between pushes is read only while rows still belong to the push
+        they came in (before a stream-wide sort)."""
+        u = {c: self.info[c]['t'] for c in self.live if self.info[c]['exact']}
+        if self.batch_valid or not self.params_change:
+            u.update(self.params)
+        return u
 
     def define(self, name, t, exact=True, nanbits=False, rawbool=False):
         self.info[name] = {'t': t, 'exact': exact, 'nanbits': nanbits, 'rawbool': rawbool}
@@ -518,12 +529,10 @@ class PipeGen:
             elif x < 0.25 and cols:
                 c = r.choice(list(cols))
                 e = ['col', cols[c], c]  # a plain copy keeps the bits of NaNs (and bool bytes)
-                nanbits = self.info[c]['nanbits']
-                raw = self.info[c]['rawbool']
             else:
                 e = g.expr(r.randint(1, 4))
-            if e[0] == 'col':        # any plain copy keeps NaN bits and raw bool bytes
-                nanbits = self.info[e[2]]['nanbits']
+            if e[0] == 'col' and e[2] in self.info:   # a plain copy keeps NaN bits and
+                nanbits = self.info[e[2]]['nanbits']       # raw bool bytes
                 raw = self.info[e[2]]['rawbool']
             entries.append([name, e])
             self.define(name, e[1], exact, nanbits, raw)
@@ -604,7 +613,8 @@ class PipeGen:
             if r.random() < 0.15:
                 want = 'bool'
             e = self._scan_arg(g, want)
-            if 'raw-bool-scans' in self.avoid and e[0] == 'col' and self.info[e[2]]['rawbool']:
+            if 'raw-bool-scans' in self.avoid and e[0] == 'col' and e[2] in self.info and \
+                    self.info[e[2]]['rawbool']:
                 e = ['bin', 'bool', '!=', 'bool', e, ['lit', 'bool', 'false']]
             st['of'] = e
             accs = legal_accs(op, e[1])
@@ -617,7 +627,8 @@ class PipeGen:
         st['into'] = name
         inexact = is_float(acct) and op not in ('min', 'max')
         nanbits = (op in ('min', 'max') and st['of'][0] == 'col' and
-                   self.info[st['of'][2]]['nanbits'] and acct == st['of'][1])
+                   st['of'][2] in self.info and self.info[st['of'][2]]['nanbits'] and
+                   acct == st['of'][1])
         self.define(name, acct, exact=not inexact, nanbits=nanbits)
         return st
 
@@ -693,6 +704,16 @@ class PipeGen:
         return st
 
 
+def param_text(rng, t):
+    """A parameter value as text (a default in the file, or for sluice_session_set_param)."""
+    if t == 'bool':
+        return rng.choice(['true', 'false'])
+    if is_float(t):
+        return rng.choice(['0.5', '-2.25', '3.0', '0.0', '1024.0', '-0.125', '7'])
+    lo, hi = int_range(t)
+    return str(min(max(rng.choice([0, 1, -1, 5, -7, lo, hi, rng.randint(lo, hi)]), lo), hi))
+
+
 AVOIDABLE = {
     'raw-bool-scans': 'a scan of a bare bool column holding bytes other than 0/1 reads it '
                       'through `!= false` (findings/bool-scans-raw-bytes)',
@@ -729,6 +750,19 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
         inputs.append(['off', 'i64', 'offsets'])
         data['off'] = gen_offsets(rng, n)
         pg.offsets = 'off'
+    cuts = gen_cuts(rng, n)
+    params, param_sets = [], []
+    if rng.random() < 0.3:
+        for i in range(rng.randint(1, 2)):
+            t = rng.choice(TYPES)
+            params.append(['p%d' % i, t, param_text(rng, t)])
+            pg.params['p%d' % i] = t
+        if cuts and rng.random() < 0.6:
+            for _ in range(rng.randint(1, 3)):
+                name, t, _ = rng.choice(params)
+                param_sets.append([rng.randint(1, len(cuts)), name, param_text(rng, t)])
+            param_sets.sort(key=lambda x: x[0])
+            pg.params_change = True
     target = rng.randint(1, 6) if rng.random() < 0.85 else rng.randint(7, 12)
     tries = 0
     while len(pg.stages) < target and tries < 40:
@@ -744,6 +778,7 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
     case = {'name': 'dt_%d_%d' % (seed, idx), 'seed': seed, 'index': idx,
             'inputs': inputs, 'operators': pg.operators, 'stages': pg.stages,
             'output': output, 'determinism': rng.random() < 0.1, 'rows': n,
-            'cuts': gen_cuts(rng, n), 'threads': rng.choice([1, 2, 3]),
+            'params': params, 'param_sets': param_sets,
+            'cuts': cuts, 'threads': rng.choice([1, 2, 3]),
             'max_batch_rows': rng.choice([0, 0, 0, 0, 1000, 4097, 20000])}
     return case, data

@@ -613,6 +613,22 @@ def run(case, data):
     env = {}
     order = []
     offs_heads = {}
+    # params: the value in effect for each push (the default, then every change made before it)
+    pvals = {}
+    for name, t, text in case.get('params') or []:
+        v = [text] * (len(cuts) + 1)
+        for b, pn, ptext in case.get('param_sets') or []:
+            if pn == name and b <= len(cuts):
+                v[b:] = [ptext] * (len(cuts) + 1 - b)
+        pvals[name] = (t, np.concatenate([lit_value(x, t, 1) for x in v]))
+
+    def scope(env, n, batch):
+        if not pvals:
+            return env
+        e = dict(env)
+        for name, (t, per_batch) in pvals.items():
+            e[name] = Col(t, per_batch[batch] if n else per_batch[:0])
+        return e
     for name, t, role in case['inputs']:
         if role == 'offsets':
             h = np.zeros(n, dtype=bool)
@@ -630,17 +646,18 @@ def run(case, data):
         k = st['kind']
         if k in ('map', 'flag'):
             for name, e in st['entries']:
-                val = eval_expr(e, env, n)
+                val = eval_expr(e, scope(env, n, batch), n)
                 if e[0] == 'call' and e[2] in ('exp', 'log'):
                     c = Col(e[1], val, kind='ulp', ulps=4)
                 else:
-                    c = Col(e[1], val, nanbits=(e[0] == 'col' and env[e[2]].nanbits))
+                    c = Col(e[1], val, nanbits=(e[0] == 'col' and e[2] in env and
+                                                env[e[2]].nanbits))
                 env[name] = c
                 order.append(name)
                 live.append(name)
         elif k in ('filter', 'compact'):
             if k == 'filter':
-                keep = eval_expr(st['expr'], env, n) != 0
+                keep = eval_expr(st['expr'], scope(env, n, batch), n) != 0
             else:
                 keep = env[st['by']].data != 0
                 if st['columns'] is not None:
@@ -666,7 +683,7 @@ def run(case, data):
                     kc = env[col]
                     u = _uview(kc.data) if kc.t != 'bool' else (kc.data != 0).astype(np.uint8)
                     heads[1:] |= u[1:] != u[:-1]
-            new = do_scan(case, st, env, n, heads.tolist())
+            new = do_scan(case, st, scope(env, n, batch), n, heads.tolist())
             for name, c in new:
                 env[name] = c
                 order.append(name)
@@ -732,7 +749,8 @@ def do_scan(case, st, env, n, heads):
     x = convert(eval_expr(e, env, n), e[1], t)
     if is_float(t):
         if op in ('min', 'max'):
-            nb = e[0] == 'col' and env[e[2]].nanbits and e[1] == t
+            nb = e[0] == 'col' and env[e[2]].nanbits and e[1] == t and \
+                e[2] not in (p for p, _, _ in case.get('params') or [])
             return [(name, Col(t, scan_fminmax(op, t, x, heads, excl), nanbits=nb,
                                quiets=True))]
         if op == 'sum':
