@@ -86,7 +86,14 @@ void sl_expr_emit_c(const sl_expr *e, const sl_emit_names *names, sl_strbuf *sb)
     if (!e) return;
     switch (e->kind) {
     case SL_EXPR_LITERAL: emit_literal(e->value, e->type, sb); return;
-    case SL_EXPR_COLUMN: names->column(names->payload, e->index, sb); return;
+    case SL_EXPR_COLUMN:
+        /* A bool column reads as 0 or 1 whatever non-zero byte it holds (the CPU evaluator
+         * normalises where it would move the bytes; here every read goes through the helper,
+         * which costs nothing where the consumer only tests for zero). */
+        if (e->type == SLUICE_BOOL) sl_strbuf_append(sb, "sl_cvt_bool_bool(");
+        names->column(names->payload, e->index, sb);
+        if (e->type == SLUICE_BOOL) sl_strbuf_append(sb, ")");
+        return;
     case SL_EXPR_PARAM: names->param(names->payload, e->index, sb); return;
     case SL_EXPR_FIELD: names->field(names->payload, e->side, e->index, sb); return;
     case SL_EXPR_UNARY:

@@ -200,6 +200,7 @@ static void eval_raw(const sl_expr *e, const sl_eval_env *env, int64_t row, sl_r
     case SL_EXPR_COLUMN:
         if (env && env->columns && env->columns[e->index])
             memcpy(out, (const char *)env->columns[e->index] + (size_t)row * size, size);
+        if (e->type == SLUICE_BOOL) out->b = out->b != 0; /* a bool column reads as 0 or 1 */
         return;
     case SL_EXPR_FIELD:
         if (env && env->fields[e->side & 1] && env->fields[e->side & 1][e->index])
@@ -356,6 +357,23 @@ static step *add_step(compiler *c, step_kind kind, bool scalar) {
 
 static bool is_scalar_operand(operand o) { return o.kind == OPND_SLOT; }
 
+/* A bool column reads as 0 or 1, whatever byte other than 0 it holds for true (the language's
+ * one rule for bools, EXPRESSIONS.md). Operators on bools and casts from bool look only at
+ * "zero or not", so a column is read in place for them; only a step that moves bytes as they
+ * are would pass another byte on: the copy of a root that is the column itself (`m: k`) and
+ * a conditional's branch. There the column goes through a cast bool -> bool first, which is
+ * the normalisation (written to `dst` when given, else to a new register). */
+static operand normalize_bool_column(compiler *c, operand o, const operand *dst) {
+    if (o.kind != OPND_COLUMN) return o;
+    operand r = dst ? *dst : new_reg(c);
+    step *s = add_step(c, STEP_CAST, false);
+    if (!s) return o;
+    s->type = s->out_type = SLUICE_BOOL;
+    s->dst = r;
+    s->a = o;
+    return r;
+}
+
 /* Compiles e; *out names where its value is. In scalar mode every result is a slot. The root's
  * step (root: true) writes the caller's output directly. */
 static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, operand *out) {
@@ -411,6 +429,11 @@ static void compile_node(compiler *c, const sl_expr *e, bool scalar, bool root, 
         compile_node(c, e->b, scalar, false, &a);
         compile_node(c, e->c, scalar, false, &b);
         if (c->failed) return;
+        if (e->type == SLUICE_BOOL) {
+            a = normalize_bool_column(c, a, NULL);
+            b = normalize_bool_column(c, b, NULL);
+            if (c->failed) return;
+        }
         if (!scalar && is_scalar_operand(k)) { /* a per-run condition: spread it over the rows */
             operand r = new_reg(c);
             step *s = add_step(c, STEP_BROADCAST, false);
@@ -464,12 +487,15 @@ sluice_status sl_expr_compile(sluice_context *ctx, const sl_expr *e, int64_t max
     operand root;
     compile_node(&c, e, false, true, &root);
     if (!c.failed) {
-        if (root.kind != OPND_OUT) { /* a leaf or a per-run value: copy or spread it */
+        operand dst = {OPND_OUT, 0, (uint8_t)sluice_type_size(e->type), 0};
+        if (root.kind == OPND_COLUMN && e->type == SLUICE_BOOL) {
+            normalize_bool_column(&c, root, &dst);
+        } else if (root.kind != OPND_OUT) { /* a leaf or a per-run value: copy or spread it */
             step *s = add_step(&c, root.kind == OPND_SLOT ? STEP_BROADCAST : STEP_COPY, false);
             if (s) {
                 s->type = (uint8_t)e->type;
                 s->a = root;
-                s->dst = (operand){OPND_OUT, 0, (uint8_t)sluice_type_size(e->type), 0};
+                s->dst = dst;
             }
         }
     }

@@ -9,7 +9,8 @@
  *     u32(-1)). A float constant meeting an integer operand makes both f64. Expressions made
  *     only of constants are folded exactly (integers within [-2^63, 2^64)); a constant left
  *     without context becomes i64 (u64 when above i64's range) or f64. true/false are bool.
- *   - Promotion: i8 i16 u8 u16 compute as i32; f16 computes as f32.
+ *   - Promotion: i8 i16 u8 u16 compute as i32; f16 computes as f32. Unary - + ~ give the
+ *     promoted type of their operand (as C: +i8 is i32, and +f16 is f32 like -f16).
  *   - Arithmetic and comparisons on two typed operands (after promotion): two floats -> the
  *     wider; float with integer -> the float; two integers of one signedness -> the wider;
  *     a signed and an unsigned integer -> the signed one when it is wider (i64 with u32),
@@ -18,7 +19,7 @@
  *   - Comparisons give bool; bool compares only with bool and only by == and !=.
  *   - && || ! take bool only. & | ^ take two integers or two bools; ~ << >> integers only.
  *     A shift's result has the (promoted) type of its left operand; the count may be any
- *     integer type.
+ *     integer type (a constant count is typed as a lone constant: i64, u64 from 2^63 on).
  *   - c ? a : b: c is bool; branches of one type keep it (no promotion), others are unified
  *     as in arithmetic.
  *   - abs min max: numeric, as arithmetic. sqrt exp log: floats; integers become f64.
@@ -729,7 +730,11 @@ __attribute__((noinline)) static sl_expr *make_binary(parser *p, sl_expr_op op, 
     } else { /* shifts */
         if (untyped(a) && a->type == UNTYPED_INT && !settle_constant(p, a, default_type(a), NULL))
             goto fail;
-        if (untyped(b) && b->type == UNTYPED_INT && !settle_constant(p, b, SLUICE_I64, NULL))
+        /* A constant count is typed as a constant left alone is: i64, or u64 from 2^63 on
+           (so x << 18446744073709551615 is a shift past the width, not an error). The
+           count then goes to the helpers as i64; a u64 count of 2^63 or more wraps to a
+           negative one, and a negative count gives what a count >= width gives. */
+        if (untyped(b) && b->type == UNTYPED_INT && !settle_constant(p, b, default_type(b), NULL))
             goto fail;
         if (!sl_type_is_integer(a->type) || !sl_type_is_integer(b->type)) {
             fail_at(p, pos, SLUICE_ERR_TYPE, "'%s' needs integers, not %s and %s", what,
@@ -1111,8 +1116,23 @@ static sl_expr *parse_unary(parser *p, int *depth) {
                 sl_expr_free(p->ctx, a);
                 goto out;
             }
+            if (untyped(a)) { /* +5 is the constant 5, still untyped (as -5 is -5) */
+                a->loc = loc_at(p, t.pos);
+                *depth = d;
+                result = a;
+                goto out;
+            }
+            /* As in C, unary '+' promotes exactly as unary '-' does: +i8 is i32, +f16 f32. */
+            result = convert(p, a, promote(a->type), &d);
+            if (!result) {
+                sl_expr_free(p->ctx, a);
+                goto out;
+            }
             *depth = d;
-            result = a;
+            if (!check_depth(p, d, t.pos)) {
+                sl_expr_free(p->ctx, result);
+                result = NULL;
+            }
             goto out;
         }
         sl_expr_op op = t.p == P_MINUS ? SL_OP_NEG : t.p == P_BANG ? SL_OP_NOT : SL_OP_BITNOT;

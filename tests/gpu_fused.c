@@ -387,6 +387,41 @@ START_TEST(run_to_run_matches_cpu) {
 }
 END_TEST
 
+/* Bool bytes other than 0 and 1 (issue 9, part 3; added by the CPU/expression engineer): the
+ * GPU reads any byte other than 0 as true in keys, head flags, compaction flags, expressions
+ * and scans, and computes bools as 0 or 1, as the CPU does; b reaches the output with its own
+ * bytes. The stream's true bytes become 1, 2 or 255 before both sides run. */
+START_TEST(bool_bytes_match_cpu) {
+    if (!have_gpu()) return;
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: bool-bytes\ninput:\n  b: bool\n  x: i32\nstages:\n"
+        "  - map: {m: b, t: 'x > 0 ? b : false'}\n"
+        "  - segmented_scan: {of: x, op: sum, segments: {key: b}, into: s}\n"
+        "  - segmented_scan: {op: count, segments: b, into: h}\n"
+        "  - scan: {of: b, op: xor, into: xo}\n  - compact: {by: b}\n");
+    const int64_t cuts[] = {5000, 1, 0, 33, 70001};
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    stream_data sd;
+    make_stream(&r, p, cuts, 5, &sd);
+    static const uint8_t truthy[3] = {1, 2, 255};
+    for (int b = 0; b < sd.nbatches; b++)
+        for (int64_t i = 0; i < sd.rows[b]; i++)
+            if (((uint8_t *)sd.cols[b][0])[i]) ((uint8_t *)sd.cols[b][0])[i] = truthy[tu_rng_next(&r) % 3];
+    result cpu, gpu;
+    run_cpu(p, &sd, &cpu);
+    run_gpu(p, &sd, &gpu);
+    compare(p, &cpu, &gpu, "bool-bytes");
+    free_result(&cpu);
+    free_result(&gpu);
+    free_stream(p, &sd);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 int main(void) {
     /* CUDA does not survive fork(): run the cases in this process (Check forks by default). */
     setenv("CK_FORK", "no", 1);
@@ -403,6 +438,9 @@ int main(void) {
     tc = tcase_create("run_to_run"); /* runnable alone: CK_RUN_CASE=run_to_run */
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, run_to_run_matches_cpu, 0, NPIPELINES);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bool_bytes");
+    tcase_add_test(tc, bool_bytes_match_cpu);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1047,6 +1047,54 @@ START_TEST(compact_oracle) {
 }
 END_TEST
 
+/* Issue 9, part 3: a bool byte other than 0 is true wherever sluice interprets a bool (key and
+ * head-flag segments, compaction flags, expressions, scans of bools), every bool column it
+ * computes holds 0 or 1 (a plain copy `m: b` included), and an input passed through keeps its
+ * bytes. Keys 1 2 2 0 are two segments; the key carries across the batch cut at row 2. */
+START_TEST(bool_bytes) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: bools\ninput: {b: bool, x: i32}\nstages:\n"
+        "  - map: {m: b, t: 'x > 0 ? b : false'}\n"
+        "  - segmented_scan: {of: x, op: sum, segments: {key: b}, into: s}\n"
+        "  - segmented_scan: {op: count, segments: b, into: h}\n"
+        "  - scan: {of: b, op: xor, into: xo}\n"
+        "  - compact: {by: b}\noutput: [b, m, t, s, h, xo]\n");
+    uint8_t b[8] = {1, 2, 2, 0, 2, 1, 0, 3};
+    int32_t x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    sluice_column c[2] = {{"b", SLUICE_BOOL, b, 8}, {"x", SLUICE_I32, x, 8}};
+    /* kept rows 0 1 2 4 5 7; segments by truth value: rows 0-2, 3, 4-5, 6, 7 */
+    static const int64_t want_b[6] = {1, 2, 2, 2, 1, 3}, want_m[6] = {1, 1, 1, 1, 1, 1},
+                         want_s[6] = {1, 3, 6, 5, 11, 8}, want_h[6] = {1, 1, 1, 1, 1, 1},
+                         want_xo[6] = {1, 0, 1, 0, 1, 0};
+    for (int cut = 0; cut < 2; cut++) {
+        const int64_t cuts[2] = {2, 5};
+        result r;
+        run_cut(ctx, p, c, 2, 8, cuts, cut ? 2 : 0, -1, &r);
+        expect_i64_column(&r, 0, want_b, 6); /* passed through: its own bytes */
+        expect_i64_column(&r, 1, want_m, 6);
+        expect_i64_column(&r, 2, want_m, 6);
+        expect_i64_column(&r, 3, want_s, 6);
+        expect_i64_column(&r, 4, want_h, 6);
+        expect_i64_column(&r, 5, want_xo, 6);
+        result_free(&r);
+    }
+    sluice_pipeline_free(p);
+    /* A head flag computed from the bytes: `!b` is false for a byte of 2 as for 1. */
+    p = tu_load(ctx, "sluice: 1\nname: heads\ninput: {b: bool, x: i32}\nstages:\n"
+                     "  - map: {n: '!b'}\n"
+                     "  - segmented_scan: {of: x, op: sum, segments: n, into: s}\noutput: [s]\n");
+    result r;
+    run_whole(ctx, p, c, 2, 8, &r);
+    /* heads (b == 0) at rows 3 and 6; rows 0-2 continue the stream's first segment */
+    expect_i64_column(&r, 0, (const int64_t[]){1, 3, 6, 4, 9, 15, 7, 15}, 8);
+    result_free(&r);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *cpu_scan_suite(void) {
     Suite *s = suite_create("cpu_scan");
     TCase *tc = tcase_create("primer");
@@ -1059,6 +1107,7 @@ static Suite *cpu_scan_suite(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, compact_by_a_live_flag);
     tcase_add_test(tc, compact_oracle);
+    tcase_add_test(tc, bool_bytes);
     suite_add_tcase(s, tc);
     tc = tcase_create("oracle");
     tcase_set_timeout(tc, 600);

@@ -226,6 +226,16 @@ START_TEST(test_typing_rules) {
         {"b8 == 300", SLUICE_BOOL},    {"f == true", SLUICE_BOOL},  {"~u", SLUICE_U32},
         {"l.v * r.v", SLUICE_F32},     {"radius * radius", SLUICE_F32}, {"k + 1", SLUICE_I32},
         {"0xffffffffffffffff", SLUICE_U64}, {"id == 0xffffffffffffffff", SLUICE_BOOL},
+        /* unary + promotes exactly as unary - does (C's integer promotions; f16 computes as
+           f32); on a constant it leaves the constant untyped */
+        {"+s8", SLUICE_I32},           {"-s8", SLUICE_I32},         {"+b8", SLUICE_I32},
+        {"+w16", SLUICE_I32},          {"+s16", SLUICE_I32},        {"+h", SLUICE_F32},
+        {"-h", SLUICE_F32},            {"+a", SLUICE_I32},          {"+u", SLUICE_U32},
+        {"+id", SLUICE_U64},           {"+x", SLUICE_F32},          {"+d", SLUICE_F64},
+        {"+1", SLUICE_I64},            {"b8 + +1", SLUICE_I32},     {"f ? +b8 : 0", SLUICE_I32},
+        /* a constant shift count is typed as a lone constant: i64, u64 from 2^63 on */
+        {"a << 18446744073709551615", SLUICE_I32}, {"id >> 9223372036854775808", SLUICE_U64},
+        {"b8 << 9223372036854775807", SLUICE_I32}, {"1 << 18446744073709551615", SLUICE_I64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sluice_type t = type_of(cases[i].text);
@@ -299,6 +309,7 @@ START_TEST(test_type_errors) {
     expect_error("!x", SLUICE_ERR_TYPE, 0, "'!' needs a bool");
     expect_error("~x", SLUICE_ERR_TYPE, 0, "'~' needs an integer, not f32");
     expect_error("-f", SLUICE_ERR_TYPE, 0, "use ! for bool");
+    expect_error("+f", SLUICE_ERR_TYPE, 0, "unary '+' needs a number, not bool");
     expect_error("x & 1", SLUICE_ERR_TYPE, 2, "two integers or two bools");
     expect_error("x << 1", SLUICE_ERR_TYPE, 2, "needs integers");
     expect_error("f < g", SLUICE_ERR_TYPE, 2, "does not order bools");
@@ -517,6 +528,19 @@ START_TEST(test_defined_integer_results) {
     CHECK_U("u << id", 1, 0);        /* count 2^64-1 */
     CHECK_I("1 << a", 3, 128);
     CHECK_I("a << k", 3, 0);         /* negative count from a param */
+    /* constant counts of 2^63 and more (typed u64) are counts past the width */
+    CHECK_I("a << 18446744073709551615", 3, 0);
+    CHECK_I("a >> 18446744073709551615", 2, -1);
+    CHECK_I("a >> 18446744073709551615", 3, 0);
+    CHECK_U("id << 9223372036854775808", 1, 0);
+    CHECK_U("id >> 18446744073709551615", 1, 0);
+    CHECK_I("c >> 9223372036854775808", 0, -1);
+    CHECK_I("c << 9223372036854775807", 1, 0);
+    CHECK_I("1 << 18446744073709551615", 0, 0); /* folded at load time, same rule */
+    /* unary + promotes: +s8 is the i32 value, and arithmetic on it does not wrap at 8 bits */
+    CHECK_I("+s8", 0, -128);
+    CHECK_I("+s8 * 2", 1, 254);
+    CHECK_I("+b8", 1, 255);
     table_free(&t);
 }
 END_TEST
@@ -614,6 +638,46 @@ START_TEST(test_fields_and_params) {
 }
 END_TEST
 
+/* A bool column byte other than 0 reads as true, and every bool an expression computes is the
+ * byte 0 or 1: also a bare column (`m: k` copies nothing raw) and a conditional's branches.
+ * Column f holds 0 1 2 1 0 (a byte of 2 at row 2), g holds 1 1 1 0 0. */
+START_TEST(test_bool_reads) {
+    static const struct {
+        const char *text;
+        uint8_t want[5];
+    } cases[] = {
+        {"f", {0, 1, 1, 1, 0}},          {"bool(f)", {0, 1, 1, 1, 0}},
+        {"g ? f : g", {0, 1, 1, 0, 0}},  {"f ? f : false", {0, 1, 1, 1, 0}},
+        {"f ? g : f", {0, 1, 1, 0, 0}},  {"f == g", {0, 1, 1, 0, 1}},
+        {"f ^ g", {1, 0, 0, 1, 0}},      {"f & g", {0, 1, 1, 0, 0}},
+        {"!f", {1, 0, 0, 0, 1}},         {"f && g", {0, 1, 1, 0, 0}},
+        {"u8(f)", {0, 1, 1, 1, 0}},      {"f ? b8 : 9", {9, 255, 1, 2, 9}},
+    };
+    table t;
+    edge_table(&t);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_expr *e = parse(cases[i].text);
+        sl_expr_program *p = NULL;
+        ck_assert_int_eq(sl_expr_compile(ctx, e, 5, &p), SLUICE_OK);
+        void *scratch = aalloc(sl_expr_program_scratch_size(p) + 64);
+        uint8_t *out = aalloc(64);
+        memset(out, 0xa5, 64);
+        sl_expr_run(p, &t.env, 5, scratch, out);
+        for (int r = 0; r < 5; r++) {
+            ck_assert_msg(out[r] == cases[i].want[r], "'%s' row %d: byte %u, want %u",
+                          cases[i].text, r, out[r], cases[i].want[r]);
+            ck_assert_msg(sl_expr_eval_scalar(e, &t.env, r).u == cases[i].want[r],
+                          "'%s' row %d: one-row evaluator", cases[i].text, r);
+        }
+        free(out);
+        free(scratch);
+        sl_expr_program_free(ctx, p);
+        sl_expr_free(ctx, e);
+    }
+    table_free(&t);
+}
+END_TEST
+
 /* ---- sort keys, literals (the f16 conversion is tested in test_api.c) ------------------ */
 
 START_TEST(test_sort_keys) {
@@ -706,12 +770,12 @@ END_TEST
 static const char *const leaves[] = {
     "x", "y", "d", "h", "a", "c", "u", "id", "s8", "s16", "b8", "w16", "f", "g", "radius", "k",
     "0", "1", "-1", "3", "7", "0x7f", "255", "300", "65536", "4294967296", "1.5", "-2.25", "1e3",
-    "0.1", "true", "false", "nan", "inf", "31", "63", "64",
+    "0.1", "true", "false", "nan", "inf", "31", "63", "64", "18446744073709551615",
 };
 static const char *const binops[] = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=",
                                      "&&", "||", "&", "|", "^", "<<", ">>"};
 static const char *const calls1[] = {"abs", "sqrt", "exp", "log", "floor", "ceil", "isnan", "isinf",
-                                     "-", "!", "~"};
+                                     "-", "+", "!", "~"};
 static const char *const casts[] = {"bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
                                     "f16", "f32", "f64"};
 
@@ -819,12 +883,20 @@ static int random_expressions(char **texts, int want, uint64_t seed) {
 
 /* Every binary operator over every pair of typed leaves (the 14 columns and a param), every
  * unary operator, call and cast over every column: the ones that type-check. */
+/* Forms the loops of systematic_expressions do not make: bool columns whose bytes would be
+ * moved as they are (a bare column, a conditional's branch), shift counts of 2^63 and more. */
+static const char *const extra_expressions[] = {
+    "f", "bool(f)", "g ? f : g", "f ? f : false", "g ? true : f", "a << 18446744073709551615",
+    "c >> 9223372036854775808", "id << 18446744073709551615", "+s8", "+h", "+w16",
+};
+
 static int systematic_expressions(char ***out) {
     const char *cols[] = {"x", "y", "d", "h", "a", "c", "u", "id", "s8", "s16", "b8", "w16",
                           "f", "g", "k"};
     const int ncols = (int)(sizeof cols / sizeof cols[0]);
     int cap = ncols * ncols * (int)(sizeof binops / sizeof binops[0]) +
-              ncols * (int)(sizeof calls1 / sizeof calls1[0] + sizeof casts / sizeof casts[0] + 2);
+              ncols * (int)(sizeof calls1 / sizeof calls1[0] + sizeof casts / sizeof casts[0] + 2) +
+              (int)(sizeof extra_expressions / sizeof extra_expressions[0]);
     char **texts = malloc((size_t)cap * sizeof *texts);
     int n = 0;
     char buf[64];
@@ -848,6 +920,8 @@ static int systematic_expressions(char ***out) {
         snprintf(buf, sizeof buf, "f ? %s : %s", cols[i], cols[(i + 3) % ncols]);
         texts[n++] = strdup(buf);
     }
+    for (size_t k = 0; k < sizeof extra_expressions / sizeof extra_expressions[0]; k++)
+        texts[n++] = strdup(extra_expressions[k]);
     /* keep those that type-check */
     int kept = 0;
     for (int t = 0; t < n; t++) {
@@ -920,6 +994,9 @@ START_TEST(test_vector_matches_scalar) {
                 ck_assert_msg(same_value(v, s), "'%s' rows %lld row %lld: program %s, scalar %s",
                               texts[k], (long long)rows, (long long)r, sl_value_format(v, b1, 64),
                               sl_value_format(s, b2, 64));
+                if (e->type == SLUICE_BOOL)
+                    ck_assert_msg(((uint8_t *)out)[r] <= 1, "'%s' row %lld: bool byte %u",
+                                  texts[k], (long long)r, ((uint8_t *)out)[r]);
             }
             /* nothing written past the rows asked for */
             size_t size = sluice_type_size(e->type);
@@ -1043,6 +1120,11 @@ START_TEST(test_emitted_c_matches_cpu) {
             char b1[64], b2[64];
             ck_assert_msg(same_value(a, b), "'%s' row %lld: cpu %s, emitted C %s", texts[k],
                           (long long)r, sl_value_format(a, b1, 64), sl_value_format(b, b2, 64));
+            /* a computed bool is the byte 0 or 1 on both sides, whatever bytes it read */
+            if (exprs[k]->type == SLUICE_BOOL)
+                ck_assert_msg(((uint8_t *)cpu)[r] <= 1 && ((uint8_t *)emitted)[r] <= 1,
+                              "'%s' row %lld: bool bytes %u (cpu), %u (emitted C)", texts[k],
+                              (long long)r, ((uint8_t *)cpu)[r], ((uint8_t *)emitted)[r]);
         }
         free(scratch);
         sl_expr_program_free(ctx, p);
@@ -1130,6 +1212,7 @@ static Suite *expr_suite(void) {
     tcase_add_test(tc, test_defined_integer_results);
     tcase_add_test(tc, test_defined_cast_and_float_results);
     tcase_add_test(tc, test_fields_and_params);
+    tcase_add_test(tc, test_bool_reads);
     tcase_add_test(tc, test_sort_keys);
     tcase_add_test(tc, test_value_parse_format);
     tcase_add_test(tc, test_vector_matches_scalar);

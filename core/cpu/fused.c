@@ -46,6 +46,7 @@ typedef struct fstage {
     sl_expr_program *of_prog[SL_MAX_FIELDS];
     int of_col[SL_MAX_FIELDS]; /* >= 0: `of` is that column as is, no evaluation */
     int key_col;               /* HEADFLAG/KEY: the column; OFFSETS: the pseudo column */
+    bool key_is_bool;          /* KEY of a bool column: keys are compared as 0 or 1 */
     sl_cpu_combine combine;    /* declared operators: the combine, vectorised */
 } fstage;
 
@@ -237,7 +238,8 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                 const sl_expr *e = sc->of[f];
                 fs->of_col[f] = -1;
                 if (!e) continue;
-                if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f]) {
+                /* A bool column is evaluated, not read as it is: it reads as 0 or 1. */
+                if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f] && e->type != SLUICE_BOOL) {
                     fs->of_col[f] = e->index;
                     continue;
                 }
@@ -249,6 +251,8 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             fs->key_col = -1;
             if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
                 fs->key_col = sc->segment_column;
+                fs->key_is_bool = sc->segments == SL_SEGMENTS_KEY &&
+                                  p->columns[fs->key_col].type == SLUICE_BOOL;
             } else if (sc->segments == SL_SEGMENTS_OFFSETS) {
                 fs->key_col = g->seg_id;
             }
@@ -460,6 +464,13 @@ static uint64_t load_bits(const void *data, size_t size, int64_t i) {
     }
 }
 
+/* A segment key's bits: the stored bits, except that a bool key is its truth value (keys
+ * 1, 2, 2, 0 are two segments: every byte other than 0 is true). */
+static uint64_t load_key(const void *data, size_t size, bool is_bool, int64_t i) {
+    uint64_t b = load_bits(data, size, i);
+    return is_bool ? b != 0 : b;
+}
+
 /* Stream compaction of one column inside a tile: every row is stored at the running kept
  * count, which only advances past kept rows (no branch, no selection vector; out may be
  * `from` itself since the write index never passes the read index). */
@@ -614,10 +625,10 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
         uint8_t *h = wk->head;
         int64_t first_head = cur;
         if (cur > 0) {
-            uint64_t prev = load_bits(key, ks, 0);
+            uint64_t prev = load_key(key, ks, fs->key_is_bool, 0);
             sk->first_key = prev;
             for (int64_t i = 1; i < cur; i++) {
-                uint64_t kb = load_bits(key, ks, i);
+                uint64_t kb = load_key(key, ks, fs->key_is_bool, i);
                 h[i] = kb != prev;
                 if (h[i] && first_head == cur) first_head = i;
                 prev = kb;

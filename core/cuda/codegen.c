@@ -530,13 +530,17 @@ static void emit_element(cg *g, int phase) {
             sl_strbuf_printf(sb, "                    e.f%d = (sl_bool)head_bit(i);\n",
                              slot->flag_field);
             break;
-        case SL_SEGMENTS_KEY:
+        case SL_SEGMENTS_KEY: {
+            /* a bool key is its truth value (keys 1, 2, 2, 0 are two segments) */
+            const char *kr = g->p->columns[sc->segment_column].type == SLUICE_BOOL
+                                 ? "sl_cvt_bool_bool" : "";
             sl_strbuf_printf(sb,
-                             "                    e.f%d = 1; e.f%d = 0; e.f%d = c%d[i]; e.f%d = "
-                             "c%d[i];\n",
-                             slot->flag_field, slot->interior_field, slot->first_field,
-                             sc->segment_column, slot->last_field, sc->segment_column);
+                             "                    e.f%d = 1; e.f%d = 0; e.f%d = %s(c%d[i]); "
+                             "e.f%d = %s(c%d[i]);\n",
+                             slot->flag_field, slot->interior_field, slot->first_field, kr,
+                             sc->segment_column, slot->last_field, kr, sc->segment_column);
             break;
+        }
         }
         sl_strbuf_append(sb, "                }\n            }\n");
     }
@@ -578,8 +582,11 @@ static void emit_outputs(cg *g, int phase) {
             case SL_SEGMENTS_KEY:
                 sl_strbuf_printf(sb,
                                  "            c%d[i] = (before.f%d && sl::same_key(before.f%d, "
-                                 "c%d[i])) ? before.f%d : ",
-                                 into, slot->flag_field, slot->last_field, sc->segment_column, vf);
+                                 "%s(c%d[i]))) ? before.f%d : ",
+                                 into, slot->flag_field, slot->last_field,
+                                 g->p->columns[sc->segment_column].type == SLUICE_BOOL
+                                     ? "sl_cvt_bool_bool" : "",
+                                 sc->segment_column, vf);
                 emit_value(sb, sc->acc[f], sc->identity[f]);
                 sl_strbuf_append(sb, ";\n");
                 break;
