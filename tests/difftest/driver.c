@@ -5,6 +5,7 @@
  * generator and the judging live in the Python side (difftest.py).
  *
  *   driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N] [--max-batch-rows N]
+ *          [--warmup | --oneshot]
  *
  * INDIR holds NAME.npy for every input, optionally params.txt ("B NAME TEXT" per line: set
  * parameter NAME to TEXT with sluice_session_set_param just before push number B, counting
@@ -15,6 +16,9 @@
  * (so a cut is also a segment boundary, as the API says an offsets input describes whole
  * segments of its own batch). Outputs are pulled after every push and after the flush, and
  * concatenated; OUTDIR/outputs.txt lists "NAME TYPE" per output in the pipeline's order.
+ * --warmup first pushes the whole stream without pulling and calls sluice_session_reset, which
+ * must leave nothing of it behind; --oneshot runs sluice_run on the whole input instead
+ * (cuts and parameter changes are ignored).
  *
  * Exit status: 0 success; 2 usage or file problems; 3 the pipeline did not load; 4 a push,
  * flush or pull failed; 77 the backend is not available here (the caller skips). */
@@ -128,12 +132,12 @@ static int pull_all(sluice_context *ctx, sluice_session *s, outcol *outs, size_t
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N]"
-                        " [--max-batch-rows N]\n");
+                        " [--max-batch-rows N] [--warmup | --oneshot]\n");
         return 2;
     }
     const char *pipe_path = argv[1], *indir = argv[2], *outdir = argv[3];
     sluice_backend backend = SLUICE_BACKEND_CPU;
-    int threads = 0;
+    int threads = 0, warmup = 0, oneshot = 0;
     long long max_rows = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -146,6 +150,10 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--warmup")) {
+            warmup = 1;
+        } else if (!strcmp(argv[i], "--oneshot")) {
+            oneshot = 1;
         } else if (!strcmp(argv[i], "--max-batch-rows") && i + 1 < argc) {
             max_rows = atoll(argv[++i]);
         } else {
@@ -172,13 +180,17 @@ int main(int argc, char **argv) {
 
     /* Inputs. */
     size_t nin = sluice_pipeline_input_count(p);
+    if (nin > MAX_COLS) {
+        fprintf(stderr, "driver: more than %d inputs\n", MAX_COLS);
+        return 2;
+    }
     sluice_column_info infos[MAX_COLS];
     void *data[MAX_COLS];
     int64_t lens[MAX_COLS];
     int64_t rows = -1;
     char path[4096];
     int rc = 0;
-    for (size_t i = 0; i < nin && i < MAX_COLS; i++) {
+    for (size_t i = 0; i < nin; i++) {
         sluice_pipeline_input(p, i, &infos[i]);
         snprintf(path, sizeof path, "%s/%s.npy", indir, infos[i].name);
         sl_npy_header h;
@@ -269,8 +281,37 @@ int main(int argc, char **argv) {
     }
 
     int64_t *boffs = NULL;
+    if (oneshot) { /* sluice_run: one batch, flushed, every output in one batch */
+        sluice_column cols[MAX_COLS];
+        for (size_t i = 0; i < nin; i++) {
+            cols[i].name = infos[i].name;
+            cols[i].type = infos[i].role == SLUICE_ROLE_OFFSETS ? SLUICE_I64 : infos[i].type;
+            cols[i].data = data[i];
+            cols[i].length = lens[i];
+        }
+        sluice_batch *b = NULL;
+        st = sluice_run(p, &sopt, cols, nin, &b);
+        if (st != SLUICE_OK) {
+            print_diags(ctx, "sluice_run", st);
+            rc = 4;
+        } else {
+            if (take_batch(b, outs, nout)) rc = 4;
+            sluice_batch_free(b);
+        }
+    }
+    /* With --warmup the whole stream is pushed once (parameter changes aside) and left
+     * unpulled, then sluice_session_reset must drop that stream's state and outputs. */
+    for (int pass = warmup ? 0 : 1; pass < 2 && rc == 0 && !oneshot; pass++)
     for (size_t b = 0; b <= ncuts && rc == 0; b++) {
-        for (size_t i = 0; i < npsets && rc == 0; i++) {
+        if (pass == 0 && b == ncuts) {
+            st = sluice_session_reset(s);
+            if (st != SLUICE_OK) {
+                print_diags(ctx, "reset", st);
+                rc = 4;
+            }
+            break;
+        }
+        for (size_t i = 0; i < npsets && rc == 0 && pass == 1; i++) {
             if (psets[i].batch != (long long)b) continue;
             st = sluice_session_set_param(s, psets[i].name, psets[i].text);
             if (st != SLUICE_OK) {
@@ -306,9 +347,9 @@ int main(int argc, char **argv) {
             rc = 4;
             break;
         }
-        if (pull_all(ctx, s, outs, nout)) rc = 4;
+        if (pass == 1 && pull_all(ctx, s, outs, nout)) rc = 4;
     }
-    if (rc == 0) {
+    if (rc == 0 && !oneshot) {
         st = sluice_session_flush(s);
         if (st != SLUICE_OK) {
             print_diags(ctx, "flush", st);

@@ -12,7 +12,7 @@ import random
 import numpy as np
 
 from sltypes import (TYPES, INTS, FLOATS, NP, PROMOTED, UINT_OF, width, is_int, is_float,
-                     is_signed, int_range, promote, common, default_acc, legal_accs, linrec_acc)
+                     int_range, promote, common, default_acc, legal_accs, linrec_acc)
 
 CPU_TILE = 16384                       # core/cpu/fused.h SL_CPU_TILE_ROWS
 GPU_TILES = [512, 1024, 2048, 4096]    # kernels/tuning.h: 256 threads x 2..16 items
@@ -781,4 +781,10 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
             'params': params, 'param_sets': param_sets,
             'cuts': cuts, 'threads': rng.choice([1, 2, 3]),
             'max_batch_rows': rng.choice([0, 0, 0, 0, 1000, 4097, 20000])}
+    # how the driver runs it: pushes (the default), the whole stream pushed once and reset
+    # first, or sluice_run (only where there is nothing to cut)
+    case['mode'] = rng.choice(['push'] * 8 + ['warmup', 'oneshot'])
+    if case['mode'] == 'oneshot' and (case['cuts'] or case['param_sets']):
+        case['mode'] = 'push'
+
     return case, data

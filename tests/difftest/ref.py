@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from sltypes import (NP, UINT_OF, width, is_int, is_float, is_signed, int_range, promote)
+from sltypes import NP, UINT_OF, width, is_int, is_float, is_signed, int_range
 
 
 np.seterr(all='ignore')     # IEEE results (inf, NaN) are the point, not warnings
@@ -547,12 +547,10 @@ def scan_declared(o, xs, heads, exclusive):
     out = {}
     if tmpl == 'affine' and is_float(fields['a']):
         t = fields['a']
-        ones = np.ones(n)
         va, ba = scan_fprod(t, xs['a'], heads, exclusive)
         vb, bb = scan_flinrec(t, xs['a'], xs['b'], heads, exclusive)
         out['a'] = ('approx', va, ba)
         out['b'] = ('approx', vb, bb)
-        del ones
         return out
     if tmpl == 'sumcount':
         v, b = scan_fsum('f64', xs['s'], heads, exclusive)
