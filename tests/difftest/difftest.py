@@ -7,6 +7,8 @@ shrinks the case to a minimal repro saved as a self-contained directory.
   difftest.py --driver PATH [--seed S] [--cases N | --seconds T] [--backend cpu|cuda|both]
   difftest.py --driver PATH --seed S --case I [--backend ...]      # one case again
   difftest.py --driver PATH --replay DIR [--backend ...]           # a saved repro again
+  difftest.py --export DIR --seed S --cases N --backend both     # cases + run.sh for a GPU box
+  difftest.py --judge-results DIR RESULTS.tgz --backend both     # judge what run.sh left
 
 Every case follows from (seed, case index) alone. Exit status: 0 all passed, 1 a failure
 (its replay command and repro directory are printed), 2 usage, 77 the backend asked for is not
@@ -75,14 +77,131 @@ def load_case(d):
     return case, data
 
 
+def driver_args(case):
+    args = ['--threads', str(case['threads']), '--max-batch-rows', str(case['max_batch_rows'])]
+    if case.get('mode') in ('warmup', 'oneshot'):
+        args.append('--' + case['mode'])
+    return args
+
+
+def read_results(outdir):
+    """What a driver run left in outdir on another machine: rc, stderr, the outputs."""
+    try:
+        with open(os.path.join(outdir, 'rc')) as f:
+            rc = int(f.read().strip() or '-1')
+        with open(os.path.join(outdir, 'stderr')) as f:
+            err = f.read()
+    except OSError:
+        return 'missing', 'no result for %s (the run did not get this far)' % outdir, None
+    if rc == 77:
+        raise Skip(err.strip())
+    if rc == 124 or rc == 137:
+        return 'hang', 'the driver ran over its time limit', None
+    if rc > 128:
+        return 'crash', 'driver killed by signal %d\n%s' % (rc - 128, err[-2000:]), None
+    if rc == 3:
+        return 'load', err[-3000:], None
+    if rc != 0:
+        return 'run', 'driver exit %d\n%s' % (rc, err[-3000:]), None
+    outs = []
+    with open(os.path.join(outdir, 'outputs.txt')) as f:
+        for line in f:
+            name, t = line.split()
+            outs.append((name, t, read_npy(os.path.join(outdir, name + '.npy'))))
+    return None, '', outs
+
+
+def export_cases(args):
+    """Writes cases and a shell script that runs them with the driver alone (no python, no
+    numpy: for a GPU machine), leaving the results in one archive to judge here."""
+    d = os.path.abspath(args.export)
+    os.makedirs(d, exist_ok=True)
+    lines = ['#!/bin/sh',
+             '# run.sh - runs the exported difftest cases with the driver alone; judge the',
+             '# results with difftest.py --judge-results. DRIVER (default',
+             '# build-gpu/tests/difftest_driver), OUT (default ./out), BACKENDS ("%s"),' % (
+                 ' '.join(backends_of(args.backend))),
+             '# LIMIT (seconds per driver run, default 120).',
+             'here=$(cd "$(dirname "$0")" && pwd)',
+             'DRIVER=${DRIVER:-build-gpu/tests/difftest_driver}',
+             'OUT=${OUT:-out}',
+             'BACKENDS=${BACKENDS:-"%s"}' % ' '.join(backends_of(args.backend)),
+             'LIMIT=${LIMIT:-120}',
+             'res="$OUT/difftest-results"',
+             'mkdir -p "$res"',
+             'one() {  # case tag backend args...',
+             '  c=$1; tag=$2; be=$3; shift 3',
+             '  o="$res/$c/${tag}_$be"; mkdir -p "$o"',
+             '  timeout "$LIMIT" "$DRIVER" "$here/$c/pipeline.yaml" "$here/$c" "$o" --backend "$be" "$@" 2>"$o/stderr"',
+             '  echo $? > "$o/rc"',
+             '}',
+             'n=0',
+             'for be in $BACKENDS; do']
+    idx = args.start
+    count = args.cases if args.cases is not None else 100
+    for idx in range(args.start, args.start + count):
+        case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
+        name = 'case_%d_%d' % (args.seed, idx)
+        write_case(case, data, os.path.join(d, name))
+        a = ' '.join(driver_args(case))
+        lines.append('  one %s got "$be" %s; n=$((n+1))' % (name, a))
+        if case['determinism']:
+            lines.append('  one %s again "$be" %s' % (name, a))
+    lines += ['done',
+              'echo "difftest run.sh: $n driver runs"',
+              'tar czf "$OUT/difftest-results.tgz" -C "$OUT" difftest-results && '
+              'rm -rf "$res" && echo "results: $OUT/difftest-results.tgz"']
+    with open(os.path.join(d, 'run.sh'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    os.chmod(os.path.join(d, 'run.sh'), 0o755)
+    print('exported %d cases (seed %d, indices %d..%d) to %s; on the GPU machine run '
+          '%s/run.sh, then judge here with --judge-results %s ARCHIVE' % (
+              count, args.seed, args.start, args.start + count - 1, d, d, d))
+    return 0
+
+
+def judge_results(args):
+    """Judges the results of an exported run (the archive run.sh wrote, or its folder)."""
+    d = os.path.abspath(args.judge_results[0])
+    res = args.judge_results[1]
+    if os.path.isfile(res):
+        tmp = tempfile.mkdtemp(prefix='difftest-results-')
+        atexit.register(shutil.rmtree, tmp, True)
+        subprocess.run(['tar', 'xzf', res, '-C', tmp], check=True)
+        res = os.path.join(tmp, 'difftest-results')
+    backends = backends_of(args.backend)
+    n = failed = 0
+    for name in sorted(os.listdir(d)):
+        if not name.startswith('case_'):
+            continue
+        case, data = load_case(os.path.join(d, name))
+        fl = check(case, data, backends, None, results=os.path.join(res, name))
+        n += 1
+        if fl:
+            failed += 1
+            rep = os.path.join(os.path.abspath(args.out), name)
+            shutil.rmtree(rep, ignore_errors=True)
+            check(case, data, backends, None, keep=rep, results=os.path.join(res, name))
+            for be in backends:
+                src = os.path.join(res, name, 'got_' + be)
+                if os.path.isdir(src):
+                    shutil.rmtree(os.path.join(rep, 'got_' + be), ignore_errors=True)
+                    shutil.copytree(src, os.path.join(rep, 'got_' + be))
+            with open(os.path.join(rep, 'report.txt'), 'w') as f:
+                f.write('%s\n' % fl)
+            print('FAIL %s %s\n  repro: %s (replay on the GPU machine with the driver: '
+                  '%s PIPELINE DIR OUT --backend cuda %s)' % (
+                      name, fl, rep, 'difftest_driver', ' '.join(driver_args(case))))
+    print('difftest: judged %d exported cases on %s; %d failed' % (n, '+'.join(backends), failed))
+    return 1 if failed else 0
+
+
 def run_driver(driver, d, backend, case, outdir):
     os.makedirs(outdir, exist_ok=True)
     if os.path.exists(os.path.join(outdir, 'outputs.txt')):
         os.remove(os.path.join(outdir, 'outputs.txt'))
-    cmd = [driver, os.path.join(d, 'pipeline.yaml'), d, outdir, '--backend', backend,
-           '--threads', str(case['threads']), '--max-batch-rows', str(case['max_batch_rows'])]
-    if case.get('mode') in ('warmup', 'oneshot'):
-        cmd.append('--' + case['mode'])
+    cmd = [driver, os.path.join(d, 'pipeline.yaml'), d, outdir, '--backend', backend] + \
+        driver_args(case)
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_SECONDS)
@@ -118,16 +237,24 @@ class Failure:
         return '[%s, %s] %s' % (self.category, self.backend, self.message)
 
 
-def check(case, data, backends, driver, keep=None):
+def check(case, data, backends, driver, keep=None, results=None):
     """Runs one case; returns None or a Failure. keep: a directory that is left holding the
-    case, the expected and the got columns (else a temporary one is removed)."""
+    case, the expected and the got columns (else a reused scratch directory is used).
+    results: instead of running the driver, read what it wrote on another machine (the
+    directory of this case in an --export run's results)."""
     d = keep or scratch_dir()
+
+    def runner(be, tag):
+        if results is not None:
+            return read_results(os.path.join(results, tag + '_' + be))
+        return run_driver(driver, d, be, case, os.path.join(d, tag + '_' + be))
     try:
         try:
             expected = ref.run(case, data)
         except ref.RefError as e:
             return Failure('reference', 'the reference cannot run this case: %s' % e, '-')
-        write_case(case, data, d)
+        if results is None or keep:
+            write_case(case, data, d)
         if keep:
             os.makedirs(os.path.join(d, 'expected'), exist_ok=True)
             for name, c in expected:
@@ -135,7 +262,7 @@ def check(case, data, backends, driver, keep=None):
                 np.save(os.path.join(d, 'expected', name + '.npy'), a)
         got = {}
         for be in backends:
-            cat, msg, outs = run_driver(driver, d, be, case, os.path.join(d, 'got_' + be))
+            cat, msg, outs = runner(be, 'got')
             if cat:
                 return Failure(cat, msg.strip(), be)
             names = [(n, t) for n, t, _ in outs]
@@ -155,7 +282,7 @@ def check(case, data, backends, driver, keep=None):
             got[be] = outs
             if case['determinism']:
                 # run_to_run: bitwise identical between runs on the same device and cutting
-                cat, msg, again = run_driver(driver, d, be, case, os.path.join(d, 'again_' + be))
+                cat, msg, again = runner(be, 'again')
                 if cat:
                     return Failure(cat, msg.strip(), be)
                 diff = [n for (n, _, a), (_, _, b) in zip(outs, again)
@@ -559,8 +686,20 @@ def main():
     ap.add_argument('--avoid', action='append', default=[], choices=sorted(gen.AVOIDABLE),
                     help='steer clear of an open finding: ' + '; '.join(
                         '%s: %s' % kv for kv in sorted(gen.AVOIDABLE.items())))
+    ap.add_argument('--export', metavar='DIR', help='write --cases cases and a run.sh that '
+                    'runs them with the driver alone (a GPU machine without numpy)')
+    ap.add_argument('--judge-results', nargs=2, metavar=('DIR', 'RESULTS'),
+                    help="judge what an exported DIR's run.sh left (its .tgz or folder)")
     ap.add_argument('-v', '--verbose', action='store_true')
     args = ap.parse_args()
+    try:
+        if args.export:
+            return export_cases(args)
+        if args.judge_results:
+            return judge_results(args)
+    except Skip as e:
+        print('difftest: SKIPPED: the CUDA backend was not available there (%s)' % e)
+        return 77
     if not args.driver or not os.access(args.driver, os.X_OK):
         print('difftest: --driver PATH (the built difftest_driver) is required', file=sys.stderr)
         return 2
