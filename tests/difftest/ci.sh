@@ -31,7 +31,7 @@ if [ $has_out = 0 ]; then   # repros go beside the build, not into the source tr
   args+=(--out "${DIFFTEST_OUT:-${DIFFTEST_BUILD_DIR:-$ROOT/build}/difftest-failures}")
 fi
 has_len=0
-for a in "$@"; do case "$a" in --cases|--seconds|--case|--replay) has_len=1;; esac; done
+for a in "$@"; do case "$a" in --cases|--seconds|--case|--replay|--replay-all|--export|--judge-results) has_len=1;; esac; done
 if [ $has_len = 0 ]; then
   # A new seed each run, printed, so the fixed time explores new cases and any failure
   # replays with --seed S --case I.

@@ -677,6 +677,8 @@ def main():
     ap.add_argument('--seconds', type=float, default=None)
     ap.add_argument('--case', type=int, default=None, help='run this one case')
     ap.add_argument('--replay', default=None, help='a saved repro directory')
+    ap.add_argument('--replay-all', default=None, metavar='DIR',
+                    help='every saved repro directory in DIR (regressions/)')
     ap.add_argument('--backend', choices=['cpu', 'cuda', 'both'], default='cpu')
     ap.add_argument('--max-rows', type=int, default=None, help='cap on rows per case')
     ap.add_argument('--out', default='difftest-failures')
@@ -710,6 +712,18 @@ def main():
             fl = check(case, data, backends, args.driver)
             print('replay %s: %s' % (args.replay, fl or 'passes'))
             return 1 if fl else 0
+        if args.replay_all:
+            bad = 0
+            dirs = sorted(x for x in os.listdir(args.replay_all)
+                          if os.path.isfile(os.path.join(args.replay_all, x, 'case.json')))
+            for x in dirs:
+                case, data = load_case(os.path.join(args.replay_all, x))
+                fl = check(case, data, backends, args.driver)
+                bad += fl is not None
+                print('replay %s: %s' % (x, fl or 'passes'))
+            print('difftest: replayed %d repros from %s; %d failed' % (len(dirs), args.replay_all,
+                                                                       bad))
+            return 1 if bad or not dirs else 0
         if args.case is not None:
             case, data = gen.gen_case(args.seed, args.case, args.max_rows, args.avoid)
             if args.verbose:
