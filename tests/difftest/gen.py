@@ -18,7 +18,7 @@ CPU_TILE = 16384                       # core/cpu/fused.h SL_CPU_TILE_ROWS
 GPU_TILES = [512, 1024, 2048, 4096]    # kernels/tuning.h: 256 threads x 2..16 items
 STRIP = 512                            # the CPU evaluator's strip (EXPRESSIONS.md, Evaluation)
 EDGE_ROWS = sorted({e + d for e in [STRIP, 1024, 2048, 4096, CPU_TILE, 2 * CPU_TILE]
-                    for d in (-1, 0, 1)})
+                    for d in (-1, 0, 1)} | {4 * CPU_TILE + 1})   # 5 tiles: threads hand off
 
 # ---------------------------------------------------------------- declared operators
 # Each template is associative and has an identity by construction (integer rings wrap at
