@@ -4,8 +4,8 @@
 # backend, or with the arguments given. Prints how many cases ran; exits non-zero on a
 # failure, after printing the shrunk repro. Exits 77 (skipped) where python3 lacks numpy.
 #
-#   tests/difftest/ci.sh                          # CI: build/difftest, 240 s, CPU, a fresh seed
-#   tests/difftest/ci.sh --driver D --seed 1 --cases 40          # ctest's short run
+#   tests/difftest/ci.sh                          # CI: build/, 240 s, CPU, a fresh seed
+#   tests/difftest/ci.sh --driver D --seed 20261201 --cases 120  # ctest's short run
 #   tests/difftest/ci.sh --backend both                          # CPU against GPU
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
