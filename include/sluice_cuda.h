@@ -43,6 +43,18 @@
  *   directly from global memory instead: correct, and slower. bench/RESULTS.md has the
  *   measured figures.
  *
+ * Determinism (pipelines/SCHEMA.md, "Determinism", says what each mode promises)
+ *   A scan's tiles are combined as their results arrive from the blocks that run at once, so
+ *   by default a float sum, product or recurrence (or a declared operator) may differ in its
+ *   last bits from run to run; integer, bool, min/max, bitwise and count results never do.
+ *   With `determinism: run_to_run` such scans combine the tiles in one fixed order (each
+ *   tile's running state is its predecessor's combined with its own total), so every output
+ *   has the same bits in every run on the same GPU model with the same batch cutting and
+ *   settings. The fixed order costs speed (H200, 2^28 rows: an f32 sum or linrec scan at
+ *   about 90% of the default mode's speed, segmented sums and scans beside a compaction at
+ *   60-68%; bench/RESULTS.md); pipelines without such scans run the same kernels in both
+ *   modes.
+ *
  * Environment (read when a session opens; for measurement and debugging)
  *   SLUICE_CACHE_DIR         where compiled kernels are kept when the context's options name
  *                            no folder (then $XDG_CACHE_HOME/sluice, ~/.cache/sluice); a
@@ -51,7 +63,8 @@
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   Each changes the generated source or options, hence the cache entry; results are the
- *   same under every setting.
+ *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
+ *   it how a float scan's operations are grouped (its last bits, in either mode).
  *
  * Errors
  *   CUDA failures are SLUICE_ERR_CUDA with the CUDA error's name and text in the diagnostic;
