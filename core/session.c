@@ -1,9 +1,10 @@
 /* session.c — the public session API: choosing the backend, parameters, validating each
- * pushed batch against the pipeline before a backend sees it, the FIFO of result batches,
- * and the one-shot sluice_run. Backends implement sl_backend_ops (session.h). */
+ * pushed batch against the pipeline before the executor (exec.h) sees it, the FIFO of result
+ * batches, and the one-shot sluice_run. Backends implement sl_backend_ops (session.h). */
 #include <string.h>
 
 #include "context.h"
+#include "exec.h"
 #include "session.h"
 
 #define SL_DEFAULT_MAX_BATCH_ROWS ((int64_t)1 << 22)
@@ -130,11 +131,16 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
         st = set_param(s, options->params[i].name, options->params[i].text);
     if (st == SLUICE_OK) st = sl_plan_build(ctx, pipeline, backend->id, &s->plan);
     else s->plan.groups = NULL;
+    if (st == SLUICE_OK) st = sl_plan_check(ctx, pipeline, &s->plan, &backend->caps);
     if (st == SLUICE_OK) {
         st = backend->open(s);
-        if (st != SLUICE_OK) sl_plan_free(ctx, &s->plan);
+        if (st == SLUICE_OK) {
+            st = sl_exec_open(s);
+            if (st != SLUICE_OK) backend->close(s);
+        }
     }
     if (st != SLUICE_OK) {
+        sl_plan_free(ctx, &s->plan);
         sl_free(ctx, s->params);
         sl_free(ctx, s);
         return st;
@@ -148,6 +154,7 @@ SLUICE_API void sluice_session_close(sluice_session *s) {
     if (!s) return;
     sluice_context *ctx = s->ctx;
     sl_owned_remove(ctx, &s->link);
+    sl_exec_close(s); /* its sort buffers are backend memory */
     s->backend->close(s);
     drop_queue(s);
     sl_free(ctx, s->queue);
@@ -288,7 +295,7 @@ sluice_status sl_session_push(sluice_session *s, const sluice_column *columns, s
     sl_input in = {0, NULL, -1, on_device};
     sluice_status st = validate_batch(s, columns, count, on_device, data, &in);
     if (st == SLUICE_OK) {
-        st = s->backend->push(s, &in);
+        st = sl_exec_push(s, &in);
         if (st == SLUICE_OK) s->rows_in += in.rows;
     }
     if (data != stack_data) sl_free(s->ctx, data);
@@ -305,7 +312,7 @@ SLUICE_API sluice_status sluice_session_flush(sluice_session *s) {
     sl_diag_clear(s->ctx);
     if (s->flushed)
         return sl_error(s->ctx, SLUICE_ERR_MISUSE, "flush called twice; call sluice_session_reset first");
-    SL_TRY(s->backend->flush(s));
+    SL_TRY(sl_exec_flush(s));
     s->flushed = true;
     return SLUICE_OK;
 }
@@ -313,7 +320,7 @@ SLUICE_API sluice_status sluice_session_flush(sluice_session *s) {
 SLUICE_API sluice_status sluice_session_reset(sluice_session *s) {
     if (!s) return SLUICE_ERR_INVALID_ARGUMENT;
     sl_diag_clear(s->ctx);
-    SL_TRY(s->backend->reset(s));
+    SL_TRY(sl_exec_reset(s));
     drop_queue(s);
     s->flushed = false;
     s->rows_in = s->rows_out = 0;

@@ -282,8 +282,23 @@ typedef struct sluice_param_value {
 typedef struct sluice_session_options {
     unsigned version;               /* SLUICE_SESSION_OPTIONS_VERSION */
     sluice_backend backend;         /* default SLUICE_BACKEND_AUTO */
-    int64_t max_batch_rows;         /* scratch is sized for this many rows; bigger batches
-                                       are cut internally. 0: 1<<22 */
+    int64_t max_batch_rows;         /* scratch is sized for this many rows. 0: 1<<22.
+                                       A bigger batch is still accepted, and its results are
+                                       always those of the whole batch, on every backend:
+                                       - it is cut into pieces of at most this many rows
+                                         when no boundary means anything (no offsets input,
+                                         no `reset: batch` scan, no `per: batch` sort); each
+                                         piece is then a result batch of its own;
+                                       - with an offsets input in host memory (and neither
+                                         of the others), it is cut between segments, each
+                                         piece holding at most this many rows and segments,
+                                         or one segment when a segment alone is longer;
+                                       - otherwise (a `reset: batch` scan or `per: batch`
+                                         sort, or offsets in device memory) it runs whole:
+                                         the session's scratch grows to fit it and stays
+                                         that size (SLUICE_ERR_NO_MEMORY if it cannot).
+                                       Rows sorted by a stream-wide sort go on through the
+                                       stages after it by the same rule at flush. */
     const sluice_param_value *params; /* overrides of the file's defaults */
     size_t param_count;
 } sluice_session_options;

@@ -31,8 +31,9 @@
  *     returns them to the device's memory pool in stream order on the legacy default stream;
  *     if work on a non-blocking stream still reads them, synchronise that stream first.
  *   - Nothing is allocated with cudaMalloc on the hot path: a session's scratch, carries
- *     and staging buffers are allocated when it opens, sized for max_batch_rows (bigger
- *     batches are cut); device outputs come from the stream-ordered memory pool.
+ *     and staging buffers are allocated when it opens, sized for max_batch_rows (a bigger
+ *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,
+ *     max_batch_rows); device outputs come from the stream-ordered memory pool.
  *
  * Performance
  *   Each fused group is one persistent kernel: as many blocks as fit on the GPU at once,

@@ -1,11 +1,13 @@
 /* test_cuda_host.c — the CUDA backend's column flow without a GPU: replays every plan group
  * of a pipeline as core/cuda/backend.c runs it (inputs first; a fused group reads its
  * layout's inputs and passthrough columns and writes its outputs; a sort reads and moves the
- * columns sl_cuda_sort_moves gives, and only those exist after it) and checks that no group
- * reads a column no earlier group wrote and that every output exists at the end. On the H200
- * such a mismatch was a NULL column pointer ("input 2 of a fused GPU group is NULL"): this
- * catches the class in CI. Pipelines: the shipped ones, ones built to stress liveness, and
- * random ones. Skips (77) in builds without CUDA. */
+ * plan group's columns, and only those exist after it) and checks that no group reads a
+ * column no earlier group wrote and that every output exists at the end. On the H200 such a
+ * mismatch was a NULL column pointer ("input 2 of a fused GPU group is NULL"): this catches
+ * the class in CI. It also checks that the generated kernel's layout is exactly the physical
+ * plan's (core/plan.h) input, output and pass-through lists and carry phases: one liveness
+ * and one carry analysis for every backend. Pipelines: the shipped ones, ones built to stress
+ * liveness, and random ones. Skips (77) in builds without CUDA. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +16,6 @@
 #if __has_include(<nvrtc.h>)
 #include "cuda/codegen.h"
 #include "cuda/fused.h"
-#include "cuda/host.h"
 #include "plan.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -32,6 +33,24 @@ static void check_flow(sluice_context *ctx, const char *yaml) {
             sluice_status st = sl_cuda_codegen(ctx, p, &plan, g, 90, &cg);
             if (st != SLUICE_OK) tu_print_diags(ctx);
             ck_assert_int_eq(st, SLUICE_OK);
+            const sl_group *pg = &plan.groups[g];
+            int ndata = 0; /* the layout lists an offsets input too; the plan does not */
+            for (int i = 0; i < cg.ninputs; i++) {
+                if (p->columns[cg.inputs[i]].role == SLUICE_ROLE_OFFSETS) continue;
+                ck_assert_msg(ndata < pg->nin && cg.inputs[i] == pg->in[ndata],
+                              "%s: group %d: the kernel reads '%s', the plan does not list it",
+                              p->name, g, p->columns[cg.inputs[i]].name);
+                ndata++;
+            }
+            ck_assert_msg(ndata == pg->nin, "%s: group %d reads %d columns, the plan lists %d",
+                          p->name, g, ndata, pg->nin);
+            ck_assert_int_eq(cg.noutputs, pg->nout);
+            for (int i = 0; i < cg.noutputs; i++) ck_assert_int_eq(cg.outputs[i], pg->out[i]);
+            ck_assert_int_eq(cg.npassthrough, pg->npass);
+            for (int i = 0; i < cg.npassthrough; i++) ck_assert_int_eq(cg.passthrough[i], pg->pass[i]);
+            ck_assert_int_eq(cg.compacts, pg->compacts);
+            ck_assert_msg(cg.phases == pg->phases, "%s: group %d: %d kernel phases, plan %d",
+                          p->name, g, cg.phases, pg->phases);
             for (int i = 0; i < cg.ninputs; i++)
                 ck_assert_msg(written[cg.inputs[i]], "%s: group %d reads '%s', which nothing wrote",
                               p->name, g, p->columns[cg.inputs[i]].name);
@@ -45,7 +64,8 @@ static void check_flow(sluice_context *ctx, const char *yaml) {
             for (int i = 0; i < cg.noutputs; i++) written[cg.outputs[i]] = true;
             sl_codegen_free(ctx, &cg);
         } else {
-            sl_cuda_sort_moves(p, plan.groups[g].first, moved);
+            memset(moved, 0, (size_t)p->ncolumns);
+            for (int i = 0; i < plan.groups[g].nin; i++) moved[plan.groups[g].in[i]] = true;
             for (int c = 0; c < p->ncolumns; c++)
                 ck_assert_msg(!moved[c] || written[c], "%s: sort group %d moves '%s', which nothing wrote",
                               p->name, g, p->columns[c].name);
@@ -79,6 +99,14 @@ static const char *const liveness_cases[] = {
     "  - flag: {f: b > 0}\n  - compact: {by: f, columns: [a, b]}\n  - sort: {key: a}\n"
     "  - segmented_scan: {of: b, op: sum, segments: {key: a}, into: s}\n  - filter: s > 1.0\n"
     "output: [a, s]\n",
+    /* map entries nothing needs, after a sort: their reads are not moved, so the kernel
+       must not compute them (the plan's liveness, entry by entry) */
+    "sluice: 1\nname: dead-entries\ninput: {x: f32, y: f32, k: i32}\nstages:\n"
+    "  - sort: {key: k}\n  - map: {a: x + 1.0, b: y * 2.0, c: a * 3.0}\noutput: [b]\n",
+    /* an entry only a later entry of the same map reads (9e0817c), after a sort */
+    "sluice: 1\nname: entry-chain\ninput: {x: f32, k: i32}\nstages:\n"
+    "  - sort: {key: k, per: batch}\n  - map: {a: x + 1.0, b: a * 2.0}\n"
+    "  - scan: {of: b, op: sum, into: s}\n  - filter: s > a\noutput: [s]\n",
     /* offsets input with a scan, then a filter */
     "sluice: 1\nname: offsets-then-filter\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
     "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\n  - filter: s > 0\n"

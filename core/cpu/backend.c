@@ -1,13 +1,11 @@
-/* backend.c — the CPU backend's sl_backend_ops: a session's groups (fused sweeps and radix
- * sorts) wired together, their carries and stream-sort buffers, and the transactional
- * push/flush of core/session.h (a failed call restores every carry and buffer it touched and
- * emits nothing).
+/* backend.c — the CPU backend's operations for the shared executor (core/exec.h): run a
+ * fused group (core/cpu/fused.h) or a radix sort over a piece, in host memory, save and
+ * restore the groups' carries, and make result batches. The executor does the rest (cutting,
+ * walking the groups, stream-wide sort buffers, transactions).
  *
- * A batch flows through the plan's groups in order. Each group reads the columns the previous
- * one wrote (indexed by column id) and writes the columns still needed after it: into the
- * session's result batch when it is the last group, into its own scratch otherwise. A sort
- * `per: stream` appends the rows reaching it to its buffer; flush sorts the buffer and runs
- * the groups after it. */
+ * Each group reads the columns the previous one wrote (indexed by column id) and writes the
+ * columns still needed after it: into the piece's result batch when it is the last group,
+ * into its own scratch otherwise (grown when a piece is larger than max_batch_rows). */
 #include <string.h>
 #include <sys/mman.h>
 
@@ -15,7 +13,7 @@
 #include "cpu/fused.h"
 #include "cpu/sort.h"
 #include "cpu/threads.h"
-#include "session.h"
+#include "exec.h"
 #include "sortkey.h"
 
 typedef struct cpu_group {
@@ -25,12 +23,8 @@ typedef struct cpu_group {
     sl_cpu_carry *carries, *saved;
     /* SORT */
     const sl_sort *sort;
-    int nin;
-    const int *in;         /* columns reaching the sort (its buffer's columns): the plan's */
     int nmove;
     const int *move;       /* columns it moves (needed after it): the plan's */
-    void **sbuf;           /* per column id: stream buffer (per: stream) */
-    int64_t sbuf_rows, sbuf_cap, saved_rows;
     /* output scratch when not the last group: per column id */
     void **scratch;
     int64_t scratch_cap;
@@ -46,9 +40,8 @@ typedef struct cpu_impl {
     void *img[2], *perm[2];
     int64_t sort_cap;
     int64_t *radix_counts;
-    /* column tables (per column id), made at open so a push allocates nothing but its result */
-    const void **push_cols, **flush_cols;
-    void **run_dest, **flush_dest;
+    /* column table (per column id), made at open so a push allocates nothing but its result */
+    void **dest;
 } cpu_impl;
 
 static sluice_status oom(sluice_context *ctx, const char *what, int64_t rows) {
@@ -136,13 +129,8 @@ static sluice_status cpu_open(sluice_session *s) {
         if (!im->radix_counts) st = oom(ctx, "CPU backend state", 0);
     }
     if (st == SLUICE_OK) {
-        size_t n = (size_t)p->ncolumns + 1;
-        im->push_cols = sl_calloc(ctx, n, sizeof(void *));
-        im->flush_cols = sl_calloc(ctx, n, sizeof(void *));
-        im->run_dest = sl_calloc(ctx, n, sizeof(void *));
-        im->flush_dest = sl_calloc(ctx, n, sizeof(void *));
-        if (!im->push_cols || !im->flush_cols || !im->run_dest || !im->flush_dest)
-            st = oom(ctx, "CPU backend state", 0);
+        im->dest = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
+        if (!im->dest) st = oom(ctx, "CPU backend state", 0);
     }
     if (st == SLUICE_OK) {
         im->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *im->groups);
@@ -169,10 +157,6 @@ static sluice_status cpu_open(sluice_session *s) {
         } else {
             const sl_stage *stage = &p->stages[pg->first];
             g->sort = &stage->sort;
-            g->sbuf = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof(void *));
-            if (!g->sbuf) { st = oom(ctx, "CPU backend state", 0); break; }
-            g->nin = pg->nin;
-            g->in = pg->in;
             g->nmove = pg->nout;
             g->move = pg->out;
             g->out = g->move;
@@ -206,10 +190,7 @@ static void cpu_close(sluice_session *s) {
         sl_free(ctx, g->saved);
         if (g->scratch)
             for (int c = 0; c <= p->ncolumns; c++) sl_free_aligned(ctx, g->scratch[c]);
-        if (g->sbuf)
-            for (int c = 0; c <= p->ncolumns; c++) sl_free_aligned(ctx, g->sbuf[c]);
         sl_free(ctx, g->scratch);
-        sl_free(ctx, g->sbuf);
     }
     sl_free(ctx, im->groups);
     for (int i = 0; i < 2; i++) {
@@ -218,10 +199,7 @@ static void cpu_close(sluice_session *s) {
     }
     sl_cpu_pool_destroy(im->pool);
     sl_free(ctx, im->radix_counts);
-    sl_free(ctx, im->push_cols);
-    sl_free(ctx, im->flush_cols);
-    sl_free(ctx, im->run_dest);
-    sl_free(ctx, im->flush_dest);
+    sl_free(ctx, im->dest);
     sl_free(ctx, im);
     s->impl = NULL;
 }
@@ -346,12 +324,14 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
 
 /* ---- running the groups ------------------------------------------------------------------- */
 
-/* Where group gi writes: the result batch (allocated here) when it is the last group, its
- * scratch otherwise. */
-static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, int64_t rows,
-                                 void **dest, sluice_batch **batch) {
+/* Where group gi writes: the piece's result batch (allocated here) when it is the last
+ * group, its scratch otherwise. */
+static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, sl_piece *piece,
+                                 void **dest) {
     const sluice_pipeline *p = s->pipeline;
     cpu_group *g = &im->groups[gi];
+    int64_t rows = piece->rows;
+    memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
     if (gi == im->ngroups - 1) {
         sluice_batch *b = sl_batch_new_host(s->ctx, p, rows);
         if (!b) return oom(s->ctx, "result batch", rows);
@@ -359,11 +339,32 @@ static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, int64_
             dest[p->outputs[i]] = b->owned[i];
             prefer_huge_pages(b->owned[i], (size_t)rows * sluice_type_size(b->columns[i].type));
         }
-        *batch = b;
+        piece->result = b;
+        piece->room = rows;
         return SLUICE_OK;
     }
     SL_TRY(grow_columns(s->ctx, p, g->scratch, g->out, g->nout, 0, &g->scratch_cap, rows));
     for (int j = 0; j < g->nout; j++) dest[g->out[j]] = g->scratch[g->out[j]];
+    return SLUICE_OK;
+}
+
+static sluice_status cpu_run_group(sluice_session *s, sl_piece *piece) {
+    cpu_impl *im = s->impl;
+    const sluice_pipeline *p = s->pipeline;
+    int gi = piece->group;
+    cpu_group *g = &im->groups[gi];
+    void **dest = im->dest;
+    SL_TRY(destination(s, im, gi, piece, dest));
+    int64_t rows_out = piece->rows;
+    sluice_status st;
+    if (g->kind == SL_GROUP_FUSED)
+        st = sl_cpu_fused_run(g->fused, im->pool, s->params, piece->cols, piece->rows,
+                              piece->offsets, piece->nsegments, g->carries, dest, &rows_out);
+    else
+        st = run_sort(s, im, g, piece->cols, piece->rows, dest);
+    if (st != SLUICE_OK) return st; /* the executor frees piece->result */
+    for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = dest[c];
+    piece->rows = rows_out;
     return SLUICE_OK;
 }
 
@@ -403,162 +404,80 @@ static void shrink_batch(sluice_context *ctx, const sluice_pipeline *p, sluice_b
     *bp = small;
 }
 
-static sluice_status append_stream(sluice_session *s, cpu_group *g, const void *const *src,
-                                   int64_t rows) {
+static sluice_status cpu_finish(sluice_session *s, sl_piece *piece, sluice_batch **out) {
     const sluice_pipeline *p = s->pipeline;
-    if (rows == 0) return SLUICE_OK;
-    int64_t want = g->sbuf_rows + rows;
-    SL_TRY(grow_columns(s->ctx, p, g->sbuf, g->in, g->nin, g->sbuf_rows, &g->sbuf_cap, want));
-    for (int j = 0; j < g->nin; j++) {
-        int c = g->in[j];
-        size_t sz = sluice_type_size(p->columns[c].type);
-        memcpy((char *)g->sbuf[c] + (size_t)g->sbuf_rows * sz, src[c], (size_t)rows * sz);
+    sluice_batch *b = piece->result;
+    if (!b) {
+        /* No group wrote a result (a pipeline without stages): copy the columns. */
+        b = sl_batch_new_host(s->ctx, p, piece->rows);
+        if (!b) return oom(s->ctx, "result batch", piece->rows);
+        for (int i = 0; i < p->noutputs; i++) {
+            int c = p->outputs[i];
+            if (piece->rows)
+                memcpy(b->owned[i], piece->cols[c], (size_t)piece->rows * sluice_type_size(p->columns[c].type));
+        }
+        piece->room = piece->rows;
     }
-    g->sbuf_rows = want;
+    finish_batch(p, b, piece->rows);
+    shrink_batch(s->ctx, p, &b, piece->room);
+    *out = b;
     return SLUICE_OK;
 }
 
-/* Runs groups [from, ngroups) over rows rows of cols (per column id). Stops at a stream
- * sort (its rows are buffered). *out: the result batch, or NULL when none was made. */
-static sluice_status run_groups(sluice_session *s, cpu_impl *im, int from, const void **cols,
-                                int64_t rows, const int64_t *offsets, int64_t nsegments,
-                                sluice_batch **out) {
-    const sluice_pipeline *p = s->pipeline;
-    void **dest = im->run_dest;
-    sluice_status st = SLUICE_OK;
-    sluice_batch *batch = NULL;
-    for (int gi = from; gi < im->ngroups && st == SLUICE_OK; gi++) {
-        cpu_group *g = &im->groups[gi];
-        if (g->kind == SL_GROUP_SORT && !g->sort->per_batch) {
-            st = append_stream(s, g, cols, rows);
-            break;
-        }
-        memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
-        st = destination(s, im, gi, rows, dest, &batch);
-        if (st != SLUICE_OK) break;
-        int64_t rows_out = rows, capacity = rows;
-        if (g->kind == SL_GROUP_FUSED) {
-            st = sl_cpu_fused_run(g->fused, im->pool, s->params, cols, rows,
-                                  gi == 0 ? offsets : NULL, nsegments, g->carries, dest, &rows_out);
-        } else {
-            st = run_sort(s, im, g, cols, rows, dest);
-        }
-        if (st != SLUICE_OK) break;
-        for (int c = 0; c <= p->ncolumns; c++) cols[c] = dest[c];
-        rows = rows_out;
-        if (batch) {
-            finish_batch(p, batch, rows);
-            shrink_batch(s->ctx, p, &batch, capacity);
-        }
-    }
-    if (st != SLUICE_OK) {
-        sluice_batch_free(batch);
-        return st;
-    }
-    *out = batch;
-    return SLUICE_OK;
-}
+/* ---- input, memory, transactions ------------------------------------------------------------ */
 
-static void save_state(cpu_impl *im) {
-    for (int gi = 0; gi < im->ngroups; gi++) {
-        cpu_group *g = &im->groups[gi];
-        if (g->fused)
-            memcpy(g->saved, g->carries, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
-        g->saved_rows = g->sbuf_rows;
-    }
-}
-
-static void restore_state(cpu_impl *im) {
-    for (int gi = 0; gi < im->ngroups; gi++) {
-        cpu_group *g = &im->groups[gi];
-        if (g->fused)
-            memcpy(g->carries, g->saved, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
-        g->sbuf_rows = g->saved_rows;
-    }
-}
-
-/* Queues a result batch (empty ones are dropped). */
-static sluice_status emit(sluice_session *s, sluice_batch *b) {
-    if (!b) return SLUICE_OK;
-    if (b->rows == 0) {
-        sluice_batch_free(b);
-        return SLUICE_OK;
-    }
-    return sl_session_emit(s, b);
-}
-
-static sluice_status cpu_push(sluice_session *s, const sl_input *in) {
+static sluice_status cpu_load(sluice_session *s, const sl_input *in, int64_t first, sl_piece *piece) {
     cpu_impl *im = s->impl;
     const sluice_pipeline *p = s->pipeline;
     if (in->on_device)
         return sl_error(s->ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "the CPU backend takes host memory only; this batch is on the device");
-    const void **cols = im->push_cols;
-    memset(cols, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
-    const int64_t *offsets = NULL;
-    for (int c = 0; c < p->ninputs; c++) {
-        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) offsets = in->data[c];
-        else cols[c] = in->data[c];
-    }
-    sluice_status st = SLUICE_OK;
-    sluice_batch *batch = NULL;
-    if (im->ngroups == 0) {
-        /* No stages: the outputs are input columns, copied. */
-        batch = sl_batch_new_host(s->ctx, p, in->rows);
-        if (!batch) st = oom(s->ctx, "result batch", in->rows);
-        for (int i = 0; st == SLUICE_OK && i < p->noutputs; i++) {
-            int c = p->outputs[i];
-            if (in->rows) memcpy(batch->owned[i], cols[c], (size_t)in->rows * sluice_type_size(p->columns[c].type));
-        }
-    } else {
-        save_state(im);
-        for (int gi = 0; gi < im->ngroups; gi++)
-            if (im->groups[gi].fused) sl_cpu_fused_begin_batch(im->groups[gi].fused, im->groups[gi].carries);
-        st = run_groups(s, im, 0, cols, in->rows, offsets, in->nsegments, &batch);
-        if (st != SLUICE_OK) restore_state(im);
-    }
-    if (st == SLUICE_OK) {
-        st = emit(s, batch);
-        if (st != SLUICE_OK && im->ngroups) restore_state(im);
-    }
-    return st;
+    for (int c = 0; c < p->ninputs; c++)
+        if (p->columns[c].role != SLUICE_ROLE_OFFSETS)
+            piece->cols[c] = (const char *)in->data[c] + (size_t)first * sluice_type_size(p->columns[c].type);
+    /* Each piece of a pushed batch starts one: `reset: batch` scans and offsets segments
+     * restart (the executor cuts only where that changes nothing). */
+    for (int gi = 0; gi < im->ngroups; gi++)
+        if (im->groups[gi].fused) sl_cpu_fused_begin_batch(im->groups[gi].fused, im->groups[gi].carries);
+    return SLUICE_OK;
 }
 
-static sluice_status cpu_flush(sluice_session *s) {
+static sluice_status cpu_alloc(sluice_session *s, size_t bytes, void **out) {
+    *out = alloc_big(s->ctx, bytes);
+    return *out ? SLUICE_OK : oom(s->ctx, "rows held for a stream-wide sort", 0);
+}
+
+static void cpu_free(sluice_session *s, void *ptr) { sl_free_aligned(s->ctx, ptr); }
+
+static sluice_status cpu_copy(sluice_session *s, void *dst, const void *src, size_t bytes) {
+    (void)s;
+    if (bytes) memcpy(dst, src, bytes);
+    return SLUICE_OK;
+}
+
+static void cpu_begin(sluice_session *s) {
     cpu_impl *im = s->impl;
-    const sluice_pipeline *p = s->pipeline;
-    save_state(im);
-    const void **cols = im->flush_cols;
-    void **dest = im->flush_dest;
-    sluice_batch *pending = NULL;
-    sluice_status st = SLUICE_OK;
-    for (int gi = 0; st == SLUICE_OK && gi < im->ngroups; gi++) {
+    for (int gi = 0; gi < im->ngroups; gi++) {
         cpu_group *g = &im->groups[gi];
-        if (g->kind != SL_GROUP_SORT || g->sort->per_batch || g->sbuf_rows == 0) continue;
-        int64_t n = g->sbuf_rows;
-        sluice_batch *batch = NULL;
-        memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
-        st = destination(s, im, gi, n, dest, &batch);
-        if (st == SLUICE_OK) st = run_sort(s, im, g, (const void *const *)g->sbuf, n, dest);
-        if (st == SLUICE_OK) {
-            g->sbuf_rows = 0; /* consumed (restored from saved_rows on failure) */
-            if (batch) {
-                finish_batch(p, batch, n);
-                pending = batch;
-            } else {
-                memset(cols, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
-                for (int j = 0; j < g->nmove; j++) cols[g->move[j]] = dest[g->move[j]];
-                st = run_groups(s, im, gi + 1, cols, n, NULL, -1, &batch);
-                if (st == SLUICE_OK && batch) pending = batch;
-            }
-        } else {
-            sluice_batch_free(batch);
-        }
+        if (g->fused)
+            memcpy(g->saved, g->carries, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
     }
-    if (st == SLUICE_OK) st = emit(s, pending);
-    else sluice_batch_free(pending);
-    if (st != SLUICE_OK) restore_state(im);
-    return st;
+}
+
+static sluice_status cpu_settle(sluice_session *s) {
+    (void)s; /* everything ran on the calling thread's pool already */
+    return SLUICE_OK;
+}
+
+static void cpu_commit(sluice_session *s) { (void)s; }
+
+static void cpu_rollback(sluice_session *s) {
+    cpu_impl *im = s->impl;
+    for (int gi = 0; gi < im->ngroups; gi++) {
+        cpu_group *g = &im->groups[gi];
+        if (g->fused)
+            memcpy(g->carries, g->saved, sizeof(sl_cpu_carry) * (size_t)sl_cpu_fused_nscans(g->fused));
+    }
 }
 
 static sluice_status cpu_reset(sluice_session *s) {
@@ -566,7 +485,6 @@ static sluice_status cpu_reset(sluice_session *s) {
     for (int gi = 0; gi < im->ngroups; gi++) {
         cpu_group *g = &im->groups[gi];
         if (g->fused) sl_cpu_fused_initial_carries(g->fused, g->carries);
-        g->sbuf_rows = 0;
     }
     return SLUICE_OK;
 }
@@ -574,5 +492,24 @@ static sluice_status cpu_reset(sluice_session *s) {
 static bool cpu_available(void) { return true; }
 
 const sl_backend_ops sl_cpu_backend = {
-    SLUICE_BACKEND_CPU, "cpu", cpu_available, cpu_open, cpu_push, cpu_flush, cpu_reset, cpu_close,
+    .id = SLUICE_BACKEND_CPU,
+    .name = "cpu",
+    .available = cpu_available,
+    .caps = {.max_phases = 0, .one_offsets_per_group = false},
+    .max_sort_rows = 0,
+    .open = cpu_open,
+    .close = cpu_close,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .check_input = NULL,
+    .reserve = NULL, /* scratch grows on demand (destination, run_sort, the fused group) */
+    .load = cpu_load,
+    .run_group = cpu_run_group,
+    .finish = cpu_finish,
+    .begin = cpu_begin,
+    .settle = cpu_settle,
+    .commit = cpu_commit,
+    .rollback = cpu_rollback,
+    .reset = cpu_reset,
 };

@@ -1,29 +1,31 @@
-/* backend.c — the CUDA backend's host side: the sl_backend_ops table, sessions on streams,
- * device memory (scratch, column buffers, carries) sized when a session opens, host batches
- * staged through a ring of pinned buffers on a copy stream, sorts through kernels/sort.cu,
- * stream-wide sorts accumulated on the device until flush, and the public sluice_cuda.h.
+/* backend.c — the CUDA backend's operations for the shared executor (core/exec.h), and the
+ * public sluice_cuda.h: sessions on streams, device memory (scratch, column buffers,
+ * carries) sized when a session opens and grown for a batch that cannot be cut, host
+ * batches staged through a ring of pinned buffers on a copy stream, sorts through
+ * kernels/sort.cu, result batches copied out or left on the device.
  *
- * How a batch runs. cur[c] is the device pointer of pipeline column c's latest version.
- * Inputs point at the caller's device memory or at the session's input buffers (host
- * batches, copied in). Each plan group then runs in order on the session's stream: a fused
- * group (core/cuda/fused.h) reads cur[] and writes its own buffers; a sort group moves the
- * columns still needed. Rows only change at a compaction, whose kept count is the one thing
- * the host waits for. A per-stream sort appends the rows to device buffers and the groups
- * after it run at flush, over the sorted rows cut into max_batch_rows pieces.
+ * How a piece runs. piece->cols[c] is the device pointer of pipeline column c's latest
+ * version. Inputs point at the caller's device memory or at the session's input buffers
+ * (host batches, copied in by `load`). Each plan group then runs on the session's stream: a
+ * fused group (core/cuda/fused.h) reads the columns the plan lists and writes its own
+ * buffers (or, as the last writer of an output column kept on the device, the result batch
+ * in place); a sort moves the plan's columns. Rows only change at a compaction, whose kept
+ * count is the one thing the host waits for. A stream-wide sort at flush sorts the
+ * executor's device buffer into temporaries from the session's pool, freed when the flush
+ * settles.
  *
- * Transactions (core/session.h): every fused group has two carries; a push writes the
- * spare one and the push commits by flipping which one is live. Rows appended to a
- * stream sort and batches emitted count only once the push commits. */
+ * Transactions (core/session.h): every fused group has two carries; a call writes the spare
+ * one and commit flips which one is live, so a rollback has nothing to undo. */
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
 #include "context.h"
+#include "cuda/codegen.h"
 #include "cuda/fused.h"
-#include "cuda/host.h"
 #include "cuda/offsets_check.h"
 #include "cuda/sort.h"
-#include "session.h"
+#include "exec.h"
 #include "sluice_cuda.h"
 
 /* Pinned staging ring for host batches: two slots, so the CPU fills one while the copy
@@ -38,19 +40,16 @@ typedef struct group_state {
     const sl_cuda_group_layout *layout;
     void *carry[2];    /* device; carry[live] holds the committed state */
     int live;
-    bool touched;      /* written in the current (uncommitted) push */
-    void **out_buf;    /* per layout output: device buffer for max_batch_rows rows */
+    bool touched;      /* written in the current (uncommitted) call */
+    void **out_buf;    /* per layout output: device buffer for cap_rows rows */
     /* sort */
     const sl_sort *sort;
-    int ncols;
-    int *cols;          /* pipeline column ids moved by the sort (keys included) */
-    sluice_type *types;
-    sl_cuda_sort prepared;  /* per-batch sorts: sized for max_batch_rows */
-    void **sort_out;        /* per moved column: max_batch_rows rows (per-batch sorts) */
-    /* stream-wide sort: rows accumulated on the device until flush */
     bool per_stream;
-    void **acc;
-    int64_t acc_rows, acc_pending, acc_cap;
+    int ncols;
+    const int *cols;        /* the plan group's columns (keys included), moved together */
+    sluice_type *types;
+    sl_cuda_sort prepared;  /* per-batch sorts: sized for cap_rows */
+    void **sort_out;        /* per moved column: cap_rows rows (per-batch sorts) */
 } group_state;
 
 typedef struct cuda_session {
@@ -64,16 +63,17 @@ typedef struct cuda_session {
     void *dev_small;        /* device: kept-row count and offsets verdict */
     void *scratch;
     size_t scratch_bytes;
+    int64_t cap_rows;       /* rows the per-batch buffers hold: max_batch_rows, or more after
+                               a batch that could not be cut */
     void **in_buf;          /* per pipeline input: device buffer for host batches */
-    const void **cur;       /* per pipeline column */
     int ngroups;
     group_state *groups;
     int *final_group;       /* per pipeline column: last group writing it, -1 none */
     int offsets_input;      /* pipeline column id of the offsets input, -1 none */
     int64_t offsets_cap;    /* entries in in_buf[offsets_input] */
-    bool cut_invariant;     /* output independent of where batches are cut */
-    cudaMemPool_t pool;     /* device outputs and stream-sort buffers */
-    sluice_status sticky;   /* a sticky CUDA error seen: every later call fails */
+    cudaMemPool_t pool;     /* device outputs, stream-sort buffers and flush temporaries */
+    void **temps;           /* pool memory of the current call, freed when it settles */
+    int ntemps, temps_cap;
 } cuda_session;
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -158,27 +158,43 @@ static size_t type_size(const sluice_pipeline *p, int column) {
     return sluice_type_size(p->columns[column].type);
 }
 
-static void free_group(sluice_context *ctx, cuda_session *cs, group_state *g) {
+/* Frees the per-batch buffers sized by cap_rows (reserve reallocates them). */
+static void free_batch_buffers(sluice_session *s, cuda_session *cs) {
+    sluice_context *ctx = s->ctx;
+    for (int gi = 0; cs->groups && gi < cs->ngroups; gi++) {
+        group_state *g = &cs->groups[gi];
+        for (int i = 0; g->out_buf && g->layout && i < g->layout->noutputs; i++) {
+            if (g->out_buf[i]) cudaFree(g->out_buf[i]);
+            g->out_buf[i] = NULL;
+        }
+        for (int i = 0; g->sort_out && i < g->ncols; i++) {
+            if (g->sort_out[i]) cudaFree(g->sort_out[i]);
+            g->sort_out[i] = NULL;
+        }
+    }
+    for (int i = 0; cs->in_buf && i < s->pipeline->ninputs; i++) {
+        if (i == cs->offsets_input) continue; /* sized by segments, grown by load */
+        if (cs->in_buf[i]) cudaFree(cs->in_buf[i]);
+        cs->in_buf[i] = NULL;
+    }
+    if (cs->scratch) cudaFree(cs->scratch);
+    cs->scratch = NULL;
+    cs->scratch_bytes = 0;
+    (void)ctx;
+}
+
+static void free_group(sluice_context *ctx, group_state *g) {
     if (g->fused) sl_cuda_group_free(ctx, g->fused);
     for (int i = 0; i < 2; i++)
         if (g->carry[i]) cudaFree(g->carry[i]);
-    if (g->out_buf) {
-        for (int i = 0; g->layout && i < g->layout->noutputs; i++)
-            if (g->out_buf[i]) cudaFree(g->out_buf[i]);
-        sl_free(ctx, g->out_buf);
-    }
-    if (g->sort_out) {
-        for (int i = 0; i < g->ncols; i++)
-            if (g->sort_out[i]) cudaFree(g->sort_out[i]);
-        sl_free(ctx, g->sort_out);
-    }
-    if (g->acc) {
-        for (int i = 0; i < g->ncols; i++)
-            if (g->acc[i]) cudaFreeAsync(g->acc[i], cs->stream);
-        sl_free(ctx, g->acc);
-    }
-    sl_free(ctx, g->cols);
+    sl_free(ctx, g->out_buf);
+    sl_free(ctx, g->sort_out);
     sl_free(ctx, g->types);
+}
+
+static void free_temps(cuda_session *cs) {
+    for (int i = 0; i < cs->ntemps; i++) cudaFreeAsync(cs->temps[i], cs->stream);
+    cs->ntemps = 0;
 }
 
 static void cuda_close(sluice_session *s) {
@@ -186,18 +202,20 @@ static void cuda_close(sluice_session *s) {
     if (!cs) return;
     sluice_context *ctx = s->ctx;
     int prev = cs->stream ? enter_device(cs) : -1;
-    if (cs->stream) cudaStreamSynchronize(cs->stream);
-    for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, cs, &cs->groups[i]);
-    if (cs->stream) cudaStreamSynchronize(cs->stream);
+    if (cs->stream) {
+        free_temps(cs);
+        cudaStreamSynchronize(cs->stream);
+    }
+    free_batch_buffers(s, cs);
+    for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, &cs->groups[i]);
     sl_free(ctx, cs->groups);
     if (cs->in_buf) {
         for (int i = 0; i < s->pipeline->ninputs; i++)
             if (cs->in_buf[i]) cudaFree(cs->in_buf[i]);
         sl_free(ctx, cs->in_buf);
     }
-    sl_free(ctx, (void *)cs->cur);
+    sl_free(ctx, cs->temps);
     sl_free(ctx, cs->final_group);
-    if (cs->scratch) cudaFree(cs->scratch);
     if (cs->dev_small) cudaFree(cs->dev_small);
     for (int i = 0; i < STAGING_SLOTS; i++) {
         if (cs->pinned[i]) cudaFreeHost(cs->pinned[i]);
@@ -217,36 +235,6 @@ static void cuda_close(sluice_session *s) {
     s->impl = NULL;
 }
 
-void sl_cuda_sort_moves(const sluice_pipeline *p, int stage, bool *moved) {
-    sl_cuda_columns_needed_from(p, stage + 1, moved);
-    const sl_sort *so = &p->stages[stage].sort;
-    const bool *live = p->stages[stage].live_after;
-    for (int c = 0; c < p->ncolumns; c++) moved[c] = moved[c] && live[c];
-    for (int k = 0; k < so->nkeys; k++) moved[so->keys[k]] = true;
-    for (int c = 0; c < p->ncolumns; c++)
-        if (p->columns[c].role == SLUICE_ROLE_OFFSETS) moved[c] = false;
-}
-
-/* The sort's moved columns (core/cuda/host.h) as a list, with their types. */
-static sluice_status sort_columns(sluice_context *ctx, const sluice_pipeline *p, int stage,
-                                  group_state *g) {
-    bool *moved = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *moved);
-    g->cols = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->cols);
-    g->types = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *g->types);
-    if (!moved || !g->cols || !g->types) {
-        sl_free(ctx, moved);
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-    }
-    sl_cuda_sort_moves(p, stage, moved);
-    for (int c = 0; c < p->ncolumns; c++) {
-        if (!moved[c]) continue;
-        g->types[g->ncols] = p->columns[c].type;
-        g->cols[g->ncols++] = c;
-    }
-    sl_free(ctx, moved);
-    return SLUICE_OK;
-}
-
 static sluice_status sort_desc(const group_state *g, sl_cuda_sort_desc *d) {
     memset(d, 0, sizeof *d);
     d->ncolumns = g->ncols;
@@ -264,12 +252,50 @@ static sluice_status sort_desc(const group_state *g, sl_cuda_sort_desc *d) {
     return SLUICE_OK;
 }
 
-static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi, size_t *scratch) {
+/* Allocates the per-batch buffers for `rows` rows: input buffers of host batches, each
+ * fused group's outputs and scratch, each per-batch sort's outputs and scratch. */
+static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, int64_t rows) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    size_t n = (size_t)rows;
+    for (int i = 0; i < p->ninputs; i++)
+        if (i != cs->offsets_input)
+            SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i), "an input buffer"));
+    size_t scratch = 256;
+    for (int gi = 0; gi < cs->ngroups; gi++) {
+        group_state *g = &cs->groups[gi];
+        if (g->kind == SL_GROUP_FUSED) {
+            for (int i = 0; i < g->layout->noutputs; i++)
+                SL_TRY(device_alloc(ctx, &g->out_buf[i], n * type_size(p, g->layout->outputs[i]),
+                                    "a column buffer"));
+            size_t need = sl_cuda_group_scratch_size(g->fused, rows);
+            if (need > scratch) scratch = need;
+            continue;
+        }
+        if (g->per_stream) continue; /* sorted at flush into temporaries */
+        sl_cuda_sort_desc d;
+        if (sort_desc(g, &d) != SLUICE_OK)
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "internal: sort keys are not moved by the sort");
+        sluice_status st = sl_cuda_sort_prepare(&g->prepared, &d, rows);
+        if (st != SLUICE_OK)
+            return sl_error(ctx, st, "cannot prepare the GPU sort for %lld rows (at most %lld)",
+                            (long long)rows, (long long)SL_CUDA_SORT_MAX_ROWS);
+        if (g->prepared.scratch_bytes > scratch) scratch = g->prepared.scratch_bytes;
+        for (int c = 0; c < g->ncols; c++)
+            SL_TRY(device_alloc(ctx, &g->sort_out[c], n * sluice_type_size(g->types[c]),
+                                "a sorted column"));
+    }
+    SL_TRY(device_alloc(ctx, &cs->scratch, scratch, "scratch"));
+    cs->scratch_bytes = scratch;
+    cs->cap_rows = rows;
+    return SLUICE_OK;
+}
+
+static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     const sl_group *pg = &s->plan.groups[gi];
     group_state *g = &cs->groups[gi];
-    size_t rows = (size_t)s->max_batch_rows;
     g->kind = pg->kind;
     if (pg->kind == SL_GROUP_FUSED) {
         SL_TRY(sl_cuda_group_prepare(ctx, p, &s->plan, gi, cs->arch, &g->fused));
@@ -281,37 +307,21 @@ static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi, siz
                  "initialising a carry");
         g->out_buf = sl_calloc(ctx, (size_t)g->layout->noutputs + 1, sizeof *g->out_buf);
         if (!g->out_buf) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-        for (int i = 0; i < g->layout->noutputs; i++) {
-            int c = g->layout->outputs[i];
-            SL_TRY(device_alloc(ctx, &g->out_buf[i], rows * type_size(p, c), "a column buffer"));
-            cs->final_group[c] = gi;
-        }
-        size_t need = sl_cuda_group_scratch_size(g->fused, s->max_batch_rows);
-        if (need > *scratch) *scratch = need;
+        for (int i = 0; i < g->layout->noutputs; i++) cs->final_group[g->layout->outputs[i]] = gi;
         return SLUICE_OK;
     }
     g->sort = &p->stages[pg->first].sort;
     g->per_stream = !g->sort->per_batch;
-    SL_TRY(sort_columns(ctx, p, pg->first, g));
-    sl_cuda_sort_desc d;
-    if (sort_desc(g, &d) != SLUICE_OK)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sort keys are not live at the sort");
-    for (int c = 0; c < g->ncols; c++) cs->final_group[g->cols[c]] = gi;
-    if (g->per_stream) {
-        g->acc = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *g->acc);
-        if (!g->acc) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-        return SLUICE_OK;
-    }
-    sluice_status st = sl_cuda_sort_prepare(&g->prepared, &d, s->max_batch_rows);
-    if (st != SLUICE_OK)
-        return sl_error(ctx, st, "cannot prepare the GPU sort for %lld rows (at most %lld)",
-                        (long long)s->max_batch_rows, (long long)SL_CUDA_SORT_MAX_ROWS);
-    if (g->prepared.scratch_bytes > *scratch) *scratch = g->prepared.scratch_bytes;
+    g->ncols = pg->nin; /* the plan's: the keys and every live column needed after it */
+    g->cols = pg->in;
+    g->types = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *g->types);
     g->sort_out = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *g->sort_out);
-    if (!g->sort_out) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
-    for (int c = 0; c < g->ncols; c++)
-        SL_TRY(device_alloc(ctx, &g->sort_out[c], rows * sluice_type_size(g->types[c]),
-                            "a sorted column"));
+    if (!g->types || !g->sort_out)
+        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+    for (int c = 0; c < g->ncols; c++) {
+        g->types[c] = p->columns[g->cols[c]].type;
+        cs->final_group[g->cols[c]] = gi;
+    }
     return SLUICE_OK;
 }
 
@@ -351,36 +361,21 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
              "configuring a memory pool");
 
     size_t ncol = (size_t)p->ncolumns + 1;
-    cs->cur = sl_calloc(ctx, ncol, sizeof *cs->cur);
     cs->final_group = sl_calloc(ctx, ncol, sizeof *cs->final_group);
     cs->in_buf = sl_calloc(ctx, (size_t)p->ninputs + 1, sizeof *cs->in_buf);
     cs->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *cs->groups);
-    if (!cs->cur || !cs->final_group || !cs->in_buf || !cs->groups)
+    if (!cs->final_group || !cs->in_buf || !cs->groups)
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
     cs->ngroups = s->plan.ngroups;
     for (int c = 0; c < p->ncolumns; c++) cs->final_group[c] = -1;
-
-    /* Batch cutting keeps the output the same unless a batch boundary means something. */
-    cs->offsets_input = -1;
-    cs->cut_invariant = true;
-    for (int i = 0; i < p->ninputs; i++)
-        if (p->columns[i].role == SLUICE_ROLE_OFFSETS) cs->offsets_input = i, cs->cut_invariant = false;
-    for (int i = 0; i < p->nstages; i++) {
-        const sl_stage *st = &p->stages[i];
-        if (st->kind == SL_STAGE_SCAN && st->scan.reset_per_batch) cs->cut_invariant = false;
-        if (st->kind == SL_STAGE_SORT && st->sort.per_batch) cs->cut_invariant = false;
+    cs->offsets_input = s->plan.offsets_input;
+    if (cs->offsets_input >= 0) {
+        cs->offsets_cap = s->max_batch_rows + 1;
+        SL_TRY(device_alloc(ctx, &cs->in_buf[cs->offsets_input],
+                            (size_t)cs->offsets_cap * sizeof(int64_t), "the offsets buffer"));
     }
-
-    size_t rows = (size_t)s->max_batch_rows;
-    for (int i = 0; i < p->ninputs; i++) {
-        size_t n = p->columns[i].role == SLUICE_ROLE_OFFSETS ? rows + 1 : rows;
-        if (p->columns[i].role == SLUICE_ROLE_OFFSETS) cs->offsets_cap = (int64_t)n;
-        SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i), "an input buffer"));
-    }
-    size_t scratch = 256;
-    for (int gi = 0; gi < cs->ngroups; gi++) SL_TRY(open_group(s, cs, gi, &scratch));
-    cs->scratch_bytes = scratch;
-    SL_TRY(device_alloc(ctx, &cs->scratch, scratch, "scratch"));
+    for (int gi = 0; gi < cs->ngroups; gi++) SL_TRY(open_group(s, cs, gi));
+    SL_TRY(alloc_batch_buffers(s, cs, s->max_batch_rows));
     CUDA_TRY(ctx, cudaDeviceSynchronize(), "opening a session");
     return SLUICE_OK;
 }
@@ -391,6 +386,22 @@ static sluice_status cuda_open(sluice_session *s) {
     s->impl = cs;
     sluice_status st = open_impl(s, cs);
     if (st != SLUICE_OK) cuda_close(s);
+    return st;
+}
+
+/* A piece larger than the per-batch buffers (a batch that cannot be cut): waits for the
+ * work still using them and allocates them again for `rows` rows. They stay that size. */
+static sluice_status reserve_impl(sluice_session *s, cuda_session *cs, int64_t rows) {
+    if (rows <= cs->cap_rows) return SLUICE_OK;
+    CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->stream), "growing the session's buffers");
+    CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->copy), "growing the session's buffers");
+    free_batch_buffers(s, cs);
+    sluice_status st = alloc_batch_buffers(s, cs, rows);
+    if (st != SLUICE_OK) {
+        /* Back to the size the session opened with, so it stays usable. */
+        free_batch_buffers(s, cs);
+        if (alloc_batch_buffers(s, cs, s->max_batch_rows) != SLUICE_OK) cs->cap_rows = 0;
+    }
     return st;
 }
 
@@ -482,13 +493,7 @@ static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst,
     return SLUICE_OK;
 }
 
-/* ---- running the groups ----------------------------------------------------------------- */
-
-/* The batch being built by one run: created when the first final producer of an output
- * column runs (device outputs), so that group writes the result in place. */
-typedef struct run_out {
-    sluice_batch *batch;
-} run_out;
+/* ---- running a piece ------------------------------------------------------------------ */
 
 static sluice_status read_count(sluice_context *ctx, cuda_session *cs, const void *dev, int64_t *out) {
     CUDA_TRY(ctx, cudaMemcpyAsync(cs->pinned_small, dev, sizeof(int64_t), cudaMemcpyDeviceToHost,
@@ -498,69 +503,31 @@ static sluice_status read_count(sluice_context *ctx, cuda_session *cs, const voi
     return SLUICE_OK;
 }
 
-/* Where group gi writes column c: in place in the result batch when it is the column's
- * last writer and outputs stay on the device, else `own`. */
-static sluice_status destination(sluice_session *s, cuda_session *cs, run_out *ro, int gi, int c,
-                                 int64_t rows, void *own, void **out) {
+/* Where group gi writes column c: in place in the piece's result batch when it is the
+ * column's last writer and outputs stay on the device, else `own`. */
+static sluice_status destination(sluice_session *s, cuda_session *cs, sl_piece *piece, int gi,
+                                 int c, void *own, void **out) {
     *out = own;
     if (!s->outputs_on_device || cs->final_group[c] != gi) return SLUICE_OK;
     const sluice_pipeline *p = s->pipeline;
     for (int i = 0; i < p->noutputs; i++) {
         if (p->outputs[i] != c) continue;
-        if (!ro->batch) SL_TRY(device_batch_new(s, cs, rows, &ro->batch));
-        *out = ro->batch->owned[i];
+        if (!piece->result) {
+            SL_TRY(device_batch_new(s, cs, piece->rows, &piece->result));
+            piece->room = piece->rows;
+        }
+        *out = piece->result->owned[i];
         return SLUICE_OK;
     }
     return SLUICE_OK;
 }
 
-static sluice_status append_stream_rows(sluice_session *s, cuda_session *cs, group_state *g,
-                                        int64_t rows) {
-    sluice_context *ctx = s->ctx;
-    int64_t need = g->acc_pending + rows;
-    if (need > SL_CUDA_SORT_MAX_ROWS)
-        return sl_error(ctx, SLUICE_ERR_LIMIT,
-                        "a stream-wide sort holds at most %lld rows; this stream reached %lld "
-                        "(use per: batch or shorter streams)",
-                        (long long)SL_CUDA_SORT_MAX_ROWS, (long long)need);
-    if (need > g->acc_cap) {
-        /* Growth is geometric: a stream of N rows reallocates O(log N) times in all. */
-        int64_t cap = g->acc_cap ? g->acc_cap * 2 : s->max_batch_rows;
-        if (cap < need) cap = need;
-        for (int c = 0; c < g->ncols; c++) {
-            size_t w = sluice_type_size(g->types[c]);
-            void *grown;
-            SL_TRY(pool_alloc(ctx, cs, &grown, (size_t)cap * w, "rows held for a stream-wide sort"));
-            if (g->acc[c]) {
-                CUDA_TRY(ctx, cudaMemcpyAsync(grown, g->acc[c], (size_t)g->acc_pending * w,
-                                              cudaMemcpyDeviceToDevice, cs->stream),
-                         "growing a stream-wide sort");
-                cudaFreeAsync(g->acc[c], cs->stream);
-            }
-            g->acc[c] = grown;
-        }
-        g->acc_cap = cap;
-    }
-    for (int c = 0; c < g->ncols; c++) {
-        size_t w = sluice_type_size(g->types[c]);
-        if (rows)
-            CUDA_TRY(ctx, cudaMemcpyAsync((char *)g->acc[c] + (size_t)g->acc_pending * w,
-                                          cs->cur[g->cols[c]], (size_t)rows * w,
-                                          cudaMemcpyDeviceToDevice, cs->stream),
-                     "holding rows for a stream-wide sort");
-    }
-    g->acc_pending = need;
-    return SLUICE_OK;
-}
-
-static sluice_status emit_rows(sluice_session *s, cuda_session *cs, run_out *ro, int64_t rows);
-
 /* Every column a group reads must have been written by an earlier group (or be an input):
- * a mismatch between the planner's liveness and a group's layout is reported by name. */
-static sluice_status check_written(sluice_session *s, cuda_session *cs, int gi, const int *cols,
-                                   int n) {
+ * a mismatch between the plan and a group's layout is reported by name. */
+static sluice_status check_written(sluice_session *s, const sl_piece *piece, int gi,
+                                   const int *cols, int n) {
     for (int i = 0; i < n; i++)
-        if (!cs->cur[cols[i]])
+        if (cols[i] != s->plan.offsets_input && !piece->cols[cols[i]])
             return sl_error(s->ctx, SLUICE_ERR_CUDA,
                             "internal: plan group %d of pipeline '%s' reads column '%s', which no "
                             "earlier group wrote on the GPU",
@@ -568,104 +535,143 @@ static sluice_status check_written(sluice_session *s, cuda_session *cs, int gi, 
     return SLUICE_OK;
 }
 
-/* Runs groups [g0, ngroups) over `rows` rows whose columns are in cs->cur, emitting the
- * result batch (if the run reaches the end and produced rows). */
-static sluice_status run_from(sluice_session *s, cuda_session *cs, int g0, int64_t rows,
-                              int64_t nsegments) {
-    sluice_context *ctx = s->ctx;
-    const sluice_pipeline *p = s->pipeline;
-    run_out ro = {NULL};
-    sluice_status st = SLUICE_OK;
-    for (int gi = g0; gi < cs->ngroups && st == SLUICE_OK; gi++) {
-        group_state *g = &cs->groups[gi];
-        if (g->kind == SL_GROUP_FUSED) {
-            const sl_cuda_group_layout *L = g->layout;
-            const void *ins[64];
-            void *outs[64];
-            const void **in = ins;
-            void **outp = outs;
-            if (L->ninputs > 64 || L->noutputs > 64) {
-                in = sl_calloc(ctx, (size_t)L->ninputs + 1, sizeof *in);
-                outp = sl_calloc(ctx, (size_t)L->noutputs + 1, sizeof *outp);
-                if (!in || !outp) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory running a batch");
-            }
-            if (st == SLUICE_OK) st = check_written(s, cs, gi, L->inputs, L->ninputs);
-            for (int i = 0; st == SLUICE_OK && i < L->ninputs; i++) in[i] = cs->cur[L->inputs[i]];
-            for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
-                st = destination(s, cs, &ro, gi, L->outputs[i], rows, g->out_buf[i], &outp[i]);
-            if (st == SLUICE_OK) {
-                int from = g->touched ? !g->live : g->live;
-                sl_cuda_group_io io = {rows, nsegments, in, outp, s->params, g->carry[from],
-                                       g->carry[!g->live], cs->scratch, (int64_t *)cs->dev_small};
-                st = sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
-                if (st == SLUICE_OK) {
-                    g->touched = true;
-                    /* After a compaction rows have moved: only what the group wrote is valid. */
-                    if (L->compacts)
-                        for (int c = 0; c < p->ncolumns; c++) cs->cur[c] = NULL;
-                    for (int i = 0; i < L->noutputs; i++) cs->cur[L->outputs[i]] = outp[i];
-                    if (L->compacts) st = read_count(ctx, cs, cs->dev_small, &rows);
-                }
-            }
-            if (in != ins) sl_free(ctx, (void *)in);
-            if (outp != outs) sl_free(ctx, outp);
-            continue;
+static sluice_status keep_temp(sluice_session *s, cuda_session *cs, void *ptr) {
+    if (cs->ntemps == cs->temps_cap) {
+        int cap = cs->temps_cap ? 2 * cs->temps_cap : 16;
+        void **t = sl_realloc(s->ctx, cs->temps, (size_t)cap * sizeof *t);
+        if (!t) {
+            cudaFreeAsync(ptr, cs->stream);
+            return sl_error(s->ctx, SLUICE_ERR_NO_MEMORY, "out of memory flushing a sort");
         }
-        st = check_written(s, cs, gi, g->cols, g->ncols);
-        if (st == SLUICE_OK && g->per_stream) {
-            st = append_stream_rows(s, cs, g, rows);
-            if (ro.batch) sluice_batch_free(ro.batch);
-            return st; /* the rest runs at flush */
-        }
-        /* per-batch sort */
-        const void *ins[64];
-        void *outs[64];
-        const void **in = ins;
-        void **outp = outs;
-        if (g->ncols > 64) {
-            in = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *in);
-            outp = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *outp);
-            if (!in || !outp) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory running a batch");
-        }
-        for (int c = 0; st == SLUICE_OK && c < g->ncols; c++) {
-            in[c] = cs->cur[g->cols[c]];
-            st = destination(s, cs, &ro, gi, g->cols[c], rows, g->sort_out[c], &outp[c]);
-        }
-        if (st == SLUICE_OK) {
-            cudaError_t e = (cudaError_t)sl_cuda_sort_run(&g->prepared, cs->scratch, rows, g->types,
-                                                          in, outp, cs->stream);
-            if (e != cudaSuccess) st = cuda_status(ctx, e, "sorting");
-            /* Rows have moved: only the sorted columns are valid. */
-            if (st == SLUICE_OK)
-                for (int c = 0; c < p->ncolumns; c++) cs->cur[c] = NULL;
-            for (int c = 0; st == SLUICE_OK && c < g->ncols; c++) cs->cur[g->cols[c]] = outp[c];
-        }
-        if (in != ins) sl_free(ctx, (void *)in);
-        if (outp != outs) sl_free(ctx, outp);
+        cs->temps = t;
+        cs->temps_cap = cap;
     }
-    if (st != SLUICE_OK) {
-        if (ro.batch) sluice_batch_free(ro.batch);
-        return st;
-    }
-    return emit_rows(s, cs, &ro, rows);
+    cs->temps[cs->ntemps++] = ptr;
+    return SLUICE_OK;
 }
 
-static sluice_status emit_rows(sluice_session *s, cuda_session *cs, run_out *ro, int64_t rows) {
+static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *piece) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
+    int gi = piece->group;
+    group_state *g = &cs->groups[gi];
+    const sl_cuda_group_layout *L = g->layout;
+    if (piece->rows > cs->cap_rows)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a piece of %lld rows reached buffers for %lld",
+                        (long long)piece->rows, (long long)cs->cap_rows);
+    const void *ins[64];
+    void *outs[64];
+    const void **in = ins;
+    void **outp = outs;
     sluice_status st = SLUICE_OK;
-    if (rows == 0) {
-        if (ro->batch) sluice_batch_free(ro->batch);
-        return SLUICE_OK;
+    if (L->ninputs > 64 || L->noutputs > 64) {
+        in = sl_calloc(ctx, (size_t)L->ninputs + 1, sizeof *in);
+        outp = sl_calloc(ctx, (size_t)L->noutputs + 1, sizeof *outp);
+        if (!in || !outp) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory running a batch");
     }
-    sluice_batch *b = ro->batch;
+    if (st == SLUICE_OK) st = check_written(s, piece, gi, L->inputs, L->ninputs);
+    for (int i = 0; st == SLUICE_OK && i < L->ninputs; i++)
+        in[i] = L->inputs[i] == s->plan.offsets_input ? (const void *)piece->offsets
+                                                      : piece->cols[L->inputs[i]];
+    for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
+        st = destination(s, cs, piece, gi, L->outputs[i], g->out_buf[i], &outp[i]);
+    if (st == SLUICE_OK) {
+        int from = g->touched ? !g->live : g->live;
+        sl_cuda_group_io io = {piece->rows, piece->nsegments, in, outp, s->params, g->carry[from],
+                               g->carry[!g->live], cs->scratch, (int64_t *)cs->dev_small};
+        st = sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
+    }
+    if (st == SLUICE_OK) {
+        g->touched = true;
+        /* After a compaction rows have moved: only what the group wrote is valid. */
+        if (L->compacts)
+            for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = NULL;
+        for (int i = 0; i < L->noutputs; i++) piece->cols[L->outputs[i]] = outp[i];
+        if (L->compacts) st = read_count(ctx, cs, cs->dev_small, &piece->rows);
+    }
+    if (in != ins) sl_free(ctx, (void *)in);
+    if (outp != outs) sl_free(ctx, outp);
+    return st;
+}
+
+static sluice_status run_sort(sluice_session *s, cuda_session *cs, sl_piece *piece) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    int gi = piece->group;
+    group_state *g = &cs->groups[gi];
+    int64_t n = piece->rows;
+    SL_TRY(check_written(s, piece, gi, g->cols, g->ncols));
+    const sl_cuda_sort *prepared = &g->prepared;
+    sl_cuda_sort flush_sort;
+    void *scratch = cs->scratch;
+    if (g->per_stream) {
+        /* At flush, over the whole stream: sized now; its scratch and sorted columns come
+         * from the pool and are freed when the flush settles. */
+        sl_cuda_sort_desc d;
+        if (sort_desc(g, &d) != SLUICE_OK)
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "internal: sort keys are not moved by the sort");
+        sluice_status st = sl_cuda_sort_prepare(&flush_sort, &d, n);
+        if (st != SLUICE_OK)
+            return sl_error(ctx, st, "cannot prepare the GPU sort for %lld rows", (long long)n);
+        prepared = &flush_sort;
+        SL_TRY(pool_alloc(ctx, cs, &scratch, flush_sort.scratch_bytes, "a stream-wide sort's scratch"));
+        SL_TRY(keep_temp(s, cs, scratch));
+    } else if (n > cs->cap_rows) {
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a piece of %lld rows reached buffers for %lld",
+                        (long long)n, (long long)cs->cap_rows);
+    }
+    const void *ins[64];
+    void *outs[64];
+    const void **in = ins;
+    void **outp = outs;
+    sluice_status st = SLUICE_OK;
+    if (g->ncols > 64) {
+        in = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *in);
+        outp = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *outp);
+        if (!in || !outp) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory running a batch");
+    }
+    for (int c = 0; st == SLUICE_OK && c < g->ncols; c++) {
+        in[c] = piece->cols[g->cols[c]];
+        void *own = g->per_stream ? NULL : g->sort_out[c];
+        if (g->per_stream) {
+            st = pool_alloc(ctx, cs, &own, (size_t)n * sluice_type_size(g->types[c]),
+                            "a stream-wide sort's output");
+            if (st == SLUICE_OK) st = keep_temp(s, cs, own);
+        }
+        if (st == SLUICE_OK) st = destination(s, cs, piece, gi, g->cols[c], own, &outp[c]);
+    }
+    if (st == SLUICE_OK) {
+        cudaError_t e = (cudaError_t)sl_cuda_sort_run(prepared, scratch, n, g->types, in, outp,
+                                                      cs->stream);
+        if (e != cudaSuccess) st = cuda_status(ctx, e, "sorting");
+    }
+    if (st == SLUICE_OK) {
+        /* Rows have moved: only the sorted columns are valid. */
+        for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = NULL;
+        for (int c = 0; c < g->ncols; c++) piece->cols[g->cols[c]] = outp[c];
+    }
+    if (in != ins) sl_free(ctx, (void *)in);
+    if (outp != outs) sl_free(ctx, outp);
+    return st;
+}
+
+static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *piece,
+                                 sluice_batch **out) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    int64_t rows = piece->rows;
+    sluice_status st = SLUICE_OK;
+    sluice_batch *b = piece->result;
+    piece->result = NULL;
     if (s->outputs_on_device) {
         if (!b) SL_TRY(device_batch_new(s, cs, rows, &b));
         for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
             int c = p->outputs[i];
             size_t bytes = (size_t)rows * type_size(p, c);
-            if (cs->cur[c] != b->owned[i]) {
-                cudaError_t e = cudaMemcpyAsync(b->owned[i], cs->cur[c], bytes,
+            if (piece->cols[c] != b->owned[i]) {
+                cudaError_t e = cudaMemcpyAsync(b->owned[i], piece->cols[c], bytes,
                                                 cudaMemcpyDeviceToDevice, cs->stream);
                 if (e != cudaSuccess) st = cuda_status(ctx, e, "writing a result column");
             }
@@ -679,7 +685,7 @@ static sluice_status emit_rows(sluice_session *s, cuda_session *cs, run_out *ro,
         if (e != cudaSuccess) st = cuda_status(ctx, e, "ordering the result copy");
         for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
             int c = p->outputs[i];
-            st = stage_out(ctx, cs, b->owned[i], cs->cur[c], (size_t)rows * type_size(p, c));
+            st = stage_out(ctx, cs, b->owned[i], piece->cols[c], (size_t)rows * type_size(p, c));
         }
     }
     if (st != SLUICE_OK) {
@@ -688,51 +694,11 @@ static sluice_status emit_rows(sluice_session *s, cuda_session *cs, run_out *ro,
     }
     b->rows = rows;
     for (size_t i = 0; i < b->ncolumns; i++) b->columns[i].length = rows;
-    return sl_session_emit(s, b);
+    *out = b;
+    return SLUICE_OK;
 }
 
-/* ---- transactions ------------------------------------------------------------------------ */
-
-typedef struct txn {
-    size_t queue_len;
-    int64_t rows_out;
-} txn;
-
-static txn txn_begin(sluice_session *s, cuda_session *cs) {
-    for (int i = 0; i < cs->ngroups; i++) {
-        cs->groups[i].touched = false;
-        cs->groups[i].acc_pending = cs->groups[i].acc_rows;
-    }
-    txn t = {s->queue_len, s->rows_out};
-    return t;
-}
-
-static sluice_status txn_end(sluice_session *s, cuda_session *cs, txn t, sluice_status st) {
-    if (st == SLUICE_OK) {
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) st = cuda_status(s->ctx, e, "running a batch");
-    }
-    for (int i = 0; i < cs->ngroups; i++) {
-        group_state *g = &cs->groups[i];
-        if (st == SLUICE_OK) {
-            if (g->touched) g->live = !g->live;
-            g->acc_rows = g->acc_pending;
-        }
-        g->touched = false;
-        g->acc_pending = g->acc_rows;
-    }
-    if (st != SLUICE_OK) {
-        /* Drop what this call emitted: the session is as it was before the call. */
-        while (s->queue_len > t.queue_len) {
-            sluice_batch_free(s->queue[s->queue_head + s->queue_len - 1]);
-            s->queue_len--;
-        }
-        s->rows_out = t.rows_out;
-    }
-    return st;
-}
-
-/* ---- push, flush, reset ----------------------------------------------------------------- */
+/* ---- input ---------------------------------------------------------------------------- */
 
 static sluice_status check_device_offsets(sluice_session *s, cuda_session *cs, const sl_input *in,
                                           int64_t *rows) {
@@ -767,146 +733,92 @@ static sluice_status check_device_offsets(sluice_session *s, cuda_session *cs, c
     return SLUICE_OK;
 }
 
-static sluice_status push_piece(sluice_session *s, cuda_session *cs, const sl_input *in,
-                                int64_t first, int64_t rows) {
+static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_input *in,
+                               int64_t first, sl_piece *piece) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
+    int64_t rows = piece->rows;
     int slot = 0;
     bool staged = false;
+    if (rows > cs->cap_rows) SL_TRY(reserve_impl(s, cs, rows));
     if (!in->on_device) {
         /* The input buffers may still be read by the previous piece's work. */
         CUDA_TRY(ctx, cudaEventRecord(cs->computed, cs->stream), "recording an event");
         CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy, cs->computed, 0), "ordering the input copy");
     }
-    /* Only what this piece's groups write is valid: forget the last piece's buffers. */
-    for (int c = p->ninputs; c < p->ncolumns; c++) cs->cur[c] = NULL;
     for (int i = 0; i < p->ninputs; i++) {
-        bool offsets = i == cs->offsets_input;
         size_t w = type_size(p, i);
-        const char *src = (const char *)in->data[i] + (offsets ? 0 : (size_t)first * w);
-        if (in->on_device) {
-            cs->cur[i] = src;
+        if (i == cs->offsets_input) {
+            if (in->on_device) continue; /* piece->offsets: the caller's device offsets */
+            int64_t count = piece->nsegments + 1;
+            if (count > cs->offsets_cap) {
+                /* Empty segments can outnumber rows: grow (rare, geometric; waits for the stream). */
+                int64_t cap = 2 * count;
+                CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "growing the offsets buffer");
+                CUDA_TRY(ctx, cudaStreamSynchronize(cs->copy), "growing the offsets buffer");
+                cudaFree(cs->in_buf[i]);
+                cs->in_buf[i] = NULL;
+                cs->offsets_cap = 0;
+                SL_TRY(device_alloc(ctx, &cs->in_buf[i], (size_t)cap * w, "the offsets buffer"));
+                cs->offsets_cap = cap;
+            }
+            SL_TRY(stage_in(ctx, cs, cs->in_buf[i], piece->offsets, (size_t)count * w, &slot));
+            piece->offsets = cs->in_buf[i];
+            staged = true;
             continue;
         }
-        size_t bytes = (offsets ? (size_t)(in->nsegments + 1) : (size_t)rows) * w;
-        if (offsets && in->nsegments + 1 > cs->offsets_cap) {
-            /* Empty segments can outnumber rows: grow (rare, geometric; waits for the stream). */
-            int64_t cap = 2 * (in->nsegments + 1);
-            CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "growing the offsets buffer");
-            CUDA_TRY(ctx, cudaStreamSynchronize(cs->copy), "growing the offsets buffer");
-            cudaFree(cs->in_buf[i]);
-            cs->in_buf[i] = NULL;
-            cs->offsets_cap = 0;
-            SL_TRY(device_alloc(ctx, &cs->in_buf[i], (size_t)cap * w, "the offsets buffer"));
-            cs->offsets_cap = cap;
+        const char *src = (const char *)in->data[i] + (size_t)first * w;
+        if (in->on_device) {
+            piece->cols[i] = src;
+            continue;
         }
-        SL_TRY(stage_in(ctx, cs, cs->in_buf[i], src, bytes, &slot));
-        cs->cur[i] = cs->in_buf[i];
+        SL_TRY(stage_in(ctx, cs, cs->in_buf[i], src, (size_t)rows * w, &slot));
+        piece->cols[i] = cs->in_buf[i];
         staged = true;
     }
     if (staged) {
         CUDA_TRY(ctx, cudaEventRecord(cs->inputs_ready, cs->copy), "recording an event");
         CUDA_TRY(ctx, cudaStreamWaitEvent(cs->stream, cs->inputs_ready, 0), "ordering the input copy");
     }
-    return run_from(s, cs, 0, rows, in->nsegments);
+    return SLUICE_OK;
 }
 
-static sluice_status push_impl(sluice_session *s, const sl_input *in) {
-    cuda_session *cs = s->impl;
-    sluice_context *ctx = s->ctx;
-    int64_t rows = in->rows;
-    if (cs->offsets_input >= 0 && in->on_device) SL_TRY(check_device_offsets(s, cs, in, &rows));
-    if (rows > s->max_batch_rows && !cs->cut_invariant)
-        return sl_error(ctx, SLUICE_ERR_LIMIT,
-                        "a batch of %lld rows exceeds the session's max_batch_rows (%lld) and this "
-                        "pipeline cannot be cut (offsets input, reset: batch or per-batch sort): "
-                        "open the session with max_batch_rows >= %lld",
-                        (long long)rows, (long long)s->max_batch_rows, (long long)rows);
-    txn t = txn_begin(s, cs);
-    sluice_status st = SLUICE_OK;
-    int64_t first = 0;
-    do {
-        int64_t n = rows - first < s->max_batch_rows ? rows - first : s->max_batch_rows;
-        st = push_piece(s, cs, in, first, n);
-        first += n;
-    } while (st == SLUICE_OK && first < rows);
-    return txn_end(s, cs, t, st);
+/* ---- transactions and reset ----------------------------------------------------------- */
+
+static void begin_impl(cuda_session *cs) {
+    for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false;
 }
 
-/* Sorts the rows a stream-wide sort group holds and runs the groups after it over them. */
-static sluice_status flush_sort(sluice_session *s, cuda_session *cs, int gi) {
-    sluice_context *ctx = s->ctx;
-    group_state *g = &cs->groups[gi];
-    int64_t n = g->acc_pending;
-    if (n == 0) return SLUICE_OK;
-    sl_cuda_sort_desc d;
-    sl_cuda_sort prepared;
-    if (sort_desc(g, &d) != SLUICE_OK) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "bad sort");
-    sluice_status st = sl_cuda_sort_prepare(&prepared, &d, n);
-    if (st != SLUICE_OK) return sl_error(ctx, st, "cannot prepare the GPU sort for %lld rows", (long long)n);
-    /* Flush is not the hot path: the sorted copy and its scratch come from the pool. */
-    void **sorted = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *sorted);
-    void *scratch = NULL;
-    if (!sorted) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory flushing a sort");
-    st = pool_alloc(ctx, cs, &scratch, prepared.scratch_bytes, "a stream-wide sort's scratch");
-    for (int c = 0; c < g->ncols && st == SLUICE_OK; c++)
-        st = pool_alloc(ctx, cs, &sorted[c], (size_t)n * sluice_type_size(g->types[c]),
-                        "a stream-wide sort's output");
-    if (st == SLUICE_OK) {
-        cudaError_t e = (cudaError_t)sl_cuda_sort_run(&prepared, scratch, n, g->types,
-                                                      (const void *const *)g->acc, sorted, cs->stream);
-        if (e != cudaSuccess) st = cuda_status(ctx, e, "sorting the stream");
+static sluice_status settle_impl(sluice_session *s, cuda_session *cs) {
+    cudaError_t e = cudaSuccess;
+    if (cs->ntemps > 0) {
+        /* A flush sorted into temporaries: free them after the work that reads them, and
+         * wait for it, so a fault in it is this call's. */
+        free_temps(cs);
+        e = cudaStreamSynchronize(cs->stream);
     }
-    for (int64_t at = 0; st == SLUICE_OK && at < n; at += s->max_batch_rows) {
-        int64_t len = n - at < s->max_batch_rows ? n - at : s->max_batch_rows;
-        for (int c = 0; c < s->pipeline->ncolumns; c++) cs->cur[c] = NULL;
-        for (int c = 0; c < g->ncols; c++)
-            cs->cur[g->cols[c]] = (char *)sorted[c] + (size_t)at * sluice_type_size(g->types[c]);
-        st = run_from(s, cs, gi + 1, len, -1);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(s->ctx, e, "running a batch");
+    return SLUICE_OK;
+}
+
+static void commit_impl(cuda_session *cs) {
+    for (int i = 0; i < cs->ngroups; i++) {
+        group_state *g = &cs->groups[i];
+        if (g->touched) g->live = !g->live;
+        g->touched = false;
     }
-    /* Results are in emitted batches (copied out of `sorted`) once the stream gets here. */
-    if (scratch) cudaFreeAsync(scratch, cs->stream);
-    for (int c = 0; c < g->ncols; c++)
-        if (sorted[c]) cudaFreeAsync(sorted[c], cs->stream);
-    sl_free(ctx, sorted);
-    if (st == SLUICE_OK) g->acc_pending = 0;
-    return st;
 }
 
-static sluice_status cuda_push(sluice_session *s, const sl_input *in) {
-    int prev = enter_device(s->impl);
-    sluice_status st = push_impl(s, in);
-    leave_device(s->impl, prev);
-    return st;
+static void rollback_impl(cuda_session *cs) {
+    free_temps(cs);
+    for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false; /* spare carries */
 }
 
-static sluice_status flush_impl(sluice_session *s) {
-    cuda_session *cs = s->impl;
-    txn t = txn_begin(s, cs);
-    sluice_status st = SLUICE_OK;
-    for (int gi = 0; gi < cs->ngroups && st == SLUICE_OK; gi++)
-        if (cs->groups[gi].kind == SL_GROUP_SORT && cs->groups[gi].per_stream)
-            st = flush_sort(s, cs, gi);
-    if (st == SLUICE_OK) {
-        cudaError_t e = cudaStreamSynchronize(cs->stream);
-        if (e != cudaSuccess) st = cuda_status(s->ctx, e, "flushing the stream");
-    }
-    return txn_end(s, cs, t, st);
-}
-
-static sluice_status cuda_flush(sluice_session *s) {
-    int prev = enter_device(s->impl);
-    sluice_status st = flush_impl(s);
-    leave_device(s->impl, prev);
-    return st;
-}
-
-static sluice_status reset_impl(sluice_session *s) {
-    cuda_session *cs = s->impl;
+static sluice_status reset_impl(sluice_session *s, cuda_session *cs) {
     sluice_context *ctx = s->ctx;
     for (int gi = 0; gi < cs->ngroups; gi++) {
         group_state *g = &cs->groups[gi];
-        g->acc_rows = g->acc_pending = 0;
         g->touched = false;
         if (g->kind == SL_GROUP_FUSED)
             CUDA_TRY(ctx, cudaMemcpyAsync(g->carry[g->live], sl_cuda_group_carry_identity(g->fused),
@@ -917,16 +829,99 @@ static sluice_status reset_impl(sluice_session *s) {
     return SLUICE_OK;
 }
 
-static sluice_status cuda_reset(sluice_session *s) {
-    int prev = enter_device(s->impl);
-    sluice_status st = reset_impl(s);
-    leave_device(s->impl, prev);
-    return st;
+/* ---- the operations, each on the session's device --------------------------------------- */
+
+#define ON_DEVICE(s, call)                                                                 \
+    do {                                                                                   \
+        int prev_ = enter_device((s)->impl);                                               \
+        sluice_status st_ = (call);                                                        \
+        leave_device((s)->impl, prev_);                                                    \
+        return st_;                                                                        \
+    } while (0)
+
+static sluice_status cuda_alloc(sluice_session *s, size_t bytes, void **out) {
+    ON_DEVICE(s, pool_alloc(s->ctx, s->impl, out, bytes, "rows held for a stream-wide sort"));
 }
 
+static void cuda_free(sluice_session *s, void *ptr) {
+    cuda_session *cs = s->impl;
+    int prev = enter_device(cs);
+    cudaFreeAsync(ptr, cs->stream);
+    leave_device(cs, prev);
+}
+
+static sluice_status copy_impl(sluice_session *s, void *dst, const void *src, size_t bytes) {
+    cuda_session *cs = s->impl;
+    if (bytes == 0) return SLUICE_OK;
+    CUDA_TRY(s->ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs->stream),
+             "holding rows for a stream-wide sort");
+    return SLUICE_OK;
+}
+
+static sluice_status cuda_copy(sluice_session *s, void *dst, const void *src, size_t bytes) {
+    ON_DEVICE(s, copy_impl(s, dst, src, bytes));
+}
+
+static sluice_status cuda_check_input(sluice_session *s, sl_input *in) {
+    cuda_session *cs = s->impl;
+    if (cs->offsets_input < 0 || !in->on_device) return SLUICE_OK;
+    ON_DEVICE(s, check_device_offsets(s, cs, in, &in->rows));
+}
+
+static sluice_status cuda_reserve(sluice_session *s, int64_t rows, int64_t nsegments) {
+    (void)nsegments; /* the offsets buffer grows in load */
+    ON_DEVICE(s, reserve_impl(s, s->impl, rows));
+}
+
+static sluice_status cuda_load(sluice_session *s, const sl_input *in, int64_t first, sl_piece *piece) {
+    ON_DEVICE(s, load_impl(s, s->impl, in, first, piece));
+}
+
+static sluice_status cuda_run_group(sluice_session *s, sl_piece *piece) {
+    cuda_session *cs = s->impl;
+    bool fused = cs->groups[piece->group].kind == SL_GROUP_FUSED;
+    ON_DEVICE(s, fused ? run_fused(s, cs, piece) : run_sort(s, cs, piece));
+}
+
+static sluice_status cuda_finish(sluice_session *s, sl_piece *piece, sluice_batch **out) {
+    ON_DEVICE(s, finish_impl(s, s->impl, piece, out));
+}
+
+static void cuda_begin(sluice_session *s) { begin_impl(s->impl); }
+
+static sluice_status cuda_settle(sluice_session *s) { ON_DEVICE(s, settle_impl(s, s->impl)); }
+
+static void cuda_commit(sluice_session *s) { commit_impl(s->impl); }
+
+static void cuda_rollback(sluice_session *s) {
+    int prev = enter_device(s->impl);
+    rollback_impl(s->impl);
+    leave_device(s->impl, prev);
+}
+
+static sluice_status cuda_reset(sluice_session *s) { ON_DEVICE(s, reset_impl(s, s->impl)); }
+
 static const sl_backend_ops cuda_ops = {
-    SLUICE_BACKEND_CUDA, "cuda", cuda_available, cuda_open, cuda_push, cuda_flush, cuda_reset,
-    cuda_close,
+    .id = SLUICE_BACKEND_CUDA,
+    .name = "cuda",
+    .available = cuda_available,
+    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true},
+    .max_sort_rows = SL_CUDA_SORT_MAX_ROWS,
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .check_input = cuda_check_input,
+    .reserve = cuda_reserve,
+    .load = cuda_load,
+    .run_group = cuda_run_group,
+    .finish = cuda_finish,
+    .begin = cuda_begin,
+    .settle = cuda_settle,
+    .commit = cuda_commit,
+    .rollback = cuda_rollback,
+    .reset = cuda_reset,
 };
 
 const sl_backend_ops *sl_cuda_backend(void) { return &cuda_ops; }

@@ -46,6 +46,7 @@ typedef struct cg_slot {
 typedef struct cg {
     sluice_context *ctx;
     const sluice_pipeline *p;
+    const sl_plan *plan; /* liveness and the live map entries come from it */
     int first, last;    /* stages */
     const sl_tuning *tuning;
     sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
@@ -142,7 +143,7 @@ static sluice_status analyse(cg *g) {
     g->needed_after = sl_calloc(g->ctx, (size_t)n, sizeof *g->needed_after);
     if (!g->level || !g->in_group || !g->made || !g->needed_after)
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
-    sl_cuda_columns_needed_from(p, g->last, g->needed_after);
+    memcpy(g->needed_after, g->plan->need_after[g->last - 1], (size_t)n * sizeof *g->needed_after);
 
     bool any_compact = false;
     int compact_level = 0;
@@ -151,6 +152,7 @@ static sluice_status analyse(cg *g) {
         switch (st->kind) {
         case SL_STAGE_MAP:
             for (int k = 0; k < st->map.count; k++) {
+                if (!g->plan->map_entry_live[s][k]) continue; /* nothing needs it */
                 int c = st->map.columns[k];
                 g->level[c] = expr_level(g, st->map.exprs[k], g->in_group);
                 g->made[c] = true;
@@ -603,7 +605,7 @@ static void emit_maps_at_level(cg *g, int level) {
         if (st->kind != SL_STAGE_MAP) continue;
         for (int k = 0; k < st->map.count; k++) {
             int c = st->map.columns[k];
-            if (g->level[c] != level) continue;
+            if (!g->plan->map_entry_live[s][k] || g->level[c] != level) continue;
             if (!any) sl_strbuf_append(sb, "#pragma unroll\n    for (int i = 0; i < ITEMS; i++) {\n");
             any = true;
             sl_strbuf_printf(sb, "        c%d[i] = (%s)(", c, ctype(g->p->columns[c].type));
@@ -1234,7 +1236,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (!plan || group < 0 || group >= plan->ngroups || plan->groups[group].kind != SL_GROUP_FUSED)
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: plan group %d is not a fused group", group);
-    cg g = {.ctx = ctx, .p = p, .first = plan->groups[group].first,
+    cg g = {.ctx = ctx, .p = p, .plan = plan, .first = plan->groups[group].first,
             .last = plan->groups[group].last, .tuning = sl_tuning_for(arch), .out = out};
     sl_strbuf_init(&g.sb, ctx);
     sluice_status st = analyse(&g);

@@ -19,38 +19,6 @@ struct sl_cuda_group {
     unsigned max_grid; /* blocks of the persistent kernel that fit on the device at once */
 };
 
-/* ---- liveness ------------------------------------------------------------------------ */
-
-typedef struct need_visit {
-    bool *needed;
-} need_visit;
-
-static void mark_needed(void *payload, int column) { ((need_visit *)payload)->needed[column] = true; }
-
-void sl_cuda_columns_needed_from(const sluice_pipeline *p, int stage, bool *needed) {
-    memset(needed, 0, (size_t)p->ncolumns * sizeof *needed);
-    need_visit v = {needed};
-    for (int k = 0; k < p->noutputs; k++) needed[p->outputs[k]] = true;
-    for (int s = stage < 0 ? 0 : stage; s < p->nstages; s++) {
-        const sl_stage *st = &p->stages[s];
-        switch (st->kind) {
-        case SL_STAGE_MAP:
-            for (int k = 0; k < st->map.count; k++) sl_expr_visit_columns(st->map.exprs[k], mark_needed, &v);
-            break;
-        case SL_STAGE_COMPACT: needed[st->compact.by] = true; break;
-        case SL_STAGE_SCAN:
-            for (int f = 0; f < st->scan.nfields; f++)
-                if (st->scan.of[f]) sl_expr_visit_columns(st->scan.of[f], mark_needed, &v);
-            if (st->scan.segments != SL_SEGMENTS_NONE && st->scan.segment_column >= 0)
-                needed[st->scan.segment_column] = true;
-            break;
-        case SL_STAGE_SORT:
-            for (int k = 0; k < st->sort.nkeys; k++) needed[st->sort.keys[k]] = true;
-            break;
-        }
-    }
-}
-
 /* ---- prepare ------------------------------------------------------------------------- */
 
 static sluice_status cuda_failure(sluice_context *ctx, cudaError_t e, const char *what) {

@@ -78,9 +78,4 @@ size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows);
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,
                                 const sl_cuda_group_io *io);
 
-/* needed[c] (length p->ncolumns) is set to true for every column that is read by a stage at
- * index >= `stage` or is a pipeline output: the liveness the fused kernels and the sort
- * agree on (a sort moves only columns still needed). */
-void sl_cuda_columns_needed_from(const sluice_pipeline *p, int stage, bool *needed);
-
 #endif

@@ -1,0 +1,441 @@
+/* test_exec.c — the physical plan (core/plan.h) and the shared executor (core/exec.h) on the
+ * CPU backend: the plan's liveness, carry levels, group columns and cut kinds on pipelines
+ * built to exercise them; the documented semantics of batches larger than max_batch_rows
+ * (sluice.h) — cut anywhere, between segments of an offsets input, or run whole — each
+ * checked against the same batch under a large max_batch_rows; the bound on result batch
+ * sizes that cutting gives; and the transaction rule when an allocation fails in the middle
+ * of a cut batch. tests/gpu_backend.c checks the same semantics on the GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "context.h"
+#include "plan.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static int column_id(const sluice_pipeline *p, const char *name) {
+    for (int c = 0; c < p->ncolumns; c++)
+        if (strcmp(p->columns[c].name, name) == 0) return c;
+    ck_abort_msg("no column %s", name);
+    return -1;
+}
+
+static bool lists(const sluice_pipeline *p, const int *ids, int n, const char *name) {
+    int c = column_id(p, name);
+    for (int i = 0; i < n; i++)
+        if (ids[i] == c) return true;
+    return false;
+}
+
+/* ---- the plan --------------------------------------------------------------------------- */
+
+START_TEST(plan_liveness_is_per_entry) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: dead\ninput: {x: f32, y: f32, k: i32}\nstages:\n"
+        "  - sort: {key: k}\n  - map: {a: x + 1.0, b: y * 2.0, c: b * 3.0, d: a}\n"
+        "output: [c]\n");
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CPU, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 2);
+    /* c needs b; a and d are dead, so x is not needed after the sort and is not moved */
+    const bool *live = plan.map_entry_live[1];
+    ck_assert(!live[0] && live[1] && live[2] && !live[3]);
+    const sl_group *sort = &plan.groups[0];
+    ck_assert(lists(p, sort->in, sort->nin, "y") && lists(p, sort->in, sort->nin, "k"));
+    ck_assert(!lists(p, sort->in, sort->nin, "x"));
+    ck_assert(lists(p, sort->out, sort->nout, "y") && !lists(p, sort->out, sort->nout, "k"));
+    const sl_group *map = &plan.groups[1];
+    ck_assert_int_eq(map->nin, 1);
+    ck_assert(lists(p, map->in, map->nin, "y"));
+    ck_assert_int_eq(map->nout, 1);
+    ck_assert(lists(p, map->out, map->nout, "c"));
+    ck_assert_int_eq(map->phases, 0);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(plan_carry_levels_and_pass_through) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: levels\ninput: {x: i32, id: u64}\nstages:\n"
+        "  - scan: {of: x, op: sum, into: s}\n"       /* stage 0: reads level 0 -> s at 1 */
+        "  - map: {t: s * 2, u: x + 1}\n"              /* stage 1: t at 1, u at 0 */
+        "  - scan: {of: t, op: max, into: m}\n"        /* stage 2: reads 1 -> m at 2 */
+        "output: [id, m, u]\n");
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CPU, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    ck_assert_int_eq(plan.level[column_id(p, "s")], 1);
+    ck_assert_int_eq(plan.level[column_id(p, "t")], 1);
+    ck_assert_int_eq(plan.level[column_id(p, "u")], 0);
+    ck_assert_int_eq(plan.level[column_id(p, "m")], 2);
+    ck_assert_int_eq(plan.reads_level[0], 0);
+    ck_assert_int_eq(plan.reads_level[1], 1);
+    ck_assert_int_eq(plan.reads_level[2], 1);
+    const sl_group *g = &plan.groups[0];
+    ck_assert_int_eq(g->phases, 2);
+    ck_assert(!g->compacts);
+    /* id is needed after the group and unchanged: passed through, not written */
+    ck_assert(lists(p, g->pass, g->npass, "id") && !lists(p, g->out, g->nout, "id"));
+    ck_assert(lists(p, g->out, g->nout, "m") && lists(p, g->out, g->nout, "u"));
+    ck_assert(!lists(p, g->out, g->nout, "s"));
+    ck_assert_int_eq(g->cut, SL_CUT_ANYWHERE);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+
+    /* a compaction by a carried flag: the kept count is one phase later; id moves */
+    p = tu_load(ctx,
+        "sluice: 1\nname: compact-levels\ninput: {x: i32, id: u64}\nstages:\n"
+        "  - scan: {of: x, op: sum, into: s}\n  - filter: s > 3\noutput: [id]\n");
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CPU, &plan), SLUICE_OK);
+    g = &plan.groups[0];
+    ck_assert(g->compacts);
+    ck_assert_int_eq(g->phases, 2);
+    ck_assert(lists(p, g->out, g->nout, "id") && g->npass == 0);
+    ck_assert(lists(p, g->in, g->nin, "id") && lists(p, g->in, g->nin, "x"));
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(plan_cut_kinds) {
+    static const struct {
+        const char *yaml;
+        sl_cut cut[3];
+    } cases[] = {
+        {"sluice: 1\nname: a\ninput: {x: i32}\nstages:\n  - scan: {of: x, op: sum, into: s}\n"
+         "  - sort: {key: s}\n  - filter: s > 0\n",
+         {SL_CUT_ANYWHERE, SL_CUT_ANYWHERE, SL_CUT_ANYWHERE}},
+        {"sluice: 1\nname: b\ninput:\n  o: {type: i64, role: offsets}\n  x: i32\nstages:\n"
+         "  - segmented_scan: {of: x, op: sum, segments: o, into: s}\n  - sort: {key: s}\n"
+         "  - filter: s > 0\n",
+         {SL_CUT_SEGMENTS, SL_CUT_ANYWHERE, SL_CUT_ANYWHERE}},
+        {"sluice: 1\nname: c\ninput: {x: i32}\nstages:\n  - filter: x > 0\n  - sort: {key: x}\n"
+         "  - scan: {of: x, op: sum, into: s, reset: batch}\n",
+         {SL_CUT_NEVER, SL_CUT_NEVER, SL_CUT_NEVER}},
+        {"sluice: 1\nname: d\ninput: {x: i32}\nstages:\n  - filter: x > 0\n"
+         "  - sort: {key: x, per: batch}\n  - sort: {key: x}\n",
+         {SL_CUT_NEVER, SL_CUT_NEVER, SL_CUT_ANYWHERE}},
+    };
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    for (size_t i = 0; i < NELEM(cases); i++) {
+        sluice_pipeline *p = tu_load(ctx, cases[i].yaml);
+        sl_plan plan;
+        ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CPU, &plan), SLUICE_OK);
+        ck_assert_int_eq(plan.ngroups, 3);
+        for (int g = 0; g < 3; g++)
+            ck_assert_msg(plan.groups[g].cut == cases[i].cut[g], "case %zu group %d: cut %d",
+                          i, g, (int)plan.groups[g].cut);
+        sl_plan_free(ctx, &plan);
+        sluice_pipeline_free(p);
+    }
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- batches over max_batch_rows ---------------------------------------------------------- */
+
+typedef struct result {
+    int64_t rows;
+    int ncols;
+    int64_t *data[8]; /* every output widened to i64 bits */
+    int64_t batches, largest;
+} result;
+
+static void result_free(result *r) {
+    for (int i = 0; i < r->ncols; i++) free(r->data[i]);
+    memset(r, 0, sizeof *r);
+}
+
+static void take(result *r, sluice_batch *b) {
+    int64_t n = sluice_batch_rows(b);
+    r->ncols = (int)sluice_batch_column_count(b);
+    ck_assert_int_le(r->ncols, 8);
+    for (int c = 0; c < r->ncols; c++) {
+        sluice_column col;
+        ck_assert_int_eq(sluice_batch_column(b, (size_t)c, &col), SLUICE_OK);
+        r->data[c] = realloc(r->data[c], (size_t)(r->rows + n + 1) * sizeof(int64_t));
+        size_t w = sluice_type_size(col.type);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = 0;
+            memcpy(&v, (const char *)col.data + i * (int64_t)w, w);
+            r->data[c][r->rows + i] = v;
+        }
+    }
+    r->rows += n;
+    r->batches++;
+    if (n > r->largest) r->largest = n;
+}
+
+static void drain(sluice_session *s, result *r) {
+    sluice_batch *b;
+    while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+        take(r, b);
+        sluice_batch_free(b);
+    }
+}
+
+/* Input: x (i32) and k (i16), and for offsets pipelines offsets o with empty segments, short
+ * ones and one longer than any max_batch_rows used here. */
+typedef struct input {
+    int64_t rows, nseg;
+    int32_t *x;
+    int16_t *k;
+    int64_t *off;
+} input;
+
+static void make_input(input *in, int64_t rows, uint64_t seed) {
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    in->rows = rows;
+    in->x = malloc((size_t)rows * sizeof *in->x + 1);
+    in->k = malloc((size_t)rows * sizeof *in->k + 1);
+    for (int64_t i = 0; i < rows; i++) {
+        in->x[i] = (int32_t)tu_rng_range(&r, -50, 100);
+        in->k[i] = (int16_t)tu_rng_range(&r, 0, 9);
+    }
+    in->off = malloc((size_t)(rows + 2) * sizeof *in->off * 2);
+    in->nseg = 0;
+    in->off[0] = 0;
+    int64_t at = 0;
+    while (at < rows) {
+        int64_t len;
+        switch (tu_rng_range(&r, 0, 5)) {
+        case 0: len = 0; break;                          /* empty */
+        case 1: len = tu_rng_range(&r, 40, 90); break;   /* longer than max_batch_rows */
+        default: len = tu_rng_range(&r, 1, 6); break;
+        }
+        if (at + len > rows) len = rows - at;
+        at += len;
+        in->off[++in->nseg] = at;
+    }
+    in->off[++in->nseg] = rows; /* and an empty last segment */
+}
+
+static void input_free(input *in) {
+    free(in->x);
+    free(in->k);
+    free(in->off);
+}
+
+/* Pushes `in` as one batch (or rows [0, rows) only when no offsets) and flushes. */
+static void run(sluice_pipeline *p, const input *in, int64_t max_rows, result *r) {
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.max_batch_rows = max_rows;
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    memset(r, 0, sizeof *r);
+    sluice_column cols[3] = {{"x", SLUICE_I32, in->x, in->rows}, {"k", SLUICE_I16, in->k, in->rows},
+                             {"o", SLUICE_I64, in->off, in->nseg + 1}};
+    size_t n = sluice_pipeline_input_count(p);
+    for (int round = 0; round < 2; round++) { /* twice: carries cross the batches */
+        sluice_status st = sluice_session_push(s, cols, n);
+        if (st != SLUICE_OK) tu_print_diags(p->ctx);
+        ck_assert_int_eq(st, SLUICE_OK);
+        drain(s, r);
+    }
+    ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+    drain(s, r);
+    sluice_session_close(s);
+}
+
+static void same(const char *name, int64_t max_rows, const result *want, const result *got) {
+    ck_assert_msg(want->rows == got->rows, "%s, max_batch_rows %lld: %lld rows, want %lld", name,
+                  (long long)max_rows, (long long)got->rows, (long long)want->rows);
+    for (int c = 0; c < want->ncols; c++)
+        for (int64_t i = 0; i < want->rows; i++)
+            ck_assert_msg(want->data[c][i] == got->data[c][i],
+                          "%s, max_batch_rows %lld: output %d row %lld is %lld, want %lld", name,
+                          (long long)max_rows, c, (long long)i, (long long)got->data[c][i],
+                          (long long)want->data[c][i]);
+}
+
+static const char *const oversized[] = {
+    /* cut anywhere */
+    "sluice: 1\nname: anywhere\ninput: {x: i32, k: i16}\nstages:\n  - filter: x > 0\n"
+    "  - scan: {of: x, op: sum, into: s, acc: i64}\n"
+    "  - segmented_scan: {of: x, op: max, segments: {key: k}, into: m}\noutput: [s, m, k]\n",
+    /* an offsets input: between segments */
+    "sluice: 1\nname: offsets\ninput:\n  o: {type: i64, role: offsets}\n  x: i32\n  k: i16\n"
+    "stages:\n  - segmented_scan: {of: x, op: sum, segments: o, into: s, acc: i64}\n"
+    "  - filter: s > 10\n  - scan: {op: count, into: n}\noutput: [s, n, x]\n",
+    /* offsets and reset: batch: never */
+    "sluice: 1\nname: offsets-reset\ninput:\n  o: {type: i64, role: offsets}\n  x: i32\n  k: i16\n"
+    "stages:\n  - segmented_scan: {of: x, op: sum, segments: o, into: s, acc: i64}\n"
+    "  - scan: {of: x, op: min, into: lo, reset: batch}\noutput: [s, lo]\n",
+    /* reset: batch */
+    "sluice: 1\nname: reset\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - scan: {of: x, op: sum, into: s, reset: batch, acc: i64}\n  - filter: x != 7\n"
+    "output: [s, x]\n",
+    /* per: batch sort, then a scan */
+    "sluice: 1\nname: per-batch\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: k, per: batch}\n  - scan: {of: x, op: sum, into: s, acc: i64}\n"
+    "output: [k, x, s]\n",
+    /* a stream sort, then reset: batch (the sorted stream is one batch at flush) */
+    "sluice: 1\nname: stream-then-reset\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: k}\n  - scan: {of: x, op: sum, into: s, reset: batch, acc: i64}\n"
+    "output: [k, s]\n",
+    /* a stream sort, then cut anywhere */
+    "sluice: 1\nname: stream-then-filter\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: x, values: [k]}\n  - filter: k > 3\n  - scan: {op: count, into: n}\n"
+    "output: [x, n]\n",
+    /* elementwise only */
+    "sluice: 1\nname: elementwise\ninput: {x: i32, k: i16}\nstages:\n  - map: {y: x * 2}\n"
+    "output: [k, y]\n",
+};
+
+START_TEST(oversized_batches_keep_their_results) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    input in;
+    make_input(&in, 1000, 7);
+    static const int64_t maxes[] = {1, 3, 17, 64, 999};
+    for (size_t i = 0; i < NELEM(oversized); i++) {
+        sluice_pipeline *p = tu_load(ctx, oversized[i]);
+        const char *name = sluice_pipeline_name(p);
+        bool offsets = strstr(oversized[i], "role: offsets") != NULL;
+        bool whole = strstr(oversized[i], "reset: batch") || strstr(oversized[i], "per: batch");
+        result want, got;
+        run(p, &in, 1 << 20, &want);
+        ck_assert_int_gt(want.rows, 0);
+        for (size_t m = 0; m < NELEM(maxes); m++) {
+            run(p, &in, maxes[m], &got);
+            same(name, maxes[m], &want, &got);
+            /* Cutting bounds result batches: a piece is at most max_batch_rows rows, or one
+             * segment when a segment alone is longer. Only uncuttable pipelines exceed it. */
+            int64_t longest = 0;
+            for (int64_t k = 0; k < in.nseg; k++)
+                if (in.off[k + 1] - in.off[k] > longest) longest = in.off[k + 1] - in.off[k];
+            int64_t bound = offsets && longest > maxes[m] ? longest : maxes[m];
+            if (!whole && !strstr(name, "stream-then-reset"))
+                ck_assert_msg(got.largest <= bound, "%s, max_batch_rows %lld: a batch of %lld rows",
+                              name, (long long)maxes[m], (long long)got.largest);
+            result_free(&got);
+        }
+        result_free(&want);
+        sluice_pipeline_free(p);
+    }
+    input_free(&in);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* ---- transactions across the pieces of a cut batch ----------------------------------------- */
+
+typedef struct failing {
+    long budget; /* allocations left before one fails; < 0: never fail */
+} failing;
+
+static void *f_alloc(size_t n, void *o) {
+    failing *f = o;
+    if (f->budget == 0) return NULL;
+    if (f->budget > 0) f->budget--;
+    return malloc(n);
+}
+static void *f_realloc(void *ptr, size_t n, void *o) {
+    failing *f = o;
+    if (f->budget == 0) return NULL;
+    if (f->budget > 0) f->budget--;
+    return realloc(ptr, n);
+}
+static void f_free(void *ptr, void *o) {
+    (void)o;
+    free(ptr);
+}
+
+START_TEST(failed_piece_undoes_the_whole_batch) {
+    failing f = {-1};
+    sluice_allocator a = {f_alloc, f_realloc, f_free, &f};
+    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.allocator = &a;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: txn\ninput: {x: i32, k: i16}\nstages:\n"
+        "  - scan: {of: x, op: sum, into: s, acc: i64}\n  - sort: {key: k}\n"
+        "  - scan: {op: count, into: n}\noutput: [k, s, n]\n");
+    input in;
+    make_input(&in, 300, 11);
+    sluice_column cols[2] = {{"x", SLUICE_I32, in.x, in.rows}, {"k", SLUICE_I16, in.k, in.rows}};
+    result want;
+    memset(&want, 0, sizeof want);
+    {
+        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+        o.backend = SLUICE_BACKEND_CPU;
+        o.max_batch_rows = 50;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        drain(s, &want);
+        sluice_session_close(s);
+    }
+    /* Fail the k-th allocation of the second push (its sort buffer grows while the six
+     * pieces append) or of the flush; the call must change nothing, so repeating it once
+     * allocations work again gives the same stream. */
+    int failures = 0;
+    for (long k = 0; k < 40; k++) {
+        for (int phase = 0; phase < 2; phase++) {
+            sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+            o.backend = SLUICE_BACKEND_CPU;
+            o.max_batch_rows = 50;
+            sluice_session *s;
+            ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+            ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+            if (phase == 1) ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+            f.budget = k;
+            sluice_status st = phase == 0 ? sluice_session_push(s, cols, 2) : sluice_session_flush(s);
+            f.budget = -1;
+            if (st != SLUICE_OK) {
+                ck_assert_int_eq(st, SLUICE_ERR_NO_MEMORY);
+                failures++;
+                sluice_batch *b;
+                ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+                ck_assert_ptr_null(b); /* nothing emitted by the failed call */
+                st = phase == 0 ? sluice_session_push(s, cols, 2) : sluice_session_flush(s);
+                ck_assert_int_eq(st, SLUICE_OK);
+            }
+            if (phase == 0) ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+            result got;
+            memset(&got, 0, sizeof got);
+            drain(s, &got);
+            same("txn", 50, &want, &got);
+            result_free(&got);
+            sluice_session_close(s);
+        }
+    }
+    ck_assert_int_gt(failures, 0);
+    result_free(&want);
+    input_free(&in);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+static Suite *exec_suite(void) {
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, plan_liveness_is_per_entry);
+    tcase_add_test(tc, plan_carry_levels_and_pass_through);
+    tcase_add_test(tc, plan_cut_kinds);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("executor");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, oversized_batches_keep_their_results);
+    tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(exec_suite()); }
