@@ -1,31 +1,26 @@
-/* sortkey.c — bulk key ⇄ image conversion for the radix sort (see sortkey.h for the order). */
+/* sortkey.c — bulk key ⇄ image conversion for the CPU radix sort (kernels/sl_sortkey.h
+ * defines the image; sortkey.h says how images are stored). */
 #include "sortkey.h"
 
-#include "sl_ops.h"
-
-/* One loop per (type, permuted or not); the image expression differs per type. */
-#define SL_IMAGE_LOOP(CT, IT, EXPR)                                                      \
+/* Keys are read as unsigned integers of their width (BT), as the image works on bits. KIND
+ * and W are constants at every use, so sl_sortkey_image folds into a few operations on IT.
+ * One loop per (type, permuted or not). */
+#define SL_IMAGE_LOOP(BT, IT, KIND, W)                                                   \
     do {                                                                                 \
-        const CT *k_ = keys;                                                             \
+        const BT *k_ = keys;                                                             \
         IT *o_ = out;                                                                    \
-        IT inv_ = descending ? (IT)~(IT)0 : (IT)0;                                       \
+        const IT flip_ = (IT)sl_sortkey_flip(W, descending);                             \
         if (!perm) {                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                            \
-                CT v = k_[i];                                                            \
-                o_[i] = (IT)((EXPR) ^ inv_);                                             \
-            }                                                                            \
+            for (int64_t i = 0; i < n; i++)                                              \
+                o_[i] = (IT)sl_sortkey_image(KIND, W, k_[i]) ^ flip_;                    \
         } else if (perm_wide) {                                                          \
             const uint64_t *p_ = perm;                                                   \
-            for (int64_t i = 0; i < n; i++) {                                            \
-                CT v = k_[p_[i]];                                                        \
-                o_[i] = (IT)((EXPR) ^ inv_);                                             \
-            }                                                                            \
+            for (int64_t i = 0; i < n; i++)                                              \
+                o_[i] = (IT)sl_sortkey_image(KIND, W, k_[p_[i]]) ^ flip_;                \
         } else {                                                                         \
             const uint32_t *p_ = perm;                                                   \
-            for (int64_t i = 0; i < n; i++) {                                            \
-                CT v = k_[p_[i]];                                                        \
-                o_[i] = (IT)((EXPR) ^ inv_);                                             \
-            }                                                                            \
+            for (int64_t i = 0; i < n; i++)                                              \
+                o_[i] = (IT)sl_sortkey_image(KIND, W, k_[p_[i]]) ^ flip_;                \
         }                                                                                \
     } while (0)
 
@@ -33,47 +28,44 @@ void sl_sortkey_images(sluice_type t, const void *keys, const void *perm, bool p
                        int64_t n, bool descending, void *out) {
     switch (t) {
     case SLUICE_BOOL:
-    case SLUICE_U8: SL_IMAGE_LOOP(uint8_t, uint32_t, (uint32_t)v); break;
-    case SLUICE_U16: SL_IMAGE_LOOP(uint16_t, uint32_t, (uint32_t)v); break;
-    case SLUICE_U32: SL_IMAGE_LOOP(uint32_t, uint32_t, v); break;
-    case SLUICE_U64: SL_IMAGE_LOOP(uint64_t, uint64_t, v); break;
-    case SLUICE_I8: SL_IMAGE_LOOP(int8_t, uint32_t, sl_sortkey_i8(v)); break;
-    case SLUICE_I16: SL_IMAGE_LOOP(int16_t, uint32_t, sl_sortkey_i16(v)); break;
-    case SLUICE_I32: SL_IMAGE_LOOP(int32_t, uint32_t, sl_sortkey_i32(v)); break;
-    case SLUICE_I64: SL_IMAGE_LOOP(int64_t, uint64_t, sl_sortkey_i64(v)); break;
-    case SLUICE_F16: SL_IMAGE_LOOP(sl_half, uint32_t, sl_sortkey_f16(v)); break;
-    case SLUICE_F32: SL_IMAGE_LOOP(float, uint32_t, sl_sortkey_f32(v)); break;
-    case SLUICE_F64: SL_IMAGE_LOOP(double, uint64_t, sl_sortkey_f64(v)); break;
+    case SLUICE_U8: SL_IMAGE_LOOP(uint8_t, uint32_t, SL_SORTKEY_UNSIGNED, 8); break;
+    case SLUICE_U16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_UNSIGNED, 16); break;
+    case SLUICE_U32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_UNSIGNED, 32); break;
+    case SLUICE_U64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_UNSIGNED, 64); break;
+    case SLUICE_I8: SL_IMAGE_LOOP(uint8_t, uint32_t, SL_SORTKEY_SIGNED, 8); break;
+    case SLUICE_I16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_SIGNED, 16); break;
+    case SLUICE_I32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_SIGNED, 32); break;
+    case SLUICE_I64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_SIGNED, 64); break;
+    case SLUICE_F16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_FLOAT, 16); break;
+    case SLUICE_F32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_FLOAT, 32); break;
+    case SLUICE_F64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_FLOAT, 64); break;
     default: break;
     }
 }
 
-#define SL_VALUE_LOOP(CT, IT, EXPR)                                                      \
+#define SL_VALUE_LOOP(BT, IT, KIND, W)                                                   \
     do {                                                                                 \
         const IT *m_ = images;                                                           \
-        CT *o_ = out;                                                                    \
-        IT inv_ = descending ? (IT)~(IT)0 : (IT)0;                                       \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            IT v = (IT)(m_[i] ^ inv_);                                                   \
-            o_[i] = (CT)(EXPR);                                                          \
-        }                                                                                \
+        BT *o_ = out;                                                                    \
+        const IT flip_ = (IT)sl_sortkey_flip(W, descending);                             \
+        for (int64_t i = 0; i < n; i++)                                                  \
+            o_[i] = (BT)sl_sortkey_key(KIND, W, (IT)(m_[i] ^ flip_));                    \
     } while (0)
 
 void sl_sortkey_values(sluice_type t, const void *images, int64_t n, bool descending, void *out) {
     switch (t) {
     case SLUICE_BOOL:
-    case SLUICE_U8: SL_VALUE_LOOP(uint8_t, uint32_t, v); break;
-    case SLUICE_U16: SL_VALUE_LOOP(uint16_t, uint32_t, v); break;
-    case SLUICE_U32: SL_VALUE_LOOP(uint32_t, uint32_t, v); break;
-    case SLUICE_U64: SL_VALUE_LOOP(uint64_t, uint64_t, v); break;
-    /* signed: the sign bit flipped back (the image's inverse is the same flip) */
-    case SLUICE_I8: SL_VALUE_LOOP(uint8_t, uint32_t, v ^ 0x80u); break;
-    case SLUICE_I16: SL_VALUE_LOOP(uint16_t, uint32_t, v ^ 0x8000u); break;
-    case SLUICE_I32: SL_VALUE_LOOP(uint32_t, uint32_t, v ^ 0x80000000u); break;
-    case SLUICE_I64: SL_VALUE_LOOP(uint64_t, uint64_t, v ^ 0x8000000000000000ull); break;
-    case SLUICE_F16: SL_VALUE_LOOP(sl_half, uint32_t, sl_sortkey_f16_inverse((uint16_t)v)); break;
-    case SLUICE_F32: SL_VALUE_LOOP(float, uint32_t, sl_sortkey_f32_inverse(v)); break;
-    case SLUICE_F64: SL_VALUE_LOOP(double, uint64_t, sl_sortkey_f64_inverse(v)); break;
+    case SLUICE_U8: SL_VALUE_LOOP(uint8_t, uint32_t, SL_SORTKEY_UNSIGNED, 8); break;
+    case SLUICE_U16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_UNSIGNED, 16); break;
+    case SLUICE_U32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_UNSIGNED, 32); break;
+    case SLUICE_U64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_UNSIGNED, 64); break;
+    case SLUICE_I8: SL_VALUE_LOOP(uint8_t, uint32_t, SL_SORTKEY_SIGNED, 8); break;
+    case SLUICE_I16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_SIGNED, 16); break;
+    case SLUICE_I32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_SIGNED, 32); break;
+    case SLUICE_I64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_SIGNED, 64); break;
+    case SLUICE_F16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_FLOAT, 16); break;
+    case SLUICE_F32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_FLOAT, 32); break;
+    case SLUICE_F64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_FLOAT, 64); break;
     default: break;
     }
 }

@@ -1,7 +1,8 @@
 /* sl_ops.h — the one definition of every expression operation: arithmetic, comparisons,
- * bitwise ops and shifts, calls, casts, f16 conversion and sort-key transforms, as small
- * inline functions that compile as C99 (the CPU evaluator, core/expr_eval.c) and as CUDA C++
- * under nvcc or NVRTC (generated kernels, which include this file as text).
+ * bitwise ops and shifts, calls, casts, f16 conversion (and typed sort-key images, defined in
+ * sl_sortkey.h), as small inline functions that compile as C99 (the CPU evaluator,
+ * core/expr_eval.c) and as CUDA C++ under nvcc or NVRTC (generated kernels, which include this
+ * file as text).
  *
  * Why one file: the CPU and the GPU must give the same result for every input, including the
  * inputs C leaves undefined. Every rule lives here once, so both sides agree by construction:
@@ -23,6 +24,7 @@
 #ifndef SL_OPS_H
 #define SL_OPS_H
 
+#include "sl_sortkey.h"
 #include "sl_stdint.h"
 #if !defined(__CUDACC_RTC__)
 #include <math.h>
@@ -127,34 +129,38 @@ SL_OPS_FN sl_half sl_f32_to_half(float f) {
     return (sl_half)(sign | r);
 }
 
-/* ---- sort keys: unsigned images in the order of DESIGN §3 ---------------------------------
- * Floats: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN (sign-flip trick).
- * Signed integers: flip the sign bit. Descending order inverts the key (~key). */
+/* ---- sort keys: typed forms of kernels/sl_sortkey.h, the one definition of a key's image ---- */
 
 SL_OPS_FN uint16_t sl_sortkey_f16(sl_half h) {
-    return (uint16_t)((h & 0x8000u) ? (uint16_t)~h : (uint16_t)(h | 0x8000u));
+    return (uint16_t)sl_sortkey_image(SL_SORTKEY_FLOAT, 16, h);
 }
 SL_OPS_FN uint32_t sl_sortkey_f32(float x) {
-    uint32_t b = sl_f32_bits(x);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return (uint32_t)sl_sortkey_image(SL_SORTKEY_FLOAT, 32, sl_f32_bits(x));
 }
 SL_OPS_FN uint64_t sl_sortkey_f64(double x) {
-    uint64_t b = sl_f64_bits(x);
-    return (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
+    return sl_sortkey_image(SL_SORTKEY_FLOAT, 64, sl_f64_bits(x));
 }
 SL_OPS_FN sl_half sl_sortkey_f16_inverse(uint16_t k) {
-    return (sl_half)((k & 0x8000u) ? (uint16_t)(k & 0x7fffu) : (uint16_t)~k);
+    return (sl_half)sl_sortkey_key(SL_SORTKEY_FLOAT, 16, k);
 }
 SL_OPS_FN float sl_sortkey_f32_inverse(uint32_t k) {
-    return sl_f32_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+    return sl_f32_from_bits((uint32_t)sl_sortkey_key(SL_SORTKEY_FLOAT, 32, k));
 }
 SL_OPS_FN double sl_sortkey_f64_inverse(uint64_t k) {
-    return sl_f64_from_bits((k & 0x8000000000000000ull) ? (k & 0x7fffffffffffffffull) : ~k);
+    return sl_f64_from_bits(sl_sortkey_key(SL_SORTKEY_FLOAT, 64, k));
 }
-SL_OPS_FN uint8_t sl_sortkey_i8(int8_t x) { return (uint8_t)((uint8_t)x ^ 0x80u); }
-SL_OPS_FN uint16_t sl_sortkey_i16(int16_t x) { return (uint16_t)((uint16_t)x ^ 0x8000u); }
-SL_OPS_FN uint32_t sl_sortkey_i32(int32_t x) { return (uint32_t)x ^ 0x80000000u; }
-SL_OPS_FN uint64_t sl_sortkey_i64(int64_t x) { return (uint64_t)x ^ 0x8000000000000000ull; }
+SL_OPS_FN uint8_t sl_sortkey_i8(int8_t x) {
+    return (uint8_t)sl_sortkey_image(SL_SORTKEY_SIGNED, 8, (uint8_t)x);
+}
+SL_OPS_FN uint16_t sl_sortkey_i16(int16_t x) {
+    return (uint16_t)sl_sortkey_image(SL_SORTKEY_SIGNED, 16, (uint16_t)x);
+}
+SL_OPS_FN uint32_t sl_sortkey_i32(int32_t x) {
+    return (uint32_t)sl_sortkey_image(SL_SORTKEY_SIGNED, 32, (uint32_t)x);
+}
+SL_OPS_FN uint64_t sl_sortkey_i64(int64_t x) {
+    return sl_sortkey_image(SL_SORTKEY_SIGNED, 64, (uint64_t)x);
+}
 
 /* ---- float arithmetic: explicit rounding on CUDA so nothing is contracted into an FMA ----- */
 

@@ -1,7 +1,8 @@
 // sort.cu — the radix sort launchers behind the `sort` stage (see core/cuda/sort.h for the
-// key images and the three strategies). Compiled by nvcc into the library; the only file
-// that includes CUB's device-wide radix sort, instantiated five times and no more: each
-// instantiation costs nvcc tens of seconds and CI builds on two cores.
+// strategies; kernels/sl_sortkey.h defines the key images, the same as the CPU's). Compiled
+// by nvcc into the library; the only file that includes CUB's device-wide radix sort,
+// instantiated five times and no more: each instantiation costs nvcc tens of seconds and CI
+// builds on two cores.
 #include <climits>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/sort.h"
+#include "sortkey.h"
 
 namespace {
 
@@ -17,58 +19,27 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-int type_bits(sluice_type t) { return (int)sluice_type_size(t) * 8; }
-
 // ---- device side: images, their inverse, gathers --------------------------------------
+// The image of a key is kernels/sl_sortkey.h's; these kernels only load keys, apply it and
+// pack or store the results.
 
 struct pack_args {
     int nkeys;
-    int types[SL_CUDA_SORT_MAX_KEYS];
+    int kinds[SL_CUDA_SORT_MAX_KEYS];   // SL_SORTKEY_*
+    int widths[SL_CUDA_SORT_MAX_KEYS];  // bits: 8, 16, 32, 64
+    bool descending[SL_CUDA_SORT_MAX_KEYS];
     const void *cols[SL_CUDA_SORT_MAX_KEYS];
-    bool descending;
     bool narrowed;  // one key, bits [lo, hi) extracted
     int lo, hi;
 };
 
-__device__ __forceinline__ uint64_t low_mask(int bits) {
-    return bits >= 64 ? ~0ull : ((1ull << bits) - 1);
-}
-
-// The ascending, full-width image of one key value (core/cuda/sort.h).
-__device__ __forceinline__ uint64_t key_image(int type, const void *col, uint64_t row) {
-    switch (type) {
-    case SLUICE_BOOL:
-    case SLUICE_U8: return static_cast<const uint8_t *>(col)[row];
-    case SLUICE_I8: return static_cast<uint8_t>(static_cast<const uint8_t *>(col)[row] ^ 0x80u);
-    case SLUICE_U16: return static_cast<const uint16_t *>(col)[row];
-    case SLUICE_I16:
-        return static_cast<uint16_t>(static_cast<const uint16_t *>(col)[row] ^ 0x8000u);
-    case SLUICE_U32: return static_cast<const uint32_t *>(col)[row];
-    case SLUICE_I32: return static_cast<const uint32_t *>(col)[row] ^ 0x80000000u;
-    case SLUICE_U64: return static_cast<const uint64_t *>(col)[row];
-    case SLUICE_I64: return static_cast<const uint64_t *>(col)[row] ^ 0x8000000000000000ull;
-    case SLUICE_F16: {
-        uint16_t b = static_cast<const uint16_t *>(col)[row];
-        return (b & 0x8000u) ? static_cast<uint16_t>(~b) : static_cast<uint16_t>(b | 0x8000u);
-    }
-    case SLUICE_F32: {
-        uint32_t b = static_cast<const uint32_t *>(col)[row];
-        return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    }
-    case SLUICE_F64: {
-        uint64_t b = static_cast<const uint64_t *>(col)[row];
-        return (b & 0x8000000000000000ull) ? ~b : (b | 0x8000000000000000ull);
-    }
-    default: return 0;
-    }
-}
-
-__device__ __forceinline__ int key_bits(int type) {
-    switch (type) {
-    case SLUICE_BOOL: case SLUICE_U8: case SLUICE_I8: return 8;
-    case SLUICE_U16: case SLUICE_I16: case SLUICE_F16: return 16;
-    case SLUICE_U32: case SLUICE_I32: case SLUICE_F32: return 32;
-    default: return 64;
+// The bits of row `row` of a column of `width` bits, zero-extended.
+__device__ __forceinline__ uint64_t load_bits(int width, const void *col, uint64_t row) {
+    switch (width) {
+    case 8: return static_cast<const uint8_t *>(col)[row];
+    case 16: return static_cast<const uint16_t *>(col)[row];
+    case 32: return static_cast<const uint32_t *>(col)[row];
+    default: return static_cast<const uint64_t *>(col)[row];
     }
 }
 
@@ -82,11 +53,11 @@ __global__ void image_kernel(pack_args a, const uint32_t *__restrict__ perm, Img
         uint64_t row = perm ? perm[i] : i;
         uint64_t v = 0;
         for (int k = 0; k < a.nkeys; k++) {
-            int w = key_bits(a.types[k]);
-            uint64_t u = key_image(a.types[k], a.cols[k], row);
-            if (a.descending) u = ~u & low_mask(w);
+            int w = a.widths[k];
+            uint64_t u = sl_sortkey_image(a.kinds[k], w, load_bits(w, a.cols[k], row)) ^
+                         sl_sortkey_flip(w, a.descending[k]);
             if (a.narrowed) {
-                u = (u >> a.lo) & low_mask(a.hi - a.lo);
+                u = (u >> a.lo) & sl_sortkey_mask(a.hi - a.lo);
                 w = a.hi - a.lo;
             }
             v = w >= 64 ? u : ((v << w) | u);
@@ -96,40 +67,40 @@ __global__ void image_kernel(pack_args a, const uint32_t *__restrict__ perm, Img
     }
 }
 
-// The single-key KEYS/PAIRS paths: one key type fixed at compile time and four rows per
-// thread, all loaded before any is used, so each thread keeps several loads in flight (the
-// generic kernels above have one, which ran at ~1.6 TB/s on the H200, run 3 of
+// The single-key KEYS/PAIRS paths: one kind and width of key fixed at compile time and four
+// rows per thread, all loaded before any is used, so each thread keeps several loads in
+// flight (the generic kernels above have one, which ran at ~1.6 TB/s on the H200, run 3 of
 // bench/RESULTS.md). Rows of a thread are blockDim apart: every load instruction of a warp
 // is still coalesced.
 constexpr int kRowsPerThread = 4;
 
-template <int TYPE>
+template <int KIND, int WIDTH>
 __global__ void image1_kernel(const void *__restrict__ col, bool descending,
                               uint32_t *__restrict__ img, uint64_t n) {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x * kRowsPerThread;
-    const uint32_t mask = (uint32_t)low_mask(key_bits(TYPE));
+    const uint32_t flip = (uint32_t)sl_sortkey_flip(WIDTH, descending);
     for (uint64_t first = (uint64_t)blockIdx.x * blockDim.x * kRowsPerThread + threadIdx.x;
          first < n; first += stride) {
         uint32_t v[kRowsPerThread];
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; k++) {
             uint64_t i = first + (uint64_t)k * blockDim.x;
-            v[k] = i < n ? (uint32_t)key_image(TYPE, col, i) : 0u;
+            v[k] = i < n ? (uint32_t)sl_sortkey_image(KIND, WIDTH, load_bits(WIDTH, col, i))
+                         : 0u;
         }
 #pragma unroll
         for (int k = 0; k < kRowsPerThread; k++) {
             uint64_t i = first + (uint64_t)k * blockDim.x;
-            if (i < n) img[i] = descending ? (~v[k] & mask) : v[k];
+            if (i < n) img[i] = v[k] ^ flip;
         }
     }
 }
 
-template <int TYPE>
+template <int KIND, int WIDTH>
 __global__ void inverse1_kernel(const uint32_t *__restrict__ img, bool descending,
                                 void *__restrict__ out, uint64_t n) {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x * kRowsPerThread;
-    const int w = key_bits(TYPE);
-    const uint32_t sign = 1u << (w - 1), mask = (uint32_t)low_mask(w);
+    const uint32_t flip = (uint32_t)sl_sortkey_flip(WIDTH, descending);
     for (uint64_t first = (uint64_t)blockIdx.x * blockDim.x * kRowsPerThread + threadIdx.x;
          first < n; first += stride) {
         uint32_t u[kRowsPerThread];
@@ -142,13 +113,9 @@ __global__ void inverse1_kernel(const uint32_t *__restrict__ img, bool descendin
         for (int k = 0; k < kRowsPerThread; k++) {
             uint64_t i = first + (uint64_t)k * blockDim.x;
             if (i >= n) continue;
-            uint32_t x = descending ? (~u[k] & mask) : u[k];
-            uint32_t v;
-            if (TYPE == SLUICE_I8 || TYPE == SLUICE_I16 || TYPE == SLUICE_I32) v = x ^ sign;
-            else if (TYPE == SLUICE_F16 || TYPE == SLUICE_F32) v = (x & sign) ? (x & ~sign) : (~x & mask);
-            else v = x;
-            if (w == 8) static_cast<uint8_t *>(out)[i] = static_cast<uint8_t>(v);
-            else if (w == 16) static_cast<uint16_t *>(out)[i] = static_cast<uint16_t>(v);
+            uint32_t v = (uint32_t)sl_sortkey_key(KIND, WIDTH, u[k] ^ flip);
+            if (WIDTH == 8) static_cast<uint8_t *>(out)[i] = static_cast<uint8_t>(v);
+            else if (WIDTH == 16) static_cast<uint16_t *>(out)[i] = static_cast<uint16_t>(v);
             else static_cast<uint32_t *>(out)[i] = v;
         }
     }
@@ -168,34 +135,39 @@ unsigned grid_for(uint64_t n) {
     return (unsigned)(blocks < 65536 ? (blocks ? blocks : 1) : 65536);
 }
 
-#define SL_SORT_NARROW_TYPES(X)                                                              \
-    X(SLUICE_BOOL) X(SLUICE_U8) X(SLUICE_I8) X(SLUICE_U16) X(SLUICE_I16) X(SLUICE_F16)       \
-    X(SLUICE_U32) X(SLUICE_I32) X(SLUICE_F32)
+// The keys of at most 32 bits, as (kind, width): one instantiation of each single-key kernel
+// per pair (bool shares u8's).
+#define SL_SORT_NARROW_KEYS(X)                                                               \
+    X(SL_SORTKEY_UNSIGNED, 8) X(SL_SORTKEY_UNSIGNED, 16) X(SL_SORTKEY_UNSIGNED, 32)          \
+    X(SL_SORTKEY_SIGNED, 8) X(SL_SORTKEY_SIGNED, 16) X(SL_SORTKEY_SIGNED, 32)                \
+    X(SL_SORTKEY_FLOAT, 16) X(SL_SORTKEY_FLOAT, 32)
 
-cudaError_t launch_image1(int type, const void *col, bool descending, uint32_t *img, uint64_t n,
-                          cudaStream_t st) {
+cudaError_t launch_image1(sluice_type type, const void *col, bool descending, uint32_t *img,
+                          uint64_t n, cudaStream_t st) {
     unsigned g = grid_for((n + kRowsPerThread - 1) / kRowsPerThread);
-    switch (type) {
-#define SL_CASE_(T)                                                                          \
-    case T: image1_kernel<T><<<g, kThreads, 0, st>>>(col, descending, img, n); break;
-        SL_SORT_NARROW_TYPES(SL_CASE_)
-#undef SL_CASE_
-    default: return cudaErrorInvalidValue;
+    int kind = sl_sortkey_kind(type), width = sl_sortkey_bits(type);
+#define SL_CASE_(K, W)                                                                       \
+    if (kind == (K) && width == (W)) {                                                       \
+        image1_kernel<K, W><<<g, kThreads, 0, st>>>(col, descending, img, n);                \
+        return cudaGetLastError();                                                           \
     }
-    return cudaGetLastError();
+    SL_SORT_NARROW_KEYS(SL_CASE_)
+#undef SL_CASE_
+    return cudaErrorInvalidValue;
 }
 
-cudaError_t launch_inverse1(int type, const uint32_t *img, bool descending, void *out, uint64_t n,
-                            cudaStream_t st) {
+cudaError_t launch_inverse1(sluice_type type, const uint32_t *img, bool descending, void *out,
+                            uint64_t n, cudaStream_t st) {
     unsigned g = grid_for((n + kRowsPerThread - 1) / kRowsPerThread);
-    switch (type) {
-#define SL_CASE_(T)                                                                          \
-    case T: inverse1_kernel<T><<<g, kThreads, 0, st>>>(img, descending, out, n); break;
-        SL_SORT_NARROW_TYPES(SL_CASE_)
-#undef SL_CASE_
-    default: return cudaErrorInvalidValue;
+    int kind = sl_sortkey_kind(type), width = sl_sortkey_bits(type);
+#define SL_CASE_(K, W)                                                                       \
+    if (kind == (K) && width == (W)) {                                                       \
+        inverse1_kernel<K, W><<<g, kThreads, 0, st>>>(img, descending, out, n);              \
+        return cudaGetLastError();                                                           \
     }
-    return cudaGetLastError();
+    SL_SORT_NARROW_KEYS(SL_CASE_)
+#undef SL_CASE_
+    return cudaErrorInvalidValue;
 }
 
 // ---- CUB: the five instantiations -------------------------------------------------------
@@ -247,15 +219,15 @@ extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sor
     s->max_rows = max_rows < 1 ? 1 : max_rows;
     s->ncolumns = d->ncolumns;
     s->nkeys = d->nkeys;
-    s->descending = d->descending;
     s->value_column = -1;
     for (int k = 0; k < d->nkeys; k++) {
         if (d->keys[k] < 0 || d->keys[k] >= d->ncolumns) return SLUICE_ERR_INVALID_ARGUMENT;
         s->keys[k] = d->keys[k];
         s->key_types[k] = d->types[d->keys[k]];
+        s->descending[k] = d->descending || d->key_descending[k];
         if (sluice_type_size(s->key_types[k]) == 0) return SLUICE_ERR_INVALID_ARGUMENT;
     }
-    int w0 = type_bits(s->key_types[0]);
+    int w0 = sl_sortkey_bits(s->key_types[0]);
     s->bits_lo = d->nkeys == 1 ? d->bits_lo : 0;
     s->bits_hi = d->nkeys == 1 ? d->bits_hi : w0;
     if (s->bits_lo < 0 || s->bits_hi > w0 || s->bits_lo >= s->bits_hi) {
@@ -279,7 +251,7 @@ extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sor
         s->strategy = SL_CUDA_SORT_PAIRS, s->value_column = other;
     else
         s->strategy = SL_CUDA_SORT_PERMUTE;
-    s->identity_image = s->key_types[0] == SLUICE_U32 && !d->descending;
+    s->identity_image = s->key_types[0] == SLUICE_U32 && !s->descending[0];
 
     cudaError_t err = cudaSuccess;
     size_t n = (size_t)s->max_rows, off = 0;
@@ -303,7 +275,8 @@ extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sor
             p->bits = 0;
             p->count = 0;
             while (k >= 0) {
-                int w = d->nkeys == 1 ? s->bits_hi - s->bits_lo : type_bits(s->key_types[k]);
+                int w = d->nkeys == 1 ? s->bits_hi - s->bits_lo
+                                      : sl_sortkey_bits(s->key_types[k]);
                 if (p->bits + w > 64) break;
                 p->bits += w;
                 p->count++;
@@ -331,11 +304,14 @@ static pack_args pack_for(const sl_cuda_sort *s, const sl_cuda_sort_pack *p, con
     memset(&a, 0, sizeof a);
     a.nkeys = p->count;
     for (int i = 0; i < p->count; i++) {
-        a.types[i] = s->key_types[p->first + i];
+        sluice_type t = s->key_types[p->first + i];
+        a.kinds[i] = sl_sortkey_kind(t);
+        a.widths[i] = sl_sortkey_bits(t);
+        a.descending[i] = s->descending[p->first + i];
         a.cols[i] = in[s->keys[p->first + i]];
     }
-    a.descending = s->descending;
-    a.narrowed = s->nkeys == 1 && (s->bits_lo != 0 || s->bits_hi != type_bits(s->key_types[0]));
+    a.narrowed = s->nkeys == 1 &&
+                 (s->bits_lo != 0 || s->bits_hi != sl_sortkey_bits(s->key_types[0]));
     a.lo = s->bits_lo;
     a.hi = s->bits_hi;
     return a;
@@ -372,7 +348,7 @@ extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t ro
         uint32_t *kout = (uint32_t *)out[key];
         if (!s->identity_image) {
             uint32_t *img = (uint32_t *)(base + s->off_img_in);
-            e = launch_image1(s->key_types[0], in[key], s->descending, img, n, st);
+            e = launch_image1(s->key_types[0], in[key], s->descending[0], img, n, st);
             if (e != cudaSuccess) return e;
             kin = img;
             kout = (uint32_t *)(base + s->off_img_out);
@@ -385,7 +361,7 @@ extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t ro
                                 st);
         if (e != cudaSuccess) return e;
         if (!s->identity_image) {
-            e = launch_inverse1(s->key_types[0], kout, s->descending, out[key], n, st);
+            e = launch_inverse1(s->key_types[0], kout, s->descending[0], out[key], n, st);
             if (e != cudaSuccess) return e;
         }
         return cudaSuccess;

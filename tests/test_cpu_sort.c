@@ -1,7 +1,9 @@
 /* test_cpu_sort.c — the CPU radix sort: the float total order (-NaN < -inf < … < -0.0 < +0.0
- * < … < +inf < +NaN) and its reverse, every key type against a stable comparison sort,
- * stability, several keys, `bits`, per-batch and per-stream sorts, columns moving with the
- * keys, and a stream sort that does not depend on how the stream was cut. */
+ * < … < +inf < +NaN) and its reverse, the key images themselves (kernels/sl_sortkey.h),
+ * every key type against a stable comparison sort, stability, several keys, each with its
+ * own order (`order: [descending, ascending]`), `bits`, per-batch and per-stream sorts,
+ * columns moving with the keys, and a stream sort that does not depend on how the stream
+ * was cut. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +60,8 @@ typedef struct oracle_keys {
     int nkeys;
     sluice_type type[4];
     const void *data[4];
-    bool descending;
+    bool descending;    /* every key */
+    unsigned desc_mask; /* bit k: key k descending */
 } oracle_keys;
 static const oracle_keys *g_keys;
 
@@ -66,16 +69,22 @@ static int oracle_cmp(const void *pa, const void *pb) {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
     for (int k = 0; k < g_keys->nkeys; k++) {
         int c = compare_keys(g_keys->type[k], g_keys->data[k], a, b);
-        if (c) return g_keys->descending ? -c : c;
+        bool desc = g_keys->descending || ((g_keys->desc_mask >> k) & 1u);
+        if (c) return desc ? -c : c;
     }
     return a < b ? -1 : a > b; /* stable */
 }
 
-static int64_t *oracle_order(const oracle_keys *k, int64_t n) {
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n + 8);
-    for (int64_t i = 0; i < n; i++) idx[i] = i;
+/* Sorts rows [first, first + n) alone (their indices are global). */
+static void oracle_sort_range(const oracle_keys *k, int64_t *idx, int64_t first, int64_t n) {
+    for (int64_t i = 0; i < n; i++) idx[i] = first + i;
     g_keys = k;
     qsort(idx, (size_t)n, sizeof *idx, oracle_cmp);
+}
+
+static int64_t *oracle_order(const oracle_keys *k, int64_t n) {
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n + 8);
+    oracle_sort_range(k, idx, 0, n);
     return idx;
 }
 
@@ -181,7 +190,7 @@ START_TEST(every_type_vs_oracle) {
                          per_batch ? "batch" : "stream");
                 sluice_batch *b = run_sort_pipeline(ctx, yaml, cols, 2);
                 ck_assert_int_eq(sluice_batch_rows(b), n);
-                oracle_keys ok = {1, {t}, {k}, desc};
+                oracle_keys ok = {1, {t}, {k}, desc, 0};
                 int64_t *want = oracle_order(&ok, n);
                 sluice_column ko, io;
                 sluice_batch_column(b, 0, &ko);
@@ -225,7 +234,7 @@ START_TEST(several_keys_and_bits) {
                  "  - sort: {keys: [a, f], order: %s}\noutput: [a, f, h]\n",
                  desc ? "descending" : "ascending");
         sluice_batch *b = run_sort_pipeline(ctx, yaml, cols, 3);
-        oracle_keys ok = {2, {SLUICE_U8, SLUICE_F32}, {a, f}, desc};
+        oracle_keys ok = {2, {SLUICE_U8, SLUICE_F32}, {a, f}, desc, 0};
         int64_t *want = oracle_order(&ok, n);
         sluice_column hc;
         sluice_batch_column(b, 2, &hc);
@@ -240,7 +249,7 @@ START_TEST(several_keys_and_bits) {
         "  - sort: {key: h, bits: [4, 12]}\noutput: [h, a]\n", cols, 3);
     uint16_t *mid = malloc(2 * (size_t)n);
     for (int64_t i = 0; i < n; i++) mid[i] = (uint16_t)((h[i] >> 4) & 0xff);
-    oracle_keys ok = {1, {SLUICE_U16}, {mid}, false};
+    oracle_keys ok = {1, {SLUICE_U16}, {mid}, false, 0};
     int64_t *want = oracle_order(&ok, n);
     sluice_column hc;
     sluice_batch_column(b, 0, &hc);
@@ -356,7 +365,7 @@ START_TEST(per_batch_sort_between_groups) {
          * running sum over the stream, then the even rows. */
         int32_t *neg = malloc(4 * (size_t)n + 4);
         for (int64_t i = 0; i < n; i++) neg[i] = -x[i];
-        oracle_keys ok = {1, {SLUICE_I32}, {neg}, false};
+        oracle_keys ok = {1, {SLUICE_I32}, {neg}, false, 0};
         int64_t *order = oracle_order(&ok, n);
         sluice_batch *b = NULL;
         ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
@@ -406,7 +415,7 @@ START_TEST(two_stream_sorts) {
     int32_t *v = malloc(4 * (size_t)n);
     for (int64_t i = 0; i < n; i++) v[i] = (int32_t)tu_rng_range(&rng, -9, 9);
     /* Oracle. */
-    oracle_keys ka = {1, {SLUICE_I16}, {a}, false};
+    oracle_keys ka = {1, {SLUICE_I16}, {a}, false, 0};
     int64_t *by_a = oracle_order(&ka, n);
     float *b2 = malloc(4 * (size_t)n);
     int64_t *s2 = malloc(8 * (size_t)n), acc = 0;
@@ -415,7 +424,7 @@ START_TEST(two_stream_sorts) {
         acc += v[by_a[r]];
         s2[r] = acc;
     }
-    oracle_keys kb = {1, {SLUICE_F32}, {b2}, true};
+    oracle_keys kb = {1, {SLUICE_F32}, {b2}, true, 0};
     int64_t *by_b = oracle_order(&kb, n);
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     o.backend = SLUICE_BACKEND_CPU;
@@ -452,6 +461,135 @@ START_TEST(two_stream_sorts) {
     free(by_b);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* The images of kernels/sl_sortkey.h written out by hand for keys of every kind, in both
+ * orders (so a change to the definition shows here, not only as a changed order), through
+ * the bulk conversions of sortkey.h, permuted, and back. */
+START_TEST(key_images) {
+    static const struct {
+        sluice_type t;
+        uint64_t bits;
+        bool desc;
+        uint64_t image;
+    } cases[] = {
+        {SLUICE_BOOL, 1, false, 1},
+        {SLUICE_U8, 200, false, 200},
+        {SLUICE_U8, 200, true, 55},
+        {SLUICE_I8, 0x80 /* -128 */, false, 0},
+        {SLUICE_I8, 0x7f, false, 0xff},
+        {SLUICE_I8, 0x80, true, 0xff},
+        {SLUICE_U16, 0x1234, true, 0xedcb},
+        {SLUICE_I16, 0xffff /* -1 */, false, 0x7fff},
+        {SLUICE_I32, 0, false, 0x80000000u},
+        {SLUICE_I32, 0, true, 0x7fffffffu},
+        {SLUICE_U32, 0xdeadbeefu, false, 0xdeadbeefu},
+        {SLUICE_I64, ~0ull /* -1 */, false, 0x7fffffffffffffffull},
+        {SLUICE_U64, 5, true, ~5ull},
+        {SLUICE_F16, 0x8000 /* -0.0 */, false, 0x7fff},
+        {SLUICE_F16, 0x0000 /* +0.0 */, false, 0x8000},
+        {SLUICE_F16, 0xfe00 /* -NaN */, false, 0x01ff},
+        {SLUICE_F16, 0x7c00 /* +inf */, false, 0xfc00},
+        {SLUICE_F16, 0x7c00, true, 0x03ff},
+        {SLUICE_F32, 0x80000000u /* -0.0 */, false, 0x7fffffffu},
+        {SLUICE_F32, 0 /* +0.0 */, false, 0x80000000u},
+        {SLUICE_F32, 0x3f800000u /* 1.0 */, false, 0xbf800000u},
+        {SLUICE_F32, 0xbf800000u /* -1.0 */, false, 0x407fffffu},
+        {SLUICE_F32, 0xffc00000u /* -NaN */, false, 0x003fffffu},
+        {SLUICE_F32, 0x7fc00000u /* +NaN */, true, 0x003fffffu},
+        {SLUICE_F64, 0x8000000000000000ull /* -0.0 */, false, 0x7fffffffffffffffull},
+        {SLUICE_F64, 0x3ff0000000000000ull /* 1.0 */, true, 0x400fffffffffffffull},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        sluice_type t = cases[i].t;
+        size_t sz = sluice_type_size(t);
+        bool wide = sl_sortkey_is_wide(t);
+        uint64_t key = cases[i].bits, img = 0, back = 0;
+        uint32_t img32 = 0;
+        void *out = wide ? (void *)&img : (void *)&img32;
+        sl_sortkey_images(t, &key, NULL, false, 1, cases[i].desc, out);
+        if (!wide) img = img32;
+        EXPECT(img == cases[i].image, "%s %llx %s: image %llx, want %llx", sluice_type_name(t),
+               (unsigned long long)key, cases[i].desc ? "desc" : "asc", (unsigned long long)img,
+               (unsigned long long)cases[i].image);
+        /* the shared definition itself, as the GPU kernels call it */
+        int w = sl_sortkey_bits(t), kind = sl_sortkey_kind(t);
+        uint64_t flip = sl_sortkey_flip(w, cases[i].desc);
+        EXPECT((sl_sortkey_image(kind, w, key) ^ flip) == cases[i].image, "image, case %zu", i);
+        EXPECT(sl_sortkey_key(kind, w, cases[i].image ^ flip) == key, "key, case %zu", i);
+        sl_sortkey_values(t, out, 1, cases[i].desc, &back);
+        EXPECT(memcmp(&back, &key, sz) == 0, "case %zu does not come back", i);
+    }
+    /* Permuted reads, with narrow and wide permutations, give the permuted keys' images. */
+    int16_t k16[5] = {-3, 7, -32768, 0, 32767};
+    double kf[5] = {-0.0, NAN, 1.5, -INFINITY, 0.0};
+    uint32_t p32[5] = {4, 0, 3, 1, 2};
+    uint64_t p64[5] = {4, 0, 3, 1, 2};
+    for (int desc = 0; desc < 2; desc++) {
+        uint32_t direct16[5], perm16[5];
+        uint64_t directf[5], permf[5];
+        sl_sortkey_images(SLUICE_I16, k16, NULL, false, 5, desc, direct16);
+        sl_sortkey_images(SLUICE_F64, kf, NULL, false, 5, desc, directf);
+        for (int wide = 0; wide < 2; wide++) {
+            const void *perm = wide ? (const void *)p64 : (const void *)p32;
+            sl_sortkey_images(SLUICE_I16, k16, perm, wide, 5, desc, perm16);
+            sl_sortkey_images(SLUICE_F64, kf, perm, wide, 5, desc, permf);
+            for (int i = 0; i < 5; i++) {
+                EXPECT(perm16[i] == direct16[p32[i]], "i16 perm %d", i);
+                EXPECT(permf[i] == directf[p32[i]], "f64 perm %d", i);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Several keys, each with its own order, sorted as the CPU backend does it (one stable radix
+ * sort per key, least significant key first, carrying the row permutation), straight on
+ * sortkey.h and the radix sort: every pair of key types, both mixed orders, many ties. */
+START_TEST(per_key_orders_direct) {
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    const int64_t n = 3000;
+    int64_t *counts = calloc(sl_cpu_radix_counts(NULL), sizeof(int64_t));
+    uint64_t *img = malloc(8 * (size_t)n), *img_tmp = malloc(8 * (size_t)n);
+    uint32_t *perm = malloc(4 * (size_t)n), *perm_tmp = malloc(4 * (size_t)n);
+    for (size_t i1 = 0; i1 < SL_ARRAY_LEN(key_types); i1++) {
+        for (size_t i2 = 0; i2 < SL_ARRAY_LEN(key_types); i2++) {
+            sluice_type t[2] = {key_types[i1], key_types[i2]};
+            void *k[2] = {random_keys(&rng, t[0], n, 4),
+                          random_keys(&rng, t[1], n, i2 % 2 ? 40 : 0)};
+            for (unsigned mask = 1; mask <= 2; mask++) {
+                uint32_t *p = perm, *pt = perm_tmp;
+                for (int64_t i = 0; i < n; i++) p[i] = (uint32_t)i;
+                for (int key = 1; key >= 0; key--) {
+                    bool desc = (mask >> key) & 1u;
+                    sl_sortkey_images(t[key], k[key], p, false, n, desc, img);
+                    if (sl_cpu_radix_sort(NULL, counts, img, img_tmp, sl_sortkey_is_wide(t[key]), p,
+                                           pt, false, n, 0, sl_sortkey_bits(t[key]))) {
+                        uint32_t *x = p;
+                        p = pt;
+                        pt = x;
+                    }
+                }
+                oracle_keys ok = {2, {t[0], t[1]}, {k[0], k[1]}, false, mask};
+                int64_t *want = oracle_order(&ok, n);
+                for (int64_t r = 0; r < n; r++)
+                    EXPECT(p[r] == (uint32_t)want[r],
+                           "%s, %s, order mask %u: row %lld is %u, want %lld",
+                           sluice_type_name(t[0]), sluice_type_name(t[1]), mask, (long long)r,
+                           p[r], (long long)want[r]);
+                free(want);
+            }
+            free(k[0]);
+            free(k[1]);
+        }
+    }
+    free(counts);
+    free(img);
+    free(img_tmp);
+    free(perm);
+    free(perm_tmp);
 }
 END_TEST
 
@@ -503,6 +641,8 @@ static Suite *cpu_sort_suite(void) {
     tcase_add_test(tc, per_batch_sort_between_groups);
     tcase_add_test(tc, two_stream_sorts);
     tcase_add_test(tc, radix_direct);
+    tcase_add_test(tc, key_images);
+    tcase_add_test(tc, per_key_orders_direct);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,17 +2,14 @@
  * the same way, CUB's DeviceRadixSort (compiled once by nvcc in kernels/sort.cu), and the
  * other columns moved with the keys.
  *
- * Key images (DESIGN §3, the same order the CPU backend's core/sortkey.c gives):
- *   unsigned  the value itself;
- *   signed    the value with its sign bit flipped;
- *   float     sign bit clear: the bits with the sign bit set; sign bit set: all bits
- *             inverted — so -NaN < -inf < … < -0.0 < +0.0 < … < +inf < +NaN;
- *   bool      the stored byte;
- *   descending inverts the image (within the key's width), so ties keep stream order;
- *   bits: [lo, hi) keeps only those bits of the image (one key only).
- * Several keys are packed into one image, most significant key in the high bits, while
- * they fit in 64 bits; more keys than that are sorted pack by pack, least significant pack
- * first, each pass stable, carrying a row permutation.
+ * Key images are kernels/sl_sortkey.h's, the ones the CPU backend sorts by (unsigned: the
+ * value; signed: the sign bit flipped; float: -NaN < -inf < … < -0.0 < +0.0 < … < +inf <
+ * +NaN; bool: the stored byte); each key has its own order, a descending key's image being
+ * inverted within the key's width, so ties keep stream order. bits: [lo, hi) keeps only
+ * those bits of the image (one key only). Several keys are packed into one image, most
+ * significant key in the high bits, while they fit in 64 bits; more keys than that are
+ * sorted pack by pack, least significant pack first, each pass stable, carrying a row
+ * permutation.
  *
  * Strategies (picked by sl_cuda_sort_prepare, fastest first):
  *   KEYS     one key of at most 32 image bits and no other column: sort the images alone
@@ -60,7 +57,9 @@ typedef struct sl_cuda_sort_desc {
     const sluice_type *types;    /* ncolumns entries; read during prepare only */
     int nkeys;
     int keys[SL_CUDA_SORT_MAX_KEYS];
+    /* Key k sorts descending when `descending` (every key) or key_descending[k] is set. */
     bool descending;
+    bool key_descending[SL_CUDA_SORT_MAX_KEYS];
     int bits_lo, bits_hi;        /* one key: image bit range; otherwise 0 and the width */
 } sl_cuda_sort_desc;
 
@@ -77,7 +76,7 @@ typedef struct sl_cuda_sort {
     int ncolumns, nkeys;
     int keys[SL_CUDA_SORT_MAX_KEYS];
     sluice_type key_types[SL_CUDA_SORT_MAX_KEYS];
-    bool descending;
+    bool descending[SL_CUDA_SORT_MAX_KEYS]; /* per key, as keys[] */
     int bits_lo, bits_hi;
     int value_column;            /* PAIRS: the carried column; -1 otherwise */
     bool identity_image;         /* KEYS/PAIRS: key is u32 ascending, full width */
