@@ -665,6 +665,14 @@ def handle_failure(args, case, data, fl, seed, idx):
     print('minimal repro: %s\n%s' % (rep, fl2))
     with open(os.path.join(rep, 'pipeline.yaml')) as f:
         print(f.read())
+    if case['rows'] <= 32:            # small enough to read in a CI log
+        for name, t, role in case['inputs']:
+            a = data[name]
+            vals = [float(x) for x in a] if a.dtype.kind == 'f' else [int(x) for x in a]
+            print('%s (%s%s): %s' % (name, t, ', offsets' if role == 'offsets' else '', vals))
+        print('cuts: %s; params set: %s; threads %d, max_batch_rows %d, mode %s' % (
+            case['cuts'], case.get('param_sets') or [], case['threads'],
+            case['max_batch_rows'], case.get('mode', 'push')))
     return rep
 
 
