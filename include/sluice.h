@@ -334,7 +334,23 @@ SLUICE_API sluice_status sluice_session_push(sluice_session *session,
                                              const sluice_column *columns, size_t count);
 
 /* Ends the stream: a stream-wide sort emits its rows now, a pending segment is closed.
- * After flush, push is SLUICE_ERR_MISUSE until sluice_session_reset. */
+ * After flush, push is SLUICE_ERR_MISUSE until sluice_session_reset.
+ *
+ * Memory a stream-wide sort holds (a `sort` without `per: batch`). It keeps every row that
+ * reaches it until flush, in the backend's memory (host memory on the CPU backend, GPU
+ * memory on CUDA); it does not spill to disk. Let W be the sum of the widths of the columns
+ * it takes: its keys and each column a later stage or the output reads (a u32 key and one
+ * f32 column: W = 8 bytes). Held until flush: W to 2W bytes a row (the buffer grows by
+ * doubling; 3W for a moment while it grows). At flush, in addition: on the CPU 32 bytes a
+ * row of radix scratch (two 8-byte key images, two 8-byte row indices) and the sorted
+ * columns (W' bytes a row, the widths of the columns needed after the sort; when the sort
+ * is the last stage they are the result batch); on CUDA a sorted copy (W bytes a row), 8 to
+ * 24 bytes a row of key images and row indices, and CUB's temporary storage. The stages
+ * after the sort then run in max_batch_rows pieces. So the peak is about 2W + 32 + W' bytes
+ * a row of the whole stream on the CPU (56 for the example) and 3W + 24 on the GPU. A push
+ * whose rows no longer fit fails with SLUICE_ERR_NO_MEMORY and changes nothing; on CUDA a
+ * stream sort holds at most 2^32 - 1 rows (SLUICE_ERR_LIMIT). To bound memory, sort each
+ * batch alone (`per: batch`). */
 SLUICE_API sluice_status sluice_session_flush(sluice_session *session);
 /* Drops all stream state and pending outputs; the session starts a new stream. */
 SLUICE_API sluice_status sluice_session_reset(sluice_session *session);
