@@ -38,6 +38,117 @@ static sl_srcloc scalar_text_loc(const char *text, size_t length, const yaml_eve
     return loc;
 }
 
+/* An expression YAML could not read as a plain scalar: a conditional `c ? a : b` holds ": ",
+ * which YAML takes for the start of a mapping value, so an unquoted one is a syntax error
+ * ("mapping values are not allowed in this context" in block style, "did not find expected
+ * ',' or '}'" in flow style). Finds one on the line of a syntax error: the expression's
+ * first and one-past-last byte and, where it is a mapping value, its key's first byte and
+ * the colon after the key (*key_end; *key == *key_end when there is no key). */
+typedef struct unquoted_expr {
+    size_t key, key_end, start, end;
+} unquoted_expr;
+
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+static bool find_unquoted_conditional(const char *line, size_t len, unquoted_expr *e) {
+    size_t i = 0;
+    for (;;) { /* indentation and sequence indicators ("- ") */
+        while (i < len && is_blank(line[i])) i++;
+        if (i < len && line[i] == '-' && (i + 1 == len || is_blank(line[i + 1]))) i++;
+        else break;
+    }
+    /* Left to right: an item (a key or a value) begins at the line's content, after a
+     * key's ": ", and after a flow collection's '{', '[' or ','; a '?' inside an item that
+     * is later followed by ": " in the same item is the conditional. */
+    size_t item = i, key = i, key_end = i, q = 0;
+    bool has_key = false, has_q = false;
+    int flow = 0, paren = 0;
+    char quote = 0;
+    for (; i < len; i++) {
+        char c = line[i];
+        if (quote) {
+            if (c == quote) quote = 0;
+        } else if (c == '\'' || c == '"') {
+            quote = c;
+        } else if (c == '#' && i > 0 && is_blank(line[i - 1])) {
+            return false; /* a comment: nothing after it counts */
+        } else if (c == '(') {
+            paren++;
+        } else if (c == ')') {
+            if (paren > 0) paren--;
+        } else if (paren == 0 && (c == '{' || c == '[' || (flow > 0 && c == ','))) {
+            if (c != ',') flow++;
+            item = key = key_end = i + 1;
+            has_key = has_q = false;
+        } else if (paren == 0 && flow > 0 && (c == '}' || c == ']')) {
+            flow--;
+        } else if (c == ':' && (i + 1 == len || is_blank(line[i + 1]))) {
+            if (has_q) break;
+            if (!has_key) {
+                key = item;
+                key_end = i;
+                item = i + 1;
+                has_key = true;
+            }
+        } else if (c == '?' && !has_q) {
+            size_t k = item;
+            while (k < i && is_blank(line[k])) k++;
+            if (k < i) { /* not the explicit-key indicator "? " that opens an item */
+                q = i;
+                has_q = true;
+            }
+        }
+    }
+    if (i >= len || !has_q) return false;
+    while (key < key_end && is_blank(line[key])) key++;
+    e->key = key;
+    e->key_end = has_key ? key_end : key;
+    e->start = item;
+    while (e->start < q && is_blank(line[e->start])) e->start++;
+    /* it ends at the end of the line, a comment, or (in a flow collection) at a ',', '}' or
+     * ']' outside parentheses */
+    size_t end = q;
+    for (paren = 0; end < len; end++) {
+        char c = line[end];
+        if (c == '(') paren++;
+        else if (c == ')' && paren > 0) paren--;
+        else if (c == '#' && is_blank(line[end - 1])) break;
+        else if (flow > 0 && paren == 0 && (c == ',' || c == '}' || c == ']')) break;
+    }
+    while (end > e->start && is_blank(line[end - 1])) end--;
+    e->end = end;
+    return true;
+}
+
+/* Reports a libyaml syntax error. When the line holds an unquoted conditional, says that it
+ * is the cause, points at it and shows it quoted. */
+static sluice_status yaml_syntax_error(sluice_context *ctx, const yaml_parser_t *parser,
+                                       const char *text, size_t length) {
+    sl_srcloc loc = mark_loc(parser->problem_mark);
+    const char *problem = parser->problem ? parser->problem : "malformed YAML";
+    const char *context = parser->context ? parser->context : "";
+    const char *sep = parser->context ? " " : "";
+    /* the error's line, found by its number (libyaml's index counts characters, not bytes) */
+    size_t line_start = 0;
+    for (size_t line = 0; line < parser->problem_mark.line && line_start < length; line_start++)
+        if (text[line_start] == '\n') line++;
+    size_t line_end = line_start;
+    while (line_end < length && text[line_end] != '\n' && text[line_end] != '\r') line_end++;
+    unquoted_expr e;
+    if (!find_unquoted_conditional(text + line_start, line_end - line_start, &e))
+        return sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc, "YAML syntax error: %s%s%s", problem,
+                       sep, context);
+    const char *line = text + line_start;
+    const char q = memchr(line + e.start, '\'', e.end - e.start) ? '"' : '\'';
+    loc.col = (int)e.start + 1;
+    return sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc,
+                   "YAML syntax error (%s%s%s): this expression holds ': ' (a conditional "
+                   "`c ? a : b`), which YAML reads as the end of a key; quote the expression: "
+                   "%.*s%s%c%.*s%c",
+                   problem, sep, context, (int)(e.key_end - e.key), line + e.key,
+                   e.key_end > e.key ? ": " : "", q, (int)(e.end - e.start), line + e.start, q);
+}
+
 void ld_node_free(sluice_context *ctx, ld_node *n) {
     if (!n) return;
     int nitems = n->kind == LD_MAPPING ? 2 * n->count : n->count;
@@ -183,14 +294,7 @@ sluice_status ld_yaml_read(sluice_context *ctx, const char *text, size_t length,
             if (parser.error == YAML_MEMORY_ERROR) {
                 st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory parsing YAML");
             } else {
-                sl_srcloc loc = mark_loc(parser.problem_mark);
-                if (parser.context)
-                    st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc, "YAML syntax error: %s %s",
-                                 parser.problem ? parser.problem : "malformed YAML",
-                                 parser.context);
-                else
-                    st = sl_diag(ctx, SLUICE_ERR_YAML_SYNTAX, loc, "YAML syntax error: %s",
-                                 parser.problem ? parser.problem : "malformed YAML");
+                st = yaml_syntax_error(ctx, &parser, text, length);
             }
             break;
         }

@@ -1,18 +1,44 @@
 #!/usr/bin/env bash
 # install_example.sh — installs the build into a temporary prefix, builds examples/ against it
-# with find_package(sluice) and with pkg-config, and runs the result.
+# with find_package(sluice) and with pkg-config (shared and --static), and runs the installed
+# `sluice` and every example program in an empty environment (no LD_LIBRARY_PATH, no
+# PKG_CONFIG_PATH): installed programs must find libsluice.so through their RUNPATH.
 set -euo pipefail
 src=$1 build=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-test -x "$tmp/prefix/bin/sluice"
-"$tmp/prefix/bin/sluice" --version
-cmake -S "$src/examples" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+test -x "$prefix/bin/sluice"
+
+# What a user's shell may not have: only the system's paths, nothing of this build.
+clean_run() { env -i PATH=/usr/bin:/bin HOME="$tmp" "$@"; }
+
+clean_run "$prefix/bin/sluice" --version
+# the installed program runs a pipeline, not just --version
+clean_run "$prefix/bin/sluice" gen "$src/pipelines/cull-visible.yaml" --rows 1000 --seed 1 \
+  --out "$tmp/in" >/dev/null
+clean_run "$prefix/bin/sluice" run "$src/pipelines/cull-visible.yaml" --in "$tmp/in" \
+  --out "$tmp/out" --backend cpu >/dev/null
+test -s "$tmp/out/id.npy"
+
+cmake -S "$src/examples" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/ex" >/dev/null
-LD_LIBRARY_PATH="$tmp/prefix/lib:$tmp/prefix/lib64:${LD_LIBRARY_PATH:-}" "$tmp/ex/embed"
-"$tmp/ex/embed_static"
-libdir=$(ls -d "$tmp/prefix"/lib*/pkgconfig | head -1)
+clean_run "$tmp/ex/embed"
+clean_run "$tmp/ex/embed_static"
+
+libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
 PKG_CONFIG_PATH=$libdir cc -o "$tmp/embed_pc" "$src/examples/embed.c" \
   $(PKG_CONFIG_PATH=$libdir pkg-config --cflags --libs sluice)
-LD_LIBRARY_PATH="$(dirname "$libdir")" "$tmp/embed_pc"
+# it is linked with the shared library, found through the rpath pkg-config gave it
+readelf -d "$tmp/embed_pc" | grep -q 'NEEDED.*libsluice\.so'
+clean_run "$tmp/embed_pc"
+# the static link line alone links a C program with libsluice.a (-l:libsluice.a picks it
+# over the shared library); it needs no shared CUDA library
+PKG_CONFIG_PATH=$libdir cc -o "$tmp/embed_pc_static" "$src/examples/embed.c" \
+  $(PKG_CONFIG_PATH=$libdir pkg-config --cflags --static --libs sluice | sed 's/-lsluice\b/-l:libsluice.a/')
+if readelf -d "$tmp/embed_pc_static" | grep -E 'NEEDED.*lib(sluice|nvrtc|cudart|cuda)\.so'; then
+  echo "FAIL: the statically linked program needs the shared libraries above"
+  exit 1
+fi
+clean_run "$tmp/embed_pc_static"

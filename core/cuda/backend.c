@@ -23,6 +23,7 @@
 #include "context.h"
 #include "cuda/codegen.h"
 #include "cuda/fused.h"
+#include "cuda/nvrtc.h"
 #include "cuda/offsets_check.h"
 #include "cuda/sort.h"
 #include "exec.h"
@@ -125,7 +126,7 @@ static sluice_status pool_alloc(sluice_context *ctx, cuda_session *cs, void **ou
 
 /* ---- availability ------------------------------------------------------------------------ */
 
-static bool cuda_available(void) {
+static bool gpu_present(void) {
     int n = 0;
     /* cudart loads the driver lazily: without one this returns an error, never crashes. */
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -134,6 +135,9 @@ static bool cuda_available(void) {
     }
     return n > 0;
 }
+
+/* NVRTC is loaded on first use (cuda/nvrtc.c): without it no kernel can be built. */
+static bool cuda_available(void) { return sl_nvrtc_available() && gpu_present(); }
 
 /* ---- the session's device ---------------------------------------------------------------- */
 
@@ -381,6 +385,11 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
 }
 
 static sluice_status cuda_open(sluice_session *s) {
+    SL_TRY(sl_nvrtc_load(s->ctx));
+    if (!gpu_present())
+        return sl_error(s->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                        "the CUDA backend found no usable GPU (no driver or no device); use "
+                        "backend cpu or auto");
     cuda_session *cs = sl_calloc(s->ctx, 1, sizeof *cs);
     if (!cs) return sl_error(s->ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
     s->impl = cs;

@@ -1,11 +1,30 @@
 /* nvrtc.c — NVRTC driver: builds a program from generated source plus the embedded kernel
- * headers, compiles it for one architecture, returns the cubin or the compiler's log. */
+ * headers, compiles it for one architecture, returns the cubin or the compiler's log.
+ *
+ * NVRTC is loaded with dlopen on first use, not linked: a CUDA-enabled libsluice.so and
+ * `sluice` binary must load and run the CPU backend on a machine without the CUDA toolkit
+ * (as CuPy and PyTorch do). <nvrtc.h> is included for its types and prototypes only; every
+ * call goes through the function table below, resolved once. */
 #include "nvrtc.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The library names tried, in order: the soname of the toolkit sluice was built with (found
+ * through LD_LIBRARY_PATH, the binary's RUNPATH and ld.so.cache), the same file in that
+ * toolkit's lib directory (a toolkit outside the loader's search path), then the unversioned
+ * development name (another NVRTC release; its C API has been stable across majors).
+ * SLUICE_NVRTC_SONAME and SLUICE_CUDA_LIBDIR come from CMakeLists.txt. */
+#ifndef SLUICE_NVRTC_SONAME
+#error "SLUICE_NVRTC_SONAME (e.g. \"libnvrtc.so.13\") is set by CMakeLists.txt"
+#endif
+#ifndef SLUICE_CUDA_LIBDIR
+#define SLUICE_CUDA_LIBDIR ""
+#endif
 
 /* Written by cmake/embed.cmake (embedded_kernels.c in the build folder). */
 typedef struct sl_embedded_file {
@@ -14,6 +33,93 @@ typedef struct sl_embedded_file {
 } sl_embedded_file;
 extern const sl_embedded_file sl_embedded_files[];
 extern const size_t sl_embedded_file_count;
+
+/* One pointer per NVRTC function used, typed from <nvrtc.h>'s own prototypes. */
+typedef struct nvrtc_api {
+    __typeof__(nvrtcVersion) *Version;
+    __typeof__(nvrtcGetErrorString) *GetErrorString;
+    __typeof__(nvrtcCreateProgram) *CreateProgram;
+    __typeof__(nvrtcCompileProgram) *CompileProgram;
+    __typeof__(nvrtcGetProgramLogSize) *GetProgramLogSize;
+    __typeof__(nvrtcGetProgramLog) *GetProgramLog;
+    __typeof__(nvrtcGetCUBINSize) *GetCUBINSize;
+    __typeof__(nvrtcGetCUBIN) *GetCUBIN;
+    __typeof__(nvrtcDestroyProgram) *DestroyProgram;
+} nvrtc_api;
+
+static nvrtc_api api;
+static bool api_loaded;
+/* Why loading failed (the loader's messages), kept for every later request. */
+static char load_error[768];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+/* dlsym returns void *; ISO C has no cast from it to a function pointer, POSIX requires that
+ * this copy works. */
+static bool resolve(void *lib, const char *name, void *slot) {
+    void *f = dlsym(lib, name);
+    if (!f) return false;
+    memcpy(slot, &f, sizeof f);
+    return true;
+}
+
+static void load_nvrtc(void) {
+    char in_toolkit[512] = "";
+    if (SLUICE_CUDA_LIBDIR[0])
+        snprintf(in_toolkit, sizeof in_toolkit, "%s/%s", SLUICE_CUDA_LIBDIR, SLUICE_NVRTC_SONAME);
+    const char *const candidates[] = {SLUICE_NVRTC_SONAME, in_toolkit, "libnvrtc.so"};
+    void *lib = NULL;
+    size_t used = 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(candidates) && !lib; i++) {
+        if (!candidates[i][0]) continue;
+        lib = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+        if (!lib && used < sizeof load_error) {
+            const char *why = dlerror();
+            int n = snprintf(load_error + used, sizeof load_error - used, "%s%s", used ? "; " : "",
+                             why ? why : candidates[i]);
+            if (n > 0) used += (size_t)n;
+        }
+    }
+    if (!lib) return;
+    struct {
+        const char *name;
+        void *slot;
+    } const symbols[] = {
+        {"nvrtcVersion", &api.Version},
+        {"nvrtcGetErrorString", &api.GetErrorString},
+        {"nvrtcCreateProgram", &api.CreateProgram},
+        {"nvrtcCompileProgram", &api.CompileProgram},
+        {"nvrtcGetProgramLogSize", &api.GetProgramLogSize},
+        {"nvrtcGetProgramLog", &api.GetProgramLog},
+        {"nvrtcGetCUBINSize", &api.GetCUBINSize},
+        {"nvrtcGetCUBIN", &api.GetCUBIN},
+        {"nvrtcDestroyProgram", &api.DestroyProgram},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(symbols); i++) {
+        if (!resolve(lib, symbols[i].name, symbols[i].slot)) {
+            snprintf(load_error, sizeof load_error, "the loaded NVRTC library lacks %s",
+                     symbols[i].name);
+            dlclose(lib);
+            memset(&api, 0, sizeof api);
+            return;
+        }
+    }
+    /* Kept open for the life of the process: compiled programs may be in use at exit. */
+    api_loaded = true;
+}
+
+bool sl_nvrtc_available(void) {
+    pthread_once(&load_once, load_nvrtc);
+    return api_loaded;
+}
+
+sluice_status sl_nvrtc_load(sluice_context *ctx) {
+    if (sl_nvrtc_available()) return SLUICE_OK;
+    return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                    "the CUDA backend needs NVRTC (%s), which could not be loaded (%s); install "
+                    "the CUDA toolkit's NVRTC or add its lib directory to LD_LIBRARY_PATH, or use "
+                    "backend cpu or auto",
+                    SLUICE_NVRTC_SONAME, load_error[0] ? load_error : "no reason given");
+}
 
 /* No -use_fast_math and no FMA contraction: the expression language promises the CPU's
  * results (kernels/sl_ops.h), and the scan combines go through the same helpers. */
@@ -62,8 +168,8 @@ uint64_t sl_nvrtc_headers_digest(void) {
 }
 
 char *sl_nvrtc_version_text(char *buf, size_t cap) {
-    int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
+    int major = -1, minor = -1;
+    if (!sl_nvrtc_available() || api.Version(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
     snprintf(buf, cap, "%d.%d", major, minor);
     return buf;
 }
@@ -72,6 +178,7 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
                                void **cubin, size_t *size) {
     *cubin = NULL;
     *size = 0;
+    SL_TRY(sl_nvrtc_load(ctx));
     const char *header_texts[64];
     const char *header_names[64];
     int nheaders = 0;
@@ -81,11 +188,11 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
         nheaders++;
     }
     nvrtcProgram prog;
-    nvrtcResult r = nvrtcCreateProgram(&prog, source, name, nheaders, header_texts, header_names);
+    nvrtcResult r = api.CreateProgram(&prog, source, name, nheaders, header_texts, header_names);
     if (r != NVRTC_SUCCESS)
         return sl_error(ctx, r == NVRTC_ERROR_OUT_OF_MEMORY ? SLUICE_ERR_NO_MEMORY : SLUICE_ERR_COMPILE,
                         "NVRTC could not create a program for kernel %s: %s", name,
-                        nvrtcGetErrorString(r));
+                        api.GetErrorString(r));
     char arch_opt[48];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
     const char *options[2 + SL_NVRTC_NFIXED];
@@ -93,13 +200,13 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
     options[noptions++] = arch_opt;
     for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_nvrtc_fixed_options[i];
     if (lineinfo_wanted()) options[noptions++] = "-lineinfo";
-    r = nvrtcCompileProgram(prog, noptions, options);
+    r = api.CompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char *log = NULL;
-        if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
+        if (api.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
             log = sl_alloc(ctx, log_size + 1);
-            if (log && nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+            if (log && api.GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
             if (log) log[log_size] = '\0';
         }
         /* Keep the message bounded: the first lines of the log name the problem. */
@@ -108,24 +215,24 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
                                     "NVRTC failed to compile generated kernel %s for sm_%d (%s); "
                                     "this is a bug in sluice's code generator, please report it "
                                     "with the pipeline file. Compiler log:\n%s",
-                                    name, arch, nvrtcGetErrorString(r), log ? log : "(no log)");
+                                    name, arch, api.GetErrorString(r), log ? log : "(no log)");
         sl_free(ctx, log);
-        nvrtcDestroyProgram(&prog);
+        api.DestroyProgram(&prog);
         return st;
     }
     size_t n = 0;
-    r = nvrtcGetCUBINSize(prog, &n);
+    r = api.GetCUBINSize(prog, &n);
     void *bin = r == NVRTC_SUCCESS && n > 0 ? sl_alloc(ctx, n) : NULL;
-    if (!bin || nvrtcGetCUBIN(prog, bin) != NVRTC_SUCCESS) {
+    if (!bin || api.GetCUBIN(prog, bin) != NVRTC_SUCCESS) {
         sl_free(ctx, bin);
-        nvrtcDestroyProgram(&prog);
+        api.DestroyProgram(&prog);
         if (r == NVRTC_SUCCESS && n > 0 && !bin)
             return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "no memory for a %zu-byte cubin", n);
         return sl_error(ctx, SLUICE_ERR_COMPILE,
                         "NVRTC produced no cubin for kernel %s (sm_%d): %s", name, arch,
-                        nvrtcGetErrorString(r));
+                        api.GetErrorString(r));
     }
-    nvrtcDestroyProgram(&prog);
+    api.DestroyProgram(&prog);
     *cubin = bin;
     *size = n;
     return SLUICE_OK;

@@ -1,16 +1,25 @@
 /* nvrtc.h — compiling generated kernel source to a cubin at run time with NVRTC. NVRTC
  * needs no GPU, so CI compiles every kernel the code generator can emit. The kernel
  * library (the .cuh and .h files of kernels/, embedded as text by cmake/embed.cmake) is offered
- * to the program as its headers, so generated source just #includes them. */
+ * to the program as its headers, so generated source just #includes them. NVRTC itself is
+ * loaded with dlopen on first use (libsluice has no link-time dependency on it), so every
+ * entry point here may report that it is missing. */
 #ifndef SL_CUDA_NVRTC_H
 #define SL_CUDA_NVRTC_H
 
 #include "../diag.h"
 
+/* Loads NVRTC once per process (thread-safe; later calls return the first outcome).
+ * sl_nvrtc_available: whether it loaded. sl_nvrtc_load: SLUICE_OK, or
+ * SLUICE_ERR_BACKEND_UNAVAILABLE with a message naming the library and the loader's reason. */
+bool sl_nvrtc_available(void);
+sluice_status sl_nvrtc_load(sluice_context *ctx);
+
 /* The NVRTC options used for every kernel of `arch` (major*10+minor), as one line: part of
  * the kernel cache key. Written into buf (NUL-terminated); returns buf. */
 char *sl_nvrtc_options_line(int arch, char *buf, size_t cap);
-/* NVRTC's version as "major.minor" (part of the cache key), written into buf; returns buf.
+/* NVRTC's version as "major.minor" (part of the cache key; "-1.-1" when NVRTC is not
+ * loaded, and then nothing compiles), written into buf; returns buf.
  * (No static buffer: contexts may be used from several threads at once.) */
 char *sl_nvrtc_version_text(char *buf, size_t cap);
 
@@ -24,7 +33,8 @@ uint64_t sl_nvrtc_headers_digest(void);
 
 /* Compiles `source` (named `name` in messages) for sm_<arch>. On success *cubin is a buffer
  * from the context's allocator (free with sl_free) of *size bytes. Errors:
- * SLUICE_ERR_COMPILE with NVRTC's log in the diagnostic, SLUICE_ERR_NO_MEMORY. */
+ * SLUICE_ERR_COMPILE with NVRTC's log in the diagnostic, SLUICE_ERR_NO_MEMORY,
+ * SLUICE_ERR_BACKEND_UNAVAILABLE (NVRTC could not be loaded). */
 sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size);
 
