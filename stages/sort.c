@@ -1,8 +1,9 @@
 /* sort.c — the `sort` stage: a stable LSD radix sort by one key (`key`) or several (`keys`,
- * most significant first) of any integer or float type, ascending or descending, optionally
- * on a bit range `bits: [lo, hi]` of a single key's unsigned image. `values` lists the live
- * columns kept after the sort besides the keys (default: every live column); `per: batch`
- * sorts each batch alone instead of the whole stream. */
+ * most significant first) of any integer or float type, each ascending or descending
+ * (`order`: one order for every key, or a list of one per key), optionally on a bit range
+ * `bits: [lo, hi]` of a single key's unsigned image. `values` lists the live columns kept
+ * after the sort besides the keys (default: every live column); `per: batch` sorts each
+ * batch alone instead of the whole stream. */
 #include "stages/registry.h"
 
 static int parse_key(sl_loader *L, const ld_node *n, const bool *taken) {
@@ -58,8 +59,36 @@ static void parse_bits(sl_loader *L, const ld_node *bits, sl_sort *sort, bool ke
     sort->bits_hi = (int)hi;
 }
 
-void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
+/* `order`: one order for every key, or a list of one per key, most significant first. A
+ * list of the wrong length is an error (when the keys themselves were understood), never
+ * cycled or padded: a sort by keys [a, b] with order [descending] is more likely a mistake
+ * than a wish for b ascending. */
+static void parse_order(sl_loader *L, const ld_node *order, sl_sort *sort, bool keys_ok) {
     static const char *const orders[] = {"ascending", "descending"};
+    if (order->kind == LD_MAPPING) {
+        ld_error(L, SLUICE_ERR_BAD_VALUE, order->loc,
+                 "order must be ascending, descending or a list of them (one per key), not %s",
+                 ld_shape(order));
+        return;
+    }
+    if (order->kind != LD_SEQUENCE) {
+        int o = ld_enum(L, order, "order", orders, 2);
+        for (int k = 0; o >= 0 && k < SL_MAX_SORT_KEYS; k++) sort->key_descending[k] = o == 1;
+        return;
+    }
+    for (int i = 0; i < order->count; i++) {
+        int o = ld_enum(L, order->items[i], "order", orders, 2);
+        if (o >= 0 && i < SL_MAX_SORT_KEYS) sort->key_descending[i] = o == 1;
+    }
+    if (keys_ok && order->count != sort->nkeys)
+        ld_error(L, SLUICE_ERR_BAD_VALUE, order->loc,
+                 "order has %d entr%s but the sort has %d key%s: give one order per key (most "
+                 "significant first), or a single order for every key",
+                 order->count, order->count == 1 ? "y" : "ies", sort->nkeys,
+                 sort->nkeys == 1 ? "" : "s");
+}
+
+void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
     static const char *const pers[] = {"stream", "batch"};
     if (!ld_add_stage(L, SL_STAGE_SORT, "sort", kind_loc)) return;
     int si = L->p->nstages - 1;
@@ -99,7 +128,10 @@ void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) 
         }
     }
     const ld_node *order = ld_get(body, "order");
-    if (order) sort->descending = ld_enum(L, order, "order", orders, 2) == 1;
+    if (order) parse_order(L, order, sort, keys_ok);
+    sort->descending = sort->nkeys > 0;
+    for (int k = 0; k < sort->nkeys; k++)
+        sort->descending = sort->descending && sort->key_descending[k];
     const ld_node *per = ld_get(body, "per");
     if (per) sort->per_batch = ld_enum(L, per, "per", pers, 2) == 1;
     if (keys_ok && sort->nkeys == 1) {

@@ -1,9 +1,11 @@
 /* gpu_sort.c — the GPU radix sort (kernels/sort.cu through core/cuda/sort.h) against a plain
  * stable sort on the host: every key type, ascending and descending, bits ranges, several
- * keys (packed and in several passes), each strategy (keys only, one 4-byte value, a
- * permutation with gathers), sizes 0, 1, 31, 32, 33, tile edges ±1, large sizes, and a
- * batch of 2^31 + 1000 rows where the device has the memory. Random bit patterns, so floats
- * include NaNs of both signs, infinities and both zeros. Exits 77 without a GPU. */
+ * keys (packed and in several passes), each with its own order, each strategy (keys only,
+ * one 4-byte value, a permutation with gathers), sizes 0, 1, 31, 32, 33, tile edges ±1,
+ * large sizes, and a batch of 2^31 + 1000 rows where the device has the memory. Random bit
+ * patterns, so floats include NaNs of both signs, infinities and both zeros. Then sort
+ * pipelines with per-key orders (`order: [descending, ascending]`) on the CUDA backend
+ * against the CPU backend, bit for bit. Exits 77 without a GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 
 #include "cuda/sort.h"
 #include "testutil.h"
+#include "types.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -38,8 +41,9 @@ typedef struct sort_case {
     sluice_type types[6];
     int nkeys;
     int keys[4];
-    bool descending;
-    int lo, hi; /* 0, 0: full width */
+    bool descending;    /* every key, through sl_cuda_sort_desc.descending */
+    int lo, hi;         /* 0, 0: full width */
+    unsigned desc_mask; /* bit k: key k descending, through key_descending[k] */
 } sort_case;
 
 static const sort_case *g_case;
@@ -50,7 +54,7 @@ static uint64_t case_key(const sort_case *c, int k, int64_t row) {
     int w = (int)sluice_type_size(t) * 8;
     uint64_t mask = w == 64 ? ~0ull : (1ull << w) - 1;
     uint64_t u = oracle_image(t, g_cols[c->keys[k]], row);
-    if (c->descending) u = ~u & mask;
+    if (c->descending || ((c->desc_mask >> k) & 1u)) u = ~u & mask;
     if (c->nkeys == 1 && c->hi > 0) {
         int bw = c->hi - c->lo;
         u = (u >> c->lo) & (bw == 64 ? ~0ull : (1ull << bw) - 1);
@@ -96,6 +100,7 @@ static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
     d.nkeys = c->nkeys;
     memcpy(d.keys, c->keys, sizeof c->keys);
     d.descending = c->descending;
+    for (int k = 0; k < c->nkeys; k++) d.key_descending[k] = (c->desc_mask >> k) & 1u;
     d.bits_lo = c->lo;
     d.bits_hi = c->hi ? c->hi : (int)sluice_type_size(c->types[c->keys[0]]) * 8;
     sl_cuda_sort s;
@@ -116,9 +121,10 @@ static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
         for (int64_t r = 0; r < n; r++) {
             if (memcmp((char *)sorted[i] + r * w, (char *)host[i] + order[r] * w, w) != 0)
                 ck_abort_msg("strategy %d, %lld rows: column %d (%s) differs at row %lld "
-                             "(keys %d, descending %d, bits %d..%d)",
+                             "(keys %d, descending %d, per-key mask %u, bits %d..%d)",
                              (int)s.strategy, (long long)n, i, sluice_type_name(c->types[i]),
-                             (long long)r, c->nkeys, c->descending, d.bits_lo, d.bits_hi);
+                             (long long)r, c->nkeys, c->descending, c->desc_mask, d.bits_lo,
+                             d.bits_hi);
         }
     }
     free(order);
@@ -139,14 +145,16 @@ static size_t nsizes(void) { return getenv("SLUICE_TEST_SMALL") ? NELEM(sizes) -
 START_TEST(test_every_key_type) {
     sluice_type t = all_types[_i];
     for (int shape = 0; shape < 3; shape++) {
-        for (int desc = 0; desc < 2; desc++) {
+        /* desc 2: descending through key_descending[0] alone */
+        for (int desc = 0; desc < 3; desc++) {
             sort_case c = {0};
             c.types[0] = t;
             c.ncols = 1 + (shape == 1 ? 1 : shape == 2 ? 2 : 0);
             if (shape == 1) c.types[1] = SLUICE_U32;
             if (shape == 2) c.types[1] = SLUICE_U8, c.types[2] = SLUICE_F64;
             c.nkeys = 1;
-            c.descending = desc;
+            c.descending = desc == 1;
+            c.desc_mask = desc == 2 ? 1u : 0u;
             for (size_t k = 0; k < nsizes(); k++)
                 run_case(&c, sizes[k], 1000u * (uint64_t)_i + 10u * (uint64_t)shape + (uint64_t)desc + (uint64_t)k);
         }
@@ -160,14 +168,15 @@ START_TEST(test_bits_ranges) {
         {SLUICE_U64, 20, 60}, {SLUICE_I64, 0, 64}, {SLUICE_U16, 3, 11}, {SLUICE_F64, 8, 40}};
     for (size_t i = 0; i < NELEM(r); i++) {
         for (int with_value = 0; with_value < 3; with_value++) {
-            for (int desc = 0; desc < 2; desc++) {
+            for (int desc = 0; desc < 3; desc++) { /* 2: through key_descending[0] */
                 sort_case c = {0};
                 c.types[0] = r[i].t;
                 c.ncols = 1 + with_value;
                 c.types[1] = SLUICE_U32;
                 c.types[2] = SLUICE_I16;
                 c.nkeys = 1;
-                c.descending = desc;
+                c.descending = desc == 1;
+                c.desc_mask = desc == 2 ? 1u : 0u;
                 c.lo = r[i].lo;
                 c.hi = r[i].hi;
                 run_case(&c, 33, 7 + i);
@@ -181,14 +190,23 @@ END_TEST
 START_TEST(test_several_keys) {
     const sort_case cases[] = {
         /* two keys packed in one image */
-        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {0, 1}, false, 0, 0},
-        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {1, 0}, true, 0, 0},
+        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {0, 1}, false, 0, 0, 0u},
+        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {1, 0}, true, 0, 0, 0u},
         /* three keys over 64 bits: two packs, two stable passes */
-        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {0, 1, 2}, false, 0, 0},
-        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {2, 0, 1}, true, 0, 0},
+        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {0, 1, 2}, false, 0, 0, 0u},
+        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {2, 0, 1}, true, 0, 0, 0u},
         /* key columns that are not first, bool keys */
-        {3, {SLUICE_F64, SLUICE_BOOL, SLUICE_I8}, 2, {1, 2}, false, 0, 0},
-        {5, {SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16}, 4, {3, 2, 1, 0}, false, 0, 0},
+        {3, {SLUICE_F64, SLUICE_BOOL, SLUICE_I8}, 2, {1, 2}, false, 0, 0, 0u},
+        {5, {SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16}, 4, {3, 2, 1, 0}, false, 0, 0,
+         0u},
+        /* each key its own order: packed, over several packs, f16s packed four to an image */
+        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {0, 1}, false, 0, 0, 1u},
+        {3, {SLUICE_I16, SLUICE_F32, SLUICE_U32}, 2, {1, 0}, false, 0, 0, 2u},
+        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {0, 1, 2}, false, 0, 0, 5u},
+        {4, {SLUICE_U64, SLUICE_I64, SLUICE_U8, SLUICE_F16}, 3, {2, 0, 1}, false, 0, 0, 2u},
+        {3, {SLUICE_F64, SLUICE_BOOL, SLUICE_I8}, 2, {1, 2}, false, 0, 0, 1u},
+        {5, {SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16, SLUICE_F16}, 4, {3, 2, 1, 0}, false, 0, 0,
+         10u},
     };
     for (size_t i = 0; i < NELEM(cases); i++)
         for (size_t k = 0; k < nsizes(); k++) run_case(&cases[i], sizes[k], 77 + i * 31 + k);
@@ -196,9 +214,9 @@ START_TEST(test_several_keys) {
 END_TEST
 
 START_TEST(test_large) {
-    sort_case pairs = {2, {SLUICE_U32, SLUICE_U32}, 1, {0}, false, 0, 0};
+    sort_case pairs = {2, {SLUICE_U32, SLUICE_U32}, 1, {0}, false, 0, 0, 0u};
     run_case(&pairs, (1 << 22) + 3, 5);
-    sort_case f = {2, {SLUICE_F32, SLUICE_I64}, 1, {0}, true, 0, 0};
+    sort_case f = {2, {SLUICE_F32, SLUICE_I64}, 1, {0}, true, 0, 0, 0u};
     run_case(&f, (1 << 21) - 1, 6);
 }
 END_TEST
@@ -286,6 +304,172 @@ START_TEST(test_bad_descriptions) {
 }
 END_TEST
 
+/* ---- per-key orders: the CUDA backend against the CPU backend ------------------------------ */
+
+#define PIPE_MAX_COLS 6
+
+/* Runs `yaml` on `backend` over the columns, pushed in the pieces `cuts` (lengths summing to
+ * n, each at most max_rows), pulling after every push and after the flush; returns the
+ * outputs concatenated (out[c]: n rows of 8 bytes room) and their count. */
+static int64_t run_backend(sluice_context *ctx, const char *yaml, sluice_backend backend,
+                           const sluice_column *in, int nin, const int64_t *cuts, int ncuts,
+                           int64_t max_rows, void **out, sluice_type *out_types, size_t *nout) {
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = backend;
+    o.max_batch_rows = max_rows;
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    int64_t at = 0, rows = 0;
+    for (int piece = 0; piece <= ncuts; piece++) {
+        if (piece < ncuts) {
+            sluice_column c[PIPE_MAX_COLS];
+            for (int i = 0; i < nin; i++) {
+                c[i] = in[i];
+                c[i].data = (const char *)in[i].data + (size_t)at * sluice_type_size(in[i].type);
+                c[i].length = cuts[piece];
+            }
+            ck_assert_int_eq(sluice_session_push(s, c, (size_t)nin), SLUICE_OK);
+            at += cuts[piece];
+        } else {
+            ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        }
+        sluice_batch *b;
+        while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+            *nout = sluice_batch_column_count(b);
+            ck_assert_uint_le(*nout, PIPE_MAX_COLS);
+            for (size_t c = 0; c < *nout; c++) {
+                sluice_column col;
+                ck_assert_int_eq(sluice_batch_column(b, c, &col), SLUICE_OK);
+                out_types[c] = col.type;
+                size_t w = sluice_type_size(col.type);
+                memcpy((char *)out[c] + (size_t)rows * w, col.data, (size_t)col.length * w);
+            }
+            rows += sluice_batch_rows(b);
+            sluice_batch_free(b);
+        }
+    }
+    sluice_session_close(s);
+    sluice_pipeline_free(p);
+    return rows;
+}
+
+/* The pipeline's inputs are named and typed by names/types; random bits (some columns
+ * masked to few values, so ties, both zeros and NaNs of both signs are common). */
+static void cpu_vs_gpu(const char *yaml, int nin, const char *const *names,
+                       const sluice_type *types, int64_t n, uint64_t seed) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    sluice_column in[PIPE_MAX_COLS];
+    for (int i = 0; i < nin; i++) {
+        size_t bytes = (size_t)n * sluice_type_size(types[i]) + 8;
+        uint8_t *h = malloc(bytes);
+        ck_assert_ptr_nonnull(h);
+        for (size_t b = 0; b < bytes; b++) h[b] = (uint8_t)tu_rng_next(&rng);
+        if ((seed + (uint64_t)i) % 2 == 0)
+            for (size_t b = 0; b < bytes; b++) h[b] &= 0x81;
+        if (types[i] == SLUICE_BOOL)
+            for (size_t b = 0; b < bytes; b++) h[b] &= 1;
+        in[i] = (sluice_column){names[i], types[i], h, n};
+    }
+    const int64_t max_rows = 4096;
+    int64_t *cuts = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int ncuts = 0;
+    for (int64_t at = 0; at < n;) {
+        int64_t len = tu_rng_range(&rng, 0, max_rows);
+        if (len > n - at) len = n - at;
+        cuts[ncuts++] = len;
+        at += len;
+    }
+    void *ref[PIPE_MAX_COLS], *got[PIPE_MAX_COLS];
+    for (int c = 0; c < PIPE_MAX_COLS; c++) {
+        ref[c] = malloc(8 * (size_t)n + 8);
+        got[c] = malloc(8 * (size_t)n + 8);
+    }
+    sluice_type ref_types[PIPE_MAX_COLS], got_types[PIPE_MAX_COLS];
+    size_t nref = 0, ngot = 0;
+    int64_t ref_rows = run_backend(ctx, yaml, SLUICE_BACKEND_CPU, in, nin, cuts, ncuts, max_rows,
+                                   ref, ref_types, &nref);
+    int64_t got_rows = run_backend(ctx, yaml, SLUICE_BACKEND_CUDA, in, nin, cuts, ncuts, max_rows,
+                                   got, got_types, &ngot);
+    ck_assert_int_eq(got_rows, ref_rows);
+    ck_assert_uint_eq(ngot, nref);
+    for (size_t c = 0; c < nref; c++) {
+        ck_assert_int_eq(got_types[c], ref_types[c]);
+        size_t w = sluice_type_size(ref_types[c]);
+        for (int64_t r = 0; r < ref_rows; r++)
+            if (memcmp((char *)got[c] + (size_t)r * w, (char *)ref[c] + (size_t)r * w, w) != 0)
+                ck_abort_msg("%lld rows, output column %zu differs at row %lld:\n%s",
+                             (long long)n, c, (long long)r, yaml);
+    }
+    for (int c = 0; c < PIPE_MAX_COLS; c++) {
+        free(ref[c]);
+        free(got[c]);
+    }
+    for (int i = 0; i < nin; i++) free((void *)in[i].data);
+    free(cuts);
+    sluice_context_destroy(ctx);
+}
+
+/* Two keys in both mixed orders, the first of type all_types[_i + 1] (every type but bool,
+ * which is not a sort key type in pipelines), per stream and per batch. */
+START_TEST(test_orders_per_key_cpu_vs_gpu) {
+    sluice_type t = all_types[_i + 1];
+    static const char *const names[3] = {"a", "b", "v"};
+    sluice_type types[3] = {t, SLUICE_F32, SLUICE_U32};
+    static const char *const orders[] = {"[descending, ascending]", "[ascending, descending]"};
+    char yaml[512];
+    for (int o = 0; o < 2; o++) {
+        for (int per_batch = 0; per_batch < 2; per_batch++) {
+            for (int swap = 0; swap < 2; swap++) {
+                snprintf(yaml, sizeof yaml,
+                         "sluice: 1\nname: orders\ninput: {a: %s, b: f32, v: u32}\nstages:\n"
+                         "  - sort: {keys: [%s], order: %s, per: %s}\noutput: [a, b, v]\n",
+                         sluice_type_name(t), swap ? "b, a" : "a, b", orders[o],
+                         per_batch ? "batch" : "stream");
+                uint64_t seed = 900 + 16 * (uint64_t)_i + 4 * (uint64_t)o +
+                                2 * (uint64_t)per_batch + (uint64_t)swap;
+                cpu_vs_gpu(yaml, 3, names, types, 33, seed);
+                cpu_vs_gpu(yaml, 3, names, types, getenv("SLUICE_TEST_SMALL") ? 4097 : 30001,
+                           seed + 1);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Three keys over several packed images with `values`; one key with a one-entry list and
+ * `bits`; a map before the sort and a scan after it. */
+START_TEST(test_orders_per_key_shapes_cpu_vs_gpu) {
+    static const char *const names4[4] = {"c", "a", "d", "v"};
+    sluice_type types4[4] = {SLUICE_U8, SLUICE_U64, SLUICE_F64, SLUICE_I32};
+    static const char *const names2[2] = {"k", "x"};
+    sluice_type types2[2] = {SLUICE_U32, SLUICE_F32};
+    int64_t big = getenv("SLUICE_TEST_SMALL") ? 4097 : 50000;
+    for (int per_batch = 0; per_batch < 2; per_batch++) {
+        char yaml[512];
+        const char *per = per_batch ? "batch" : "stream";
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: three\ninput: {c: u8, a: u64, d: f64, v: i32}\nstages:\n"
+                 "  - sort: {keys: [c, a, d], order: [descending, ascending, descending], "
+                 "values: [v], per: %s}\n", per);
+        cpu_vs_gpu(yaml, 4, names4, types4, big, 31 + (uint64_t)per_batch);
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: bits\ninput: {k: u32, x: f32}\nstages:\n"
+                 "  - sort: {key: k, order: [descending], bits: [4, 12], per: %s}\n", per);
+        cpu_vs_gpu(yaml, 2, names2, types2, big, 41 + (uint64_t)per_batch);
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: fused\ninput: {k: u32, x: f32}\nstages:\n"
+                 "  - map: {g: k %% 7, m: -x}\n"
+                 "  - sort: {keys: [g, m], order: [ascending, descending], per: %s}\n"
+                 "  - scan: {of: g, op: sum, into: s}\noutput: [g, m, k, s]\n", per);
+        cpu_vs_gpu(yaml, 2, names2, types2, big, 51 + (uint64_t)per_batch);
+    }
+}
+END_TEST
+
 /* Three test cases, so a slow tool (compute-sanitizer racecheck) can run them side by side
  * with CK_RUN_CASE=types|ranges|large. */
 static Suite *gpu_sort_suite(void) {
@@ -296,6 +480,8 @@ static Suite *gpu_sort_suite(void) {
     TCase *ranges = tcase_create("ranges");
     tcase_add_test(ranges, test_bits_ranges);
     tcase_add_test(ranges, test_several_keys);
+    tcase_add_loop_test(ranges, test_orders_per_key_cpu_vs_gpu, 0, (int)NELEM(all_types) - 1);
+    tcase_add_test(ranges, test_orders_per_key_shapes_cpu_vs_gpu);
     TCase *large = tcase_create("large");
     if (!getenv("SLUICE_TEST_SMALL")) {
         tcase_add_test(large, test_large);

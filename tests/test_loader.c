@@ -364,6 +364,84 @@ START_TEST(sort_keys) {
 }
 END_TEST
 
+/* `order`: one for every key, or a list of one per key. */
+START_TEST(sort_order_per_key) {
+    sluice_pipeline *p = one_stage("f64", "sort: {keys: [k, x], order: [descending, ascending]}");
+    const sl_sort *s = &p->stages[0].sort;
+    ck_assert(s->key_descending[0] && !s->key_descending[1] && !s->descending);
+    sluice_pipeline_free(p);
+
+    p = tu_load(ctx, "sluice: 1\nname: t\ninput: {a: u8, b: f32, c: i64}\nstages:\n"
+                     "  - sort: {keys: [a, b, c], order: [ascending, descending, ascending]}\n");
+    s = &p->stages[0].sort;
+    ck_assert(!s->key_descending[0] && s->key_descending[1] && !s->key_descending[2]);
+    ck_assert(!s->descending);
+    sluice_pipeline_free(p);
+
+    p = one_stage("f64", "sort: {keys: [k, x], order: [descending, descending]}");
+    s = &p->stages[0].sort;
+    ck_assert(s->key_descending[0] && s->key_descending[1] && s->descending);
+    sluice_pipeline_free(p);
+
+    /* a scalar order applies to every key */
+    p = one_stage("f64", "sort: {keys: [k, x], order: descending}");
+    s = &p->stages[0].sort;
+    ck_assert(s->key_descending[0] && s->key_descending[1] && s->descending);
+    sluice_pipeline_free(p);
+
+    p = one_stage("f64", "sort: {keys: [k, x]}");
+    s = &p->stages[0].sort;
+    ck_assert(!s->key_descending[0] && !s->key_descending[1] && !s->descending);
+    sluice_pipeline_free(p);
+
+    /* one key: a list of one, with bits */
+    p = one_stage("u16", "sort: {key: x, order: [descending], bits: [4, 12]}");
+    s = &p->stages[0].sort;
+    ck_assert(s->key_descending[0] && s->descending);
+    ck_assert_int_eq(s->bits_lo, 4);
+    sluice_pipeline_free(p);
+
+    /* block style */
+    p = tu_load(ctx, "sluice: 1\nname: t\ninput: {a: u8, b: f32}\nstages:\n"
+                     "  - sort:\n      keys: [a, b]\n      order:\n        - ascending\n"
+                     "        - descending\n");
+    s = &p->stages[0].sort;
+    ck_assert(!s->key_descending[0] && s->key_descending[1]);
+    sluice_pipeline_free(p);
+}
+END_TEST
+
+/* A bad `order` fails with the position of the list (or of the bad entry) in the file. */
+static void expect_order_error(const char *stage, const char *at, const char *fragment) {
+    char yaml[1024], buf[1024], where[64];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: t\ninput:\n  x: f32\n  k: i32\n  flag: bool\nstages:\n  - %s\n",
+             stage);
+    ck_assert_int_eq(tu_load_fail(ctx, yaml, buf, sizeof buf), SLUICE_ERR_BAD_VALUE);
+    /* the stage is on line 8, after "  - "; `at` is the text the diagnostic points at */
+    snprintf(where, sizeof where, "<test>:8:%d:", 5 + (int)(strstr(stage, at) - stage));
+    ck_assert_msg(strstr(buf, where) && strstr(buf, fragment), "'%s' lacks '%s' or '%s'", buf,
+                  where, fragment);
+}
+
+START_TEST(sort_order_list_errors) {
+    expect_order_error("sort: {keys: [k, x], order: [descending]}", "[descending]",
+                       "order has 1 entry but the sort has 2 keys");
+    expect_order_error("sort: {keys: [k, x], order: [descending, ascending, ascending]}",
+                       "[descending, ascending, ascending]",
+                       "order has 3 entries but the sort has 2 keys");
+    expect_order_error("sort: {key: x, order: [ascending, descending]}", "[ascending, descending]",
+                       "order has 2 entries but the sort has 1 key:");
+    expect_order_error("sort: {keys: [k, x], order: []}", "[]", "order has 0 entries");
+    expect_order_error("sort: {keys: [k, x], order: [descending, sideways]}", "sideways",
+                       "order 'sideways' is not one of ascending or descending");
+    expect_order_error("sort: {keys: [k, x], order: [[descending], ascending]}",
+                       "[descending], ascending]", "order must be a single value, not a list");
+    expect_order_error("sort: {keys: [k, x], order: {k: descending}}", "{k: descending}",
+                       "order must be ascending, descending or a list of them (one per key)");
+}
+END_TEST
+
 START_TEST(determinism_and_params) {
     sluice_pipeline *p = tu_load(ctx, "sluice: 1\nname: t\ndeterminism: run_to_run\n"
                                       "params:\n  lo: {type: i32, default: -3}\n"
@@ -603,6 +681,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, linrec_types);
     tcase_add_test(tc, segmented_scan_sources);
     tcase_add_test(tc, sort_keys);
+    tcase_add_test(tc, sort_order_per_key);
+    tcase_add_test(tc, sort_order_list_errors);
     tcase_add_test(tc, determinism_and_params);
     tcase_add_test(tc, declared_affine_operator);
     tcase_add_test(tc, declared_integer_operators);
