@@ -550,6 +550,11 @@ START_TEST(test_sort_keys_bits_and_fusion) {
         "sluice: 1\nname: sort-stream-then-scan\ninput: {k: i32, x: i64}\nstages:\n"
         "  - sort: {key: k}\n  - scan: {of: x, op: sum, into: s}\n  - sort: {key: x, order: descending}\n"
         "output: [k, x, s]\n",
+        /* a stream sort whose columns pass through the group after it: at flush the sorted
+           rows go on in max_batch_rows pieces, so the sort must not write them in place into
+           one result batch (device outputs) */
+        "sluice: 1\nname: sort-stream-pass-through\ninput: {k: u16, x: f64, v: i32}\nstages:\n"
+        "  - sort: {key: k}\n  - map: {w: v * 3}\noutput: [k, x, v, w]\n",
     };
     for (size_t i = 0; i < NELEM(y); i++) check_sizes(y[i], 700 + 10 * i);
 }

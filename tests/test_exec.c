@@ -289,6 +289,9 @@ static const char *const oversized[] = {
     "sluice: 1\nname: stream-then-filter\ninput: {x: i32, k: i16}\nstages:\n"
     "  - sort: {key: x, values: [k]}\n  - filter: k > 3\n  - scan: {op: count, into: n}\n"
     "output: [x, n]\n",
+    /* a stream sort whose columns pass through the group after it */
+    "sluice: 1\nname: stream-then-map\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: k}\n  - map: {y: x * 3}\noutput: [k, x, y]\n",
     /* elementwise only */
     "sluice: 1\nname: elementwise\ninput: {x: i32, k: i16}\nstages:\n  - map: {y: x * 2}\n"
     "output: [k, y]\n",

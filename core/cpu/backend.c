@@ -274,13 +274,13 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
     sluice_type t0 = p->columns[key0].type;
     /* Only the key moves: sort the images themselves and turn them back into keys. */
     if (so->nkeys == 1 && (g->nmove == 0 || (g->nmove == 1 && g->move[0] == key0))) {
-        image_job ij = {t0, src[key0], NULL, false, so->descending, false, im->img[0]};
+        image_job ij = {t0, src[key0], NULL, false, so->key_descending[0], false, im->img[0]};
         sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &ij);
         bool in_tmp = sl_cpu_radix_sort(im->pool, im->radix_counts, im->img[0], im->img[1],
                                         sl_sortkey_is_wide(t0), NULL, NULL, false, n, so->bits_lo,
                                         so->bits_hi);
         if (g->nmove == 1) {
-            image_job vj = {t0, in_tmp ? im->img[1] : im->img[0], NULL, false, so->descending, true,
+            image_job vj = {t0, in_tmp ? im->img[1] : im->img[0], NULL, false, so->key_descending[0], true,
                             dest[key0]};
             sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &vj);
         }
@@ -292,7 +292,7 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
     for (int k = so->nkeys - 1; k >= 0; k--) {
         int key = so->keys[k];
         sluice_type t = p->columns[key].type;
-        image_job ij = {t, src[key], have_perm ? perm : NULL, perm_wide, so->descending, false,
+        image_job ij = {t, src[key], have_perm ? perm : NULL, perm_wide, so->key_descending[k], false,
                         im->img[0]};
         sl_cpu_parallel_slices(im->pool, n, SLICE_ROWS, image_slice, &ij);
         if (!have_perm) {

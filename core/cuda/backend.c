@@ -251,6 +251,7 @@ static sluice_status sort_desc(const group_state *g, sl_cuda_sort_desc *d) {
         if (d->keys[k] < 0) return SLUICE_ERR_INVALID_ARGUMENT;
     }
     d->descending = g->sort->descending;
+    for (int k = 0; k < d->nkeys; k++) d->key_descending[k] = g->sort->key_descending[k];
     d->bits_lo = g->sort->bits_lo;
     d->bits_hi = g->sort->bits_hi;
     return SLUICE_OK;
@@ -649,7 +650,10 @@ static sluice_status run_sort(sluice_session *s, cuda_session *cs, sl_piece *pie
                             "a stream-wide sort's output");
             if (st == SLUICE_OK) st = keep_temp(s, cs, own);
         }
-        if (st == SLUICE_OK) st = destination(s, cs, piece, gi, g->cols[c], own, &outp[c]);
+        /* In place in the result only when no groups follow: after a stream-wide sort they
+         * run over pieces of the sorted rows, each with a result batch of its own. */
+        if (st == SLUICE_OK && g->per_stream && gi + 1 < cs->ngroups) outp[c] = own;
+        else if (st == SLUICE_OK) st = destination(s, cs, piece, gi, g->cols[c], own, &outp[c]);
     }
     if (st == SLUICE_OK) {
         cudaError_t e = (cudaError_t)sl_cuda_sort_run(prepared, scratch, n, g->types, in, outp,
