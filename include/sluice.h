@@ -139,12 +139,15 @@ SLUICE_API float sluice_f16_to_f32(uint16_t half);
 /* ---------------------------------------------------------------- backends */
 
 typedef enum sluice_backend {
-    SLUICE_BACKEND_AUTO, /* CUDA when built in and a device is present, else CPU */
+    SLUICE_BACKEND_AUTO, /* CUDA when it is available (below), else CPU, silently */
     SLUICE_BACKEND_CPU,
     SLUICE_BACKEND_CUDA
 } sluice_backend;
 
-/* 1 when the backend can run here (CUDA: built in, driver loads, a device exists). */
+/* 1 when the backend can run here (CUDA: built in, NVRTC loads, the driver loads, a device
+ * exists). The CUDA libraries are loaded at run time, not linked: a CUDA-enabled library
+ * runs on the CPU where they are absent, and a session asking for CUDA there fails with
+ * SLUICE_ERR_BACKEND_UNAVAILABLE and a diagnostic naming what is missing (e.g. libnvrtc). */
 SLUICE_API int sluice_backend_available(sluice_backend backend);
 /* "auto", "cpu", "cuda"; NULL outside the enum. */
 SLUICE_API const char *sluice_backend_name(sluice_backend backend);
