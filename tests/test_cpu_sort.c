@@ -593,6 +593,161 @@ START_TEST(per_key_orders_direct) {
 }
 END_TEST
 
+/* Appends rows [0, b's rows) of column `col` of b (element size sz) to *dst at *at. */
+static void append_column(const sluice_batch *b, size_t col, size_t sz, void *dst, int64_t at) {
+    sluice_column c;
+    ck_assert_int_eq(sluice_batch_column(b, col, &c), SLUICE_OK);
+    memcpy((char *)dst + (size_t)at * sz, c.data, (size_t)c.length * sz);
+}
+
+/* `order: [..]`, one per key, through the whole CPU backend: the first key of every type,
+ * the second of four, every mix of orders, per stream (the oracle sorts the whole stream)
+ * and per batch (each pushed piece alone), the stream pushed in random pieces. */
+START_TEST(per_key_orders_vs_oracle) {
+    static const sluice_type seconds[] = {SLUICE_U8, SLUICE_F32, SLUICE_I64, SLUICE_F16};
+    static const char *const lists[] = {"[ascending, descending]", "[descending, ascending]",
+                                        "[descending, descending]", "[ascending, ascending]"};
+    static const unsigned masks[] = {2, 1, 3, 0};
+    sluice_type t1 = key_types[_i];
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 300 + (uint64_t)_i);
+    const int64_t n = 9000, max_rows = 4096;
+    int64_t *want = malloc(sizeof(int64_t) * (size_t)n);
+    uint32_t *got_i = malloc(4 * (size_t)n);
+    void *got_a = malloc(8 * (size_t)n), *got_b = malloc(8 * (size_t)n);
+    for (size_t si = 0; si < SL_ARRAY_LEN(seconds); si++) {
+        sluice_type t2 = seconds[si];
+        for (size_t li = 0; li < SL_ARRAY_LEN(lists); li++) {
+            for (int per_batch = 0; per_batch < 2; per_batch++) {
+                void *a = random_keys(&rng, t1, n, 6);
+                void *b = random_keys(&rng, t2, n, li % 2 ? 0 : 40);
+                uint32_t *iv = malloc(4 * (size_t)n);
+                for (int64_t i = 0; i < n; i++) iv[i] = (uint32_t)i;
+                char yaml[512];
+                snprintf(yaml, sizeof yaml,
+                         "sluice: 1\nname: t\ninput: {a: %s, b: %s, i: u32}\nstages:\n"
+                         "  - sort: {keys: [a, b], order: %s, per: %s}\noutput: [a, b, i]\n",
+                         sluice_type_name(t1), sluice_type_name(t2), lists[li],
+                         per_batch ? "batch" : "stream");
+                sluice_pipeline *p = tu_load(ctx, yaml);
+                sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+                o.backend = SLUICE_BACKEND_CPU;
+                o.max_batch_rows = max_rows;
+                sluice_session *s;
+                ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+                oracle_keys ok = {2, {t1, t2}, {a, b}, false, masks[li]};
+                size_t sa = sluice_type_size(t1), sb = sluice_type_size(t2);
+                int64_t at = 0, rows = 0;
+                for (bool flushed = false; !flushed;) {
+                    if (at < n) {
+                        int64_t len = tu_rng_range(&rng, 0, max_rows);
+                        if (len > n - at) len = n - at;
+                        sluice_column c[3] = {{"a", t1, (char *)a + (size_t)at * sa, len},
+                                              {"b", t2, (char *)b + (size_t)at * sb, len},
+                                              {"i", SLUICE_U32, iv + at, len}};
+                        ck_assert_int_eq(sluice_session_push(s, c, 3), SLUICE_OK);
+                        if (per_batch) oracle_sort_range(&ok, want + at, at, len);
+                        at += len;
+                    } else {
+                        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+                        flushed = true;
+                    }
+                    sluice_batch *out;
+                    while (sluice_session_pull(s, &out) == SLUICE_OK && out) {
+                        int64_t m = sluice_batch_rows(out);
+                        ck_assert_int_le(rows + m, n);
+                        append_column(out, 0, sa, got_a, rows);
+                        append_column(out, 1, sb, got_b, rows);
+                        append_column(out, 2, 4, got_i, rows);
+                        rows += m;
+                        sluice_batch_free(out);
+                    }
+                }
+                ck_assert_int_eq(rows, n);
+                if (!per_batch) oracle_sort_range(&ok, want, 0, n);
+                for (int64_t r = 0; r < n; r++) {
+                    EXPECT(got_i[r] == (uint32_t)want[r],
+                           "keys [%s, %s], order %s, per %s: row %lld is %u, want %lld",
+                           sluice_type_name(t1), sluice_type_name(t2), lists[li],
+                           per_batch ? "batch" : "stream", (long long)r, got_i[r],
+                           (long long)want[r]);
+                    size_t w = (size_t)want[r];
+                    EXPECT(memcmp((char *)got_a + (size_t)r * sa, (char *)a + w * sa, sa) == 0 &&
+                               memcmp((char *)got_b + (size_t)r * sb, (char *)b + w * sb, sb) == 0,
+                           "key bits moved wrongly at row %lld", (long long)r);
+                }
+                sluice_session_close(s);
+                sluice_pipeline_free(p);
+                free(a);
+                free(b);
+                free(iv);
+            }
+        }
+    }
+    free(want);
+    free(got_i);
+    free(got_a);
+    free(got_b);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* Three keys with a mixed list and `values`; one key with a one-entry list and `bits`. */
+START_TEST(per_key_orders_three_keys_and_bits) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng;
+    tu_rng_seed(&rng, 5);
+    int64_t n = 20000;
+    uint8_t *c = random_keys(&rng, SLUICE_U8, n, 0);
+    uint64_t *a = random_keys(&rng, SLUICE_U64, n, 0);
+    double *d = random_keys(&rng, SLUICE_F64, n, 5);
+    uint16_t *h = random_keys(&rng, SLUICE_U16, n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        c[i] &= 3;
+        a[i] &= 7;
+    }
+    sluice_column cols[4] = {{"c", SLUICE_U8, c, n}, {"a", SLUICE_U64, a, n},
+                             {"d", SLUICE_F64, d, n}, {"h", SLUICE_U16, h, n}};
+    sluice_batch *b = run_sort_pipeline(ctx,
+        "sluice: 1\nname: t\ninput: {c: u8, a: u64, d: f64, h: u16}\nstages:\n"
+        "  - sort: {keys: [c, a, d], order: [descending, ascending, descending], values: [h]}\n",
+        cols, 4);
+    oracle_keys ok = {3, {SLUICE_U8, SLUICE_U64, SLUICE_F64}, {c, a, d}, false, 1u | 4u};
+    int64_t *want = oracle_order(&ok, n);
+    ck_assert_int_eq(sluice_batch_rows(b), n);
+    ck_assert_int_eq((int)sluice_batch_column_count(b), 4);
+    sluice_column hc;
+    ck_assert_int_eq(sluice_batch_column(b, 3, &hc), SLUICE_OK); /* c, a, d, h */
+    for (int64_t r = 0; r < n; r++)
+        EXPECT(((const uint16_t *)hc.data)[r] == h[want[r]], "three keys: row %lld", (long long)r);
+    free(want);
+    sluice_batch_free(b);
+
+    /* bits: [4, 12] of a u16 key, descending: stable by (h >> 4) & 0xff, largest first. */
+    b = run_sort_pipeline(ctx,
+        "sluice: 1\nname: t\ninput: {c: u8, a: u64, d: f64, h: u16}\nstages:\n"
+        "  - sort: {key: h, order: [descending], bits: [4, 12]}\noutput: [h, c]\n", cols, 4);
+    uint16_t *mid = malloc(2 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) mid[i] = (uint16_t)((h[i] >> 4) & 0xff);
+    oracle_keys om = {1, {SLUICE_U16}, {mid}, false, 1u};
+    want = oracle_order(&om, n);
+    ck_assert_int_eq(sluice_batch_column(b, 0, &hc), SLUICE_OK);
+    for (int64_t r = 0; r < n; r++)
+        EXPECT(((const uint16_t *)hc.data)[r] == h[want[r]], "bits: row %lld", (long long)r);
+    free(want);
+    free(mid);
+    sluice_batch_free(b);
+    free(c);
+    free(a);
+    free(d);
+    free(h);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* The radix sort alone, with a pool, on sizes that make several workers and skipped passes. */
 START_TEST(radix_direct) {
     sluice_context *ctx;
@@ -643,6 +798,8 @@ static Suite *cpu_sort_suite(void) {
     tcase_add_test(tc, radix_direct);
     tcase_add_test(tc, key_images);
     tcase_add_test(tc, per_key_orders_direct);
+    tcase_add_loop_test(tc, per_key_orders_vs_oracle, 0, (int)SL_ARRAY_LEN(key_types));
+    tcase_add_test(tc, per_key_orders_three_keys_and_bits);
     suite_add_tcase(s, tc);
     return s;
 }
