@@ -139,6 +139,7 @@ static void fused_levels(const sluice_pipeline *p, sl_plan *plan, sl_group *g, b
             if (sc->segments == SL_SEGMENTS_OFFSETS) g->reads_offsets = true;
             int phase = (reads > alive ? reads : alive) + 1;
             if (phase > g->phases) g->phases = phase;
+            plan->stage_phase[s] = phase;
             for (int f = 0; f < sc->nfields; f++) {
                 if (sc->into[f] < 0) continue;
                 level[sc->into[f]] = phase;
@@ -240,12 +241,13 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
     out->map_entry_live = sl_calloc(ctx, (size_t)p->nstages + 1, sizeof *out->map_entry_live);
     out->level = sl_calloc(ctx, (size_t)p->ncolumns + 1, sizeof *out->level);
     out->reads_level = sl_calloc(ctx, (size_t)p->nstages + 1, sizeof *out->reads_level);
+    out->stage_phase = sl_calloc(ctx, (size_t)p->nstages + 1, sizeof *out->stage_phase);
     size_t n = (size_t)p->ncolumns + 1;
     bool *scratch = sl_calloc(ctx, 3 * n, sizeof(bool));
     int *level = sl_calloc(ctx, n, sizeof(int));
     sluice_status st = SLUICE_OK;
     if (!out->groups || !out->need_after || !out->map_entry_live || !out->level ||
-        !out->reads_level || !scratch || !level)
+        !out->reads_level || !out->stage_phase || !scratch || !level)
         st = oom(ctx);
     if (st == SLUICE_OK) st = liveness(ctx, p, out);
     int s = 0;
@@ -294,6 +296,7 @@ void sl_plan_free(sluice_context *ctx, sl_plan *plan) {
     sl_free(ctx, plan->map_entry_live);
     sl_free(ctx, plan->level);
     sl_free(ctx, plan->reads_level);
+    sl_free(ctx, plan->stage_phase);
     memset(plan, 0, sizeof *plan);
 }
 

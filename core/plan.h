@@ -64,6 +64,7 @@ typedef struct sl_plan {
     bool **map_entry_live;/* [stage][entry] for map stages (NULL for others): computed */
     int *level;           /* [column]: carry level within the group that makes it */
     int *reads_level;     /* [stage]: the highest level among the values the stage reads */
+    int *stage_phase;     /* [stage]: a scan's carry phase (its outputs' level), 0 for others */
 } sl_plan;
 
 /* What a backend can run; sl_plan_check compares a plan with it. */

@@ -20,6 +20,19 @@
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
+/* SLUICE_TEST_DUMP_KERNELS=DIR writes every generated kernel to DIR/<pipeline>-g<group>.cu,
+ * so a change meant to leave kernels alone can be checked by diffing two dumps. */
+static void dump_source(const sluice_pipeline *p, int g, const char *source) {
+    const char *dir = getenv("SLUICE_TEST_DUMP_KERNELS");
+    if (!dir) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s-g%d.cu", dir, sluice_pipeline_name(p), g);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(source, f);
+    fclose(f);
+}
+
 static void check_flow(sluice_context *ctx, const char *yaml) {
     sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
@@ -33,6 +46,7 @@ static void check_flow(sluice_context *ctx, const char *yaml) {
             sluice_status st = sl_cuda_codegen(ctx, p, &plan, g, 90, &cg);
             if (st != SLUICE_OK) tu_print_diags(ctx);
             ck_assert_int_eq(st, SLUICE_OK);
+            dump_source(p, g, cg.source);
             const sl_group *pg = &plan.groups[g];
             int ndata = 0; /* the layout lists an offsets input too; the plan does not */
             for (int i = 0; i < cg.ninputs; i++) {

@@ -79,6 +79,9 @@ START_TEST(plan_carry_levels_and_pass_through) {
     ck_assert_int_eq(plan.reads_level[0], 0);
     ck_assert_int_eq(plan.reads_level[1], 1);
     ck_assert_int_eq(plan.reads_level[2], 1);
+    ck_assert_int_eq(plan.stage_phase[0], 1);
+    ck_assert_int_eq(plan.stage_phase[1], 0);
+    ck_assert_int_eq(plan.stage_phase[2], 2);
     const sl_group *g = &plan.groups[0];
     ck_assert_int_eq(g->phases, 2);
     ck_assert(!g->compacts);

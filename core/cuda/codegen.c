@@ -104,17 +104,6 @@ static int column_level(const cg *g, int column, bool *used) {
     return g->level[column];
 }
 
-/* Level of "the row is alive at stage s": the flags of the compactions before it. */
-static int alive_level(const cg *g, int stage) {
-    int lvl = 0;
-    for (int s = g->first; s < stage; s++) {
-        const sl_stage *st = &g->p->stages[s];
-        if (st->kind == SL_STAGE_COMPACT && g->level[st->compact.by] > lvl)
-            lvl = g->level[st->compact.by];
-    }
-    return lvl;
-}
-
 static int new_field(cg *g, int phase, sluice_type t) {
     cg_field *f = sl_realloc(g->ctx, g->fields, (size_t)(g->nfields + 1) * sizeof *f);
     int *fp = sl_realloc(g->ctx, g->field_phase, (size_t)(g->nfields + 1) * sizeof *fp);
@@ -154,28 +143,25 @@ static sluice_status analyse(cg *g) {
             for (int k = 0; k < st->map.count; k++) {
                 if (!g->plan->map_entry_live[s][k]) continue; /* nothing needs it */
                 int c = st->map.columns[k];
-                g->level[c] = expr_level(g, st->map.exprs[k], g->in_group);
+                (void)expr_level(g, st->map.exprs[k], g->in_group); /* marks what it reads */
+                g->level[c] = g->plan->level[c]; /* the plan's carry analysis */
                 g->made[c] = true;
                 g->in_group[c] = true;
             }
             break;
         case SL_STAGE_COMPACT:
             any_compact = true;
-            if (column_level(g, st->compact.by, g->in_group) > compact_level)
-                compact_level = g->level[st->compact.by];
+            (void)column_level(g, st->compact.by, g->in_group);
+            if (g->plan->reads_level[s] > compact_level) compact_level = g->plan->reads_level[s];
             break;
         case SL_STAGE_SCAN: {
             const sl_scan *sc = &st->scan;
-            int lvl = alive_level(g, s);
-            for (int f = 0; f < sc->nfields; f++) {
-                int l = expr_level(g, sc->of[f], g->in_group);
-                if (l > lvl) lvl = l;
-            }
-            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
-                int l = column_level(g, sc->segment_column, g->in_group);
-                if (l > lvl) lvl = l;
-            }
-            int phase = lvl + 1;
+            for (int f = 0; f < sc->nfields; f++) (void)expr_level(g, sc->of[f], g->in_group);
+            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
+                (void)column_level(g, sc->segment_column, g->in_group);
+            /* One look-back after what it reads and the compactions before it: the plan's
+             * carry analysis (core/plan.h). */
+            int phase = g->plan->stage_phase[s];
             if (phase > SL_CG_MAX_PHASES)
                 return sl_error(g->ctx, SLUICE_ERR_LIMIT,
                                 "stage %d: more than %d scans depend on each other in one pass; "
