@@ -296,7 +296,7 @@ def check(case, data, backends, driver, keep=None, results=None):
                 if c.kind != 'exact':
                     continue                # each within its bound already
                 if c.t == 'bool':
-                    diff = (a != 0) != (b != 0)
+                    diff = a != b
                 elif is_float(c.t):
                     U = UINT_OF[width(c.t)]
                     ua, ub = a.view(U), b.view(U)
