@@ -30,8 +30,9 @@ typedef struct input_column {
     size_t map_len;
     const unsigned char *base;  /* the first element */
     int64_t length;             /* elements in the file */
-    void *buf;                  /* CSV values, rebased offsets, or an aligned copy */
-    size_t buf_cap;             /* bytes */
+    int fd;                     /* the file, open for pread (column files); -1 otherwise */
+    uint64_t data_offset;       /* bytes from the file's start to the first element */
+    sl_buffer buf;              /* sl_input_next's batch: CSV values, rows read, offsets */
     long csv_index;             /* the CSV header column feeding this input */
     size_t released;            /* bytes of the mapping already handed back (page multiple) */
 } input_column;
@@ -52,15 +53,40 @@ struct sl_input {
     int64_t total_bytes; /* -1 when unknown */
 };
 
-static int ensure_buf(input_column *c, size_t bytes) {
-    if (bytes <= c->buf_cap) return 0;
-    size_t cap = c->buf_cap ? c->buf_cap : 4096;
-    while (cap < bytes) cap *= 2;
-    void *grown = realloc(c->buf, cap);
-    if (!grown) return -1;
-    c->buf = grown;
-    c->buf_cap = cap;
+/* Page-aligned, so that a transfer engine can read it whole and no two buffers share a
+ * page. */
+#define BUFFER_ALIGN 4096
+
+int sl_buffer_reserve(sl_buffer *b, size_t bytes, size_t keep) {
+    if (bytes <= b->cap && b->data) return 0;
+    if (bytes > SIZE_MAX - BUFFER_ALIGN) return -1;
+    size_t cap = (bytes + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN;
+    if (cap == 0) cap = BUFFER_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, BUFFER_ALIGN, cap) != 0) return -1;
+    if (keep > b->cap) keep = b->cap;
+    if (keep) memcpy(p, b->data, keep);
+    free(b->data);
+    b->data = p;
+    b->cap = cap;
     return 0;
+}
+
+void sl_buffer_free(sl_buffer *b) {
+    free(b->data);
+    b->data = NULL;
+    b->cap = 0;
+}
+
+/* Room for `bytes` in a buffer filled row by row: doubles, keeping what it holds. */
+static int grow_buf(sl_buffer *b, size_t bytes) {
+    if (bytes <= b->cap && b->data) return 0;
+    size_t cap = b->cap ? b->cap : BUFFER_ALIGN;
+    while (cap < bytes) {
+        if (cap > SIZE_MAX / 2) return -1;
+        cap *= 2;
+    }
+    return sl_buffer_reserve(b, cap, b->cap);
 }
 
 static char *join_path(const char *dir, const char *name, const char *ext) {
@@ -70,7 +96,10 @@ static char *join_path(const char *dir, const char *name, const char *ext) {
     return p;
 }
 
-/* Maps a column file and checks its header (npy) or size (raw) against the declaration. */
+/* Maps a column file and checks its header (npy) or size (raw) against the declaration. The
+ * file stays open: batches are read from it with pread (sl_input_read_rows), into buffers
+ * that are reused, rather than through the mapping, whose pages would be faulted in anew for
+ * every batch. */
 static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
     int fd = open(c->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sl_errf(err, errcap, "%s: cannot open: %s", c->path, strerror(errno));
@@ -88,9 +117,8 @@ static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
             return sl_errf(err, errcap, "%s: cannot map: %s", c->path, strerror(errno));
         }
         c->map_len = size;
-        madvise(c->map, size, MADV_SEQUENTIAL);
     }
-    close(fd);
+    c->fd = fd;
     char why[256];
     const char *tname = sluice_type_name(c->info.type);
     if (is_npy) {
@@ -105,6 +133,7 @@ static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
                            c->path, sluice_type_name(h.type), sl_npy_descr(h.type),
                            c->info.name, tname, sl_npy_descr(c->info.type));
         c->base = (const unsigned char *)c->map + h.data_offset;
+        c->data_offset = h.data_offset;
         c->length = h.length;
     } else {
         if (sl_raw_element_count(size, c->info.type, &c->length, why, sizeof why) != 0)
@@ -249,6 +278,7 @@ int sl_input_open(sl_input **out, const sluice_pipeline *pipeline, const char *p
         free(in);
         return sl_errf(err, errcap, "out of memory");
     }
+    for (size_t i = 0; i < in->ncols; i++) in->cols[i].fd = -1;
     int rc = 0;
     for (size_t i = 0; i < in->ncols && rc == 0; i++) {
         if (sluice_pipeline_input(pipeline, i, &in->cols[i].info) != SLUICE_OK) {
@@ -293,8 +323,9 @@ void sl_input_close(sl_input *in) {
     for (size_t i = 0; i < in->ncols; i++) {
         input_column *c = &in->cols[i];
         if (c->map) munmap(c->map, c->map_len);
+        if (c->fd >= 0) close(c->fd);
         free(c->path);
-        free(c->buf);
+        sl_buffer_free(&c->buf);
     }
     free(in->cols);
     free(in->offsets_copy);
@@ -314,71 +345,80 @@ int64_t sl_input_total_rows(const sl_input *in) { return in->csv_source ? -1 : i
 
 int64_t sl_input_total_bytes(const sl_input *in) { return in->total_bytes; }
 
-int64_t sl_input_bytes_read(const sl_input *in) {
+int64_t sl_input_bytes_at(const sl_input *in, int64_t row_end) {
     if (in->total_bytes < 0) return -1;
     if (in->csv_source) return sl_csv_bytes_read(in->csv);
     /* Column files are read in step, so the share of rows is the share of bytes. */
     if (in->rows <= 0) return 0;
-    return (int64_t)((double)in->total_bytes * (double)in->pos / (double)in->rows);
+    return (int64_t)((double)in->total_bytes * (double)row_end / (double)in->rows);
 }
 
-/* A window of a mapped column; copied when the file puts it at an address the element type
- * may not be read from directly (a .npy written with an unusual header length). */
-static int column_window(input_column *c, int64_t start, int64_t n, const void **data) {
-    size_t elem = sluice_type_size(c->info.type);
-    const unsigned char *p = n > 0 ? c->base + (size_t)start * elem
-                                   : (const unsigned char *)empty_column_data;
-    if ((uintptr_t)p % elem != 0) {
-        if (ensure_buf(c, (size_t)n * elem) != 0) return -1;
-        memcpy(c->buf, p, (size_t)n * elem);
-        p = c->buf;
-    }
-    *data = p;
-    return 0;
+int64_t sl_input_bytes_read(const sl_input *in) { return sl_input_bytes_at(in, in->pos); }
+
+bool sl_input_is_csv(const sl_input *in) { return in->csv_source; }
+
+size_t sl_input_column_count(const sl_input *in) { return in->ncols; }
+
+const sluice_column_info *sl_input_column(const sl_input *in, size_t index) {
+    return index < in->ncols ? &in->cols[index].info : NULL;
 }
 
-static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
-                           char *err, size_t errcap) {
-    int64_t start = in->pos, n;
+int sl_input_next_window(sl_input *in, int64_t max_rows, sl_input_window *w) {
+    if (max_rows < 1) max_rows = 1;
+    *w = (sl_input_window){0, 0, 0, 0};
     if (in->offsets_col >= 0) {
-        input_column *o = &in->cols[in->offsets_col];
         if (in->seg_pos >= in->segments) return 0;
         /* The offsets were checked non-decreasing and within the rows when opened. */
         const int64_t *off = in->offsets;
-        int64_t s = in->seg_pos, base = off[s];
+        int64_t s = in->seg_pos;
         int64_t e = sl_next_segment_cut(off, in->segments, s, max_rows);
-        if (!in->offsets_copy) release_before(o, off + s);
-        size_t k1 = (size_t)(e - s + 1);
-        if (ensure_buf(o, k1 * sizeof(int64_t)) != 0) return sl_errf(err, errcap, "out of memory");
-        int64_t *rebased = o->buf;
-        for (size_t i = 0; i < k1; i++) rebased[i] = off[s + (int64_t)i] - base;
-        start = base;
-        n = off[e] - base;
+        if (!in->offsets_copy) release_before(&in->cols[in->offsets_col], off + s);
+        *w = (sl_input_window){off[s], off[e] - off[s], s, e - s};
         in->seg_pos = e;
-        cols[in->offsets_col] = (sluice_column){o->info.name, SLUICE_I64, rebased, (int64_t)k1};
     } else {
         if (in->pos >= in->rows) return 0;
-        n = in->rows - in->pos < max_rows ? in->rows - in->pos : max_rows;
+        int64_t n = in->rows - in->pos < max_rows ? in->rows - in->pos : max_rows;
+        *w = (sl_input_window){in->pos, n, 0, 0};
     }
-    for (size_t i = 0; i < in->ncols; i++) {
-        input_column *c = &in->cols[i];
-        if (c->info.role == SLUICE_ROLE_OFFSETS) continue;
-        if (c->length > 0) release_before(c, c->base + (size_t)start * sluice_type_size(c->info.type));
-        const void *data;
-        if (column_window(c, start, n, &data) != 0) return sl_errf(err, errcap, "out of memory");
-        cols[i] = (sluice_column){c->info.name, c->info.type, data, n};
-    }
-    in->pos = start + n;
-    *rows = n;
+    in->pos = w->first_row + w->rows;
     return 1;
 }
 
-static int next_from_csv(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
-                         char *err, size_t errcap) {
+void sl_input_window_offsets(const sl_input *in, const sl_input_window *w, int64_t *dst) {
+    const int64_t *off = in->offsets + w->first_seg;
+    for (int64_t i = 0; i <= w->segs; i++) dst[i] = off[i] - off[0];
+}
+
+int sl_input_read_rows(const sl_input *in, size_t col, int64_t first, int64_t count, void *dst,
+                       char *err, size_t errcap) {
+    const input_column *c = &in->cols[col];
+    size_t elem = sluice_type_size(c->info.type);
+    size_t want = (size_t)count * elem, done = 0;
+    uint64_t at = c->data_offset + (uint64_t)first * elem;
+    while (done < want) {
+        ssize_t got = pread(c->fd, (unsigned char *)dst + done, want - done, (off_t)(at + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return sl_errf(err, errcap, "%s: read error: %s", c->path, strerror(errno));
+        if (got == 0)
+            return sl_errf(err, errcap, "%s: the file ended at byte %" PRIu64 ", before the "
+                           "%" PRId64 " rows it held when the run began (did it change?)",
+                           c->path, at + done, c->length);
+        done += (size_t)got;
+    }
+    return 0;
+}
+
+int sl_input_next_csv(sl_input *in, int64_t max_rows, sl_buffer *bufs, int64_t *rows,
+                      const atomic_int *cancel, char *err, size_t errcap) {
+    if (max_rows < 1) max_rows = 1;
+    *rows = 0;
     if (in->csv_done) return 0;
     int64_t n = 0;
     char why[256];
     while (n < max_rows) {
+        /* Checked now and then: a reader told to stop leaves a long batch early. */
+        if (cancel && (n & 4095) == 0 && atomic_load(cancel)) return 0;
         char *const *fields;
         int got = sl_csv_next(in->csv, &fields, err, errcap);
         if (got < 0) return -1;
@@ -389,10 +429,10 @@ static int next_from_csv(sl_input *in, int64_t max_rows, sluice_column *cols, in
         for (size_t i = 0; i < in->ncols; i++) {
             input_column *c = &in->cols[i];
             size_t elem = sluice_type_size(c->info.type);
-            if (ensure_buf(c, (size_t)(n + 1) * elem) != 0)
+            if (grow_buf(&bufs[i], (size_t)(n + 1) * elem) != 0)
                 return sl_errf(err, errcap, "out of memory");
             if (sl_csv_parse_value(fields[c->csv_index], c->info.type,
-                                   (unsigned char *)c->buf + (size_t)n * elem, why,
+                                   (unsigned char *)bufs[i].data + (size_t)n * elem, why,
                                    sizeof why) != 0)
                 return sl_errf(err, errcap, "%s:%" PRId64 ":%ld: data row %" PRId64
                                ", column '%s': %s",
@@ -401,19 +441,46 @@ static int next_from_csv(sl_input *in, int64_t max_rows, sluice_column *cols, in
         }
         n++;
     }
-    if (n == 0) return 0;
-    for (size_t i = 0; i < in->ncols; i++) {
-        input_column *c = &in->cols[i];
-        cols[i] = (sluice_column){c->info.name, c->info.type, c->buf, n};
-    }
     in->pos += n;
     *rows = n;
+    return n > 0;
+}
+
+/* sl_input_next over column files: the window read into the input's own buffers. */
+static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
+                           char *err, size_t errcap) {
+    sl_input_window w;
+    if (sl_input_next_window(in, max_rows, &w) == 0) return 0;
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        bool offsets = (long)i == in->offsets_col;
+        int64_t n = offsets ? w.segs + 1 : w.rows;
+        size_t elem = sluice_type_size(c->info.type);
+        if (sl_buffer_reserve(&c->buf, (size_t)n * elem, 0) != 0)
+            return sl_errf(err, errcap, "out of memory");
+        if (offsets)
+            sl_input_window_offsets(in, &w, c->buf.data);
+        else if (sl_input_read_rows(in, i, w.first_row, n, c->buf.data, err, errcap) != 0)
+            return -1;
+        cols[i] = (sluice_column){c->info.name, c->info.type, c->buf.data, n};
+    }
+    *rows = w.rows;
     return 1;
 }
 
 int sl_input_next(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
                   char *err, size_t errcap) {
     if (max_rows < 1) max_rows = 1;
-    return in->csv_source ? next_from_csv(in, max_rows, cols, rows, err, errcap)
-                          : next_from_files(in, max_rows, cols, rows, err, errcap);
+    if (!in->csv_source) return next_from_files(in, max_rows, cols, rows, err, errcap);
+    sl_buffer *bufs = calloc(in->ncols ? in->ncols : 1, sizeof *bufs);
+    if (!bufs) return sl_errf(err, errcap, "out of memory");
+    for (size_t i = 0; i < in->ncols; i++) bufs[i] = in->cols[i].buf;
+    int got = sl_input_next_csv(in, max_rows, bufs, rows, NULL, err, errcap);
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        c->buf = bufs[i];
+        if (got == 1) cols[i] = (sluice_column){c->info.name, c->info.type, c->buf.data, *rows};
+    }
+    free(bufs);
+    return got;
 }

@@ -177,21 +177,40 @@ int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char 
     return rc;
 }
 
-int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap) {
+size_t sl_output_column_count(const sl_output *o) { return o->ncols; }
+
+int sl_output_columns(const sl_output *o, const sluice_batch *batch, sluice_column *cols,
+                      char *err, size_t errcap) {
     for (size_t i = 0; i < o->ncols; i++) {
-        output_column *c = &o->cols[i];
-        sluice_column col;
-        sluice_status st = sluice_batch_column_by_name(batch, c->info.name, &col);
+        const output_column *c = &o->cols[i];
+        sluice_status st = sluice_batch_column_by_name(batch, c->info.name, &cols[i]);
         if (st != SLUICE_OK)
             return sl_errf(err, errcap, "result batch lacks output column '%s': %s",
                            c->info.name, sluice_strerror(st));
-        if (col.type != c->info.type)
+        if (cols[i].type != c->info.type)
             return sl_errf(err, errcap, "result column '%s' is %s, the pipeline said %s",
-                           c->info.name, sluice_type_name(col.type),
+                           c->info.name, sluice_type_name(cols[i].type),
                            sluice_type_name(c->info.type));
-        if (sl_npy_writer_append(&c->writer, col.data, col.length, err, errcap) != 0) return -1;
     }
     return 0;
+}
+
+int sl_output_append_columns(sl_output *o, const sluice_column *cols, char *err, size_t errcap) {
+    for (size_t i = 0; i < o->ncols; i++)
+        if (sl_npy_writer_append(&o->cols[i].writer, cols[i].data, cols[i].length, err,
+                                 errcap) != 0)
+            return -1;
+    return 0;
+}
+
+int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap) {
+    sluice_column small[16];
+    sluice_column *cols = o->ncols <= 16 ? small : malloc(o->ncols * sizeof *cols);
+    if (!cols) return sl_errf(err, errcap, "out of memory");
+    int rc = sl_output_columns(o, batch, cols, err, errcap);
+    if (rc == 0) rc = sl_output_append_columns(o, cols, err, errcap);
+    if (cols != small) free(cols);
+    return rc;
 }
 
 int64_t sl_output_rows(const sl_output *o) {

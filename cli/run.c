@@ -1,7 +1,9 @@
 /* run.c — `sluice run`: streams an input (a directory of .npy/.bin columns or a CSV file)
  * through a pipeline in batches and writes every output column to OUTDIR/COLUMN.npy, all or
  * nothing: the results go to temporary files that only a successful run renames into place
- * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. */
+ * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. Reading and
+ * writing overlap the session's work (flow.c: reader threads ahead, a writer thread behind);
+ * --io-threads 0 does the three in turn on one thread. */
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -13,24 +15,33 @@
 
 #include "cli.h"
 #include "csv.h"
+#include "errbuf.h"
+#include "flow.h"
 #include "input.h"
 #include "output.h"
 #include "progress.h"
 
 #define DEFAULT_BATCH_ROWS (INT64_C(1) << 22)
+/* Input batches in the reader ring (one being pushed, the others read ahead) and result
+ * batches queued for or held by the writer. */
+#define RING_DEPTH 3
+#define WRITE_DEPTH 3
+/* The most --io-threads accepted. */
+#define MAX_IO_THREADS 64
 
 typedef struct run_args {
     const char *pipeline, *in, *out;
     sluice_backend backend;
     int64_t batch_rows, threads;
+    int64_t io_threads; /* -1: chosen by the machine's cores */
     sl_progress_mode progress;
     sluice_param_value *params;
     size_t param_count;
 } run_args;
 
 static const char *const run_options[] = {"in",      "out",     "param",       "backend",
-                                          "batch-rows", "threads", "progress", "no-progress",
-                                          NULL};
+                                          "batch-rows", "threads", "io-threads", "progress",
+                                          "no-progress", NULL};
 
 static int parse_args(const sl_command *self, int argc, char **argv, run_args *a) {
     const char *value;
@@ -58,6 +69,11 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             if (!sl_parse_int(value, 0, SL_MAX_THREADS, &a->threads))
                 return sl_usage_error(self, "--threads needs an integer in 0..%d, not '%s'",
                                       SL_MAX_THREADS, value);
+        } else if ((got = sl_option(self, argc, argv, &i, "io-threads", &value)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
+            if (!sl_parse_int(value, 0, MAX_IO_THREADS, &a->io_threads))
+                return sl_usage_error(self, "--io-threads needs an integer in 0..%d, not '%s'",
+                                      MAX_IO_THREADS, value);
         } else if ((got = sl_option(self, argc, argv, &i, "param", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
             const char *eq = strchr(value, '=');
@@ -161,26 +177,30 @@ static uint64_t available_memory(void) {
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-/* A batch is held whole: the CSV reader's columns, and the result batches. Warns when
+/* Batches are held whole: the input's columns (RING_DEPTH of them when reading ahead), and
+ * the result batches (WRITE_DEPTH queued for the writer, and the session's). Warns when
  * --batch-rows asks for more of that than the memory available (a file input smaller than a
- * batch makes the batch smaller: that is taken into account). Not capped: where batches are
- * cut changes the results of per-batch stages, so only the user may change it. */
+ * batch makes the batch smaller, and the only one: that is taken into account). Not capped:
+ * where batches are cut changes the results of per-batch stages, so only the user may change
+ * it. */
 static void warn_batch_memory(const sluice_pipeline *p, const sl_input *in, int64_t batch_rows,
-                              bool csv) {
+                              bool csv, bool overlap) {
+    int64_t rows = batch_rows, total = sl_input_total_rows(in);
+    bool one_batch = total >= 0 && total <= rows;
+    if (one_batch) rows = total;
+    uint64_t in_copies = overlap && !one_batch ? RING_DEPTH : 1;
+    uint64_t out_copies = overlap && !one_batch ? WRITE_DEPTH + 1 : 1;
     uint64_t row_bytes = 0;
-    if (csv)
-        for (size_t i = 0; i < sluice_pipeline_input_count(p); i++) {
-            sluice_column_info info;
-            if (sluice_pipeline_input(p, i, &info) == SLUICE_OK)
-                row_bytes += sluice_type_size(info.type);
-        }
+    for (size_t i = 0; i < sluice_pipeline_input_count(p); i++) {
+        sluice_column_info info;
+        if (sluice_pipeline_input(p, i, &info) == SLUICE_OK)
+            row_bytes += in_copies * sluice_type_size(info.type);
+    }
     for (size_t i = 0; i < sluice_pipeline_output_count(p); i++) {
         sluice_column_info info;
         if (sluice_pipeline_output(p, i, &info) == SLUICE_OK)
-            row_bytes += sluice_type_size(info.type);
+            row_bytes += out_copies * sluice_type_size(info.type);
     }
-    int64_t rows = batch_rows, total = sl_input_total_rows(in);
-    if (total >= 0 && total < rows) rows = total;
     /* A CSV row takes at least one byte per input column (commas and newline). */
     int64_t csv_bytes = sl_input_total_bytes(in);
     size_t ncols = sluice_pipeline_input_count(p) ? sluice_pipeline_input_count(p) : 1;
@@ -242,7 +262,9 @@ typedef struct run_state {
     sl_output *out;
     sl_progress *pg;
     sl_input *in;
-    int64_t rows_in;
+    bool in_abandoned; /* a reader thread still uses in: it must not be closed */
+    int64_t rows_in, bytes_in;
+    sl_writer *writer; /* when writing behind */
 } run_state;
 
 /* Ends the progress line, so that a message starts on a line of its own. */
@@ -251,8 +273,17 @@ static void end_progress(run_state *r) {
     r->pg = NULL;
 }
 
-/* Pulls every ready result batch into the output files. */
-static int write_ready(run_state *r) {
+static int64_t rows_written(const run_state *r) {
+    return r->writer ? sl_writer_rows(r->writer) : sl_output_rows(r->out);
+}
+
+static void show_progress(void *arg) {
+    run_state *r = arg;
+    sl_progress_update(r->pg, r->rows_in, r->bytes_in, rows_written(r));
+}
+
+/* Pulls every ready result batch: written here, or handed to the writer thread. */
+static int write_ready(run_state *r, sluice_column *outcols) {
     char err[1024];
     for (;;) {
         sluice_batch *b = NULL;
@@ -263,13 +294,20 @@ static int write_ready(run_state *r) {
             return sl_fail("pulling results failed: %s", sluice_strerror(st));
         }
         if (!b) return SL_EXIT_OK;
-        int rc = sl_output_append(r->out, b, err, sizeof err);
-        sluice_batch_free(b);
+        int rc;
+        if (r->writer) {
+            rc = sl_output_columns(r->out, b, outcols, err, sizeof err);
+            if (rc == 0) rc = sl_writer_put(r->writer, b, outcols, err, sizeof err);
+            if (rc != 0) sluice_batch_free(b); /* else the writer has it */
+        } else {
+            rc = sl_output_append(r->out, b, err, sizeof err);
+            sluice_batch_free(b);
+        }
         if (rc != 0) {
             end_progress(r);
             return sl_fail("%s", err);
         }
-        sl_progress_update(r->pg, r->rows_in, sl_input_bytes_read(r->in), sl_output_rows(r->out));
+        show_progress(r);
     }
 }
 
@@ -286,22 +324,51 @@ static bool sorts_whole_stream(const sluice_pipeline *p, sluice_context *ctx,
     return found;
 }
 
-/* Streams the input through the session into the output files; returns the exit status. */
-static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, bool stream_sort) {
+/* Reader threads for column files when --io-threads does not say: a quarter of the cores
+ * (the session's workers want the rest), 1 to 4. pread from the page cache runs at several
+ * GB/s a thread, so a few keep ahead of a GPU's copy engines; a CSV is parsed by one. */
+static int auto_io_threads(void) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cores / 4;
+    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+}
+
+static void interrupt_reader(void *reader) { sl_reader_interrupt(reader); }
+
+/* The batches themselves: read, pushed and written in turn (io_threads 0), or with reader
+ * threads ahead and the writer thread behind. Returns the exit status. */
+static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *a,
+                        sluice_column *cols, sluice_column *outcols) {
     char err[1024];
     size_t ninputs = sluice_pipeline_input_count(p);
-    sluice_column *cols = calloc(ninputs + 1, sizeof *cols);
-    if (!cols) return sl_fail("out of memory");
+    sl_reader *reader = NULL;
+    if (a->io_threads != 0) {
+        int threads = a->io_threads < 0 ? auto_io_threads() : (int)a->io_threads;
+        /* A failed write interrupts a wait for the readers (which may be reading a pipe
+         * that delivers nothing for a long while): the run ends at once, as in turn. */
+        if (sl_reader_start(&reader, r->in, a->batch_rows, threads, RING_DEPTH, err,
+                            sizeof err) != 0 ||
+            sl_writer_start(&r->writer, r->out, WRITE_DEPTH, interrupt_reader, reader, err,
+                            sizeof err) != 0) {
+            end_progress(r);
+            if (!sl_reader_stop(reader)) r->in_abandoned = true;
+            return sl_fail("%s", err);
+        }
+    }
     int rc = SL_EXIT_OK;
     for (;;) {
-        int64_t rows = 0;
-        int got = sl_input_next(r->in, a->batch_rows, cols, &rows, err, sizeof err);
+        int64_t rows = 0, bytes = -1;
+        int got = reader ? sl_reader_next(reader, cols, &rows, &bytes, err, sizeof err)
+                         : sl_input_next(r->in, a->batch_rows, cols, &rows, err, sizeof err);
+        if (got == -2 && sl_writer_check(r->writer, err, sizeof err) == 0)
+            sl_errf(err, sizeof err, "internal: the reader was interrupted, the writer is fine");
         if (got < 0) {
             end_progress(r);
             rc = sl_fail("%s", err);
             break;
         }
         if (got == 0) break;
+        if (!reader) bytes = sl_input_bytes_read(r->in);
         sluice_status st = sluice_session_push(r->session, cols, ninputs);
         if (st != SLUICE_OK) {
             end_progress(r);
@@ -311,22 +378,53 @@ static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, boo
             break;
         }
         r->rows_in += rows;
-        rc = write_ready(r);
+        r->bytes_in = bytes;
+        rc = write_ready(r, outcols);
         if (rc != SL_EXIT_OK) break;
-        sl_progress_update(r->pg, r->rows_in, sl_input_bytes_read(r->in), sl_output_rows(r->out));
+        show_progress(r);
+    }
+    /* At the end of the input the readers have ended already; after a failure they stop. */
+    if (r->writer) sl_writer_on_fail(r->writer, NULL, NULL);
+    if (!sl_reader_stop(reader)) r->in_abandoned = true;
+    return rc;
+}
+
+/* Streams the input through the session into the output files; returns the exit status. */
+static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, bool stream_sort) {
+    char err[1024];
+    size_t ninputs = sluice_pipeline_input_count(p), noutputs = sl_output_column_count(r->out);
+    sluice_column *cols = calloc(ninputs + 1, sizeof *cols);
+    sluice_column *outcols = calloc(noutputs + 1, sizeof *outcols);
+    int rc = cols && outcols ? push_batches(r, p, a, cols, outcols) : sl_fail("out of memory");
+    if (rc == SL_EXIT_OK) {
+        /* The flush reports nothing until it returns: a stream-wide sort orders every row
+         * here. */
+        sl_progress_phase(r->pg, stream_sort ? "sorting the whole stream" : "finishing the stream");
+        sluice_status st = sluice_session_flush(r->session);
+        if (st != SLUICE_OK) {
+            end_progress(r);
+            sl_print_diagnostics(r->ctx);
+            rc = sl_fail("finishing the stream failed: %s", sluice_strerror(st));
+        }
+    }
+    if (rc == SL_EXIT_OK) {
+        sl_progress_phase(r->pg, "writing the outputs");
+        rc = write_ready(r, outcols);
+    }
+    if (r->writer) {
+        /* The output's rows are read from it once the writer has ended. */
+        sl_writer *w = r->writer;
+        r->writer = NULL;
+        if (rc == SL_EXIT_OK && sl_writer_finish(w, show_progress, r, err, sizeof err) != 0) {
+            end_progress(r);
+            rc = sl_fail("%s", err);
+        } else if (rc != SL_EXIT_OK) {
+            sl_writer_abort(w);
+        }
     }
     free(cols);
-    if (rc != SL_EXIT_OK) return rc;
-    /* The flush reports nothing until it returns: a stream-wide sort orders every row here. */
-    sl_progress_phase(r->pg, stream_sort ? "sorting the whole stream" : "finishing the stream");
-    sluice_status st = sluice_session_flush(r->session);
-    if (st != SLUICE_OK) {
-        end_progress(r);
-        sl_print_diagnostics(r->ctx);
-        return sl_fail("finishing the stream failed: %s", sluice_strerror(st));
-    }
-    sl_progress_phase(r->pg, "writing the outputs");
-    return write_ready(r);
+    free(outcols);
+    return rc;
 }
 
 /* The whole run once the arguments are parsed and the pipeline is loaded. */
@@ -352,7 +450,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     int rc = SL_EXIT_OK;
     if (sl_input_open(&r.in, p, a->in, err, sizeof err) != 0) rc = sl_fail("%s", err);
     bool csv = r.in && sl_input_total_rows(r.in) < 0;
-    if (rc == SL_EXIT_OK) warn_batch_memory(p, r.in, a->batch_rows, csv);
+    if (rc == SL_EXIT_OK) warn_batch_memory(p, r.in, a->batch_rows, csv, a->io_threads != 0);
     bool stream_sort = sorts_whole_stream(p, ctx, sluice_session_backend(r.session));
     if (rc == SL_EXIT_OK) {
         install_signal_handlers();
@@ -389,7 +487,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
         fprintf(stderr, "sluice run: %s: failed after %" PRId64 " rows in (%.3f s)%s%s%s\n",
                 a->pipeline, r.rows_in, seconds, commit_failed ? "" : "; ",
                 commit_failed ? "" : a->out, commit_failed ? "" : " is as it was");
-    sl_input_close(r.in);
+    if (!r.in_abandoned) sl_input_close(r.in);
     sluice_session_close(r.session);
     int sig = atomic_load(&pending_signal);
     if (sig) {
@@ -404,7 +502,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
 
 static int run_main(const sl_command *self, int argc, char **argv) {
     run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS,
-                  .progress = SL_PROGRESS_AUTO};
+                  .io_threads = -1, .progress = SL_PROGRESS_AUTO};
     int rc = parse_args(self, argc, argv, &a);
     if (rc == SL_EXIT_OK) {
         sluice_context *ctx = sl_context_new((int)a.threads);
@@ -421,7 +519,7 @@ static int run_main(const sl_command *self, int argc, char **argv) {
 const sl_command sl_command_run = {
     "run",
     "PIPELINE --in INPUT --out OUTDIR [--param NAME=VALUE]... [--backend auto|cpu|cuda] "
-    "[--batch-rows N] [--threads N] [--progress | --no-progress]",
+    "[--batch-rows N] [--threads N] [--io-threads N] [--progress | --no-progress]",
     "Run a pipeline over an input stream and write each output column to OUTDIR/COLUMN.npy.",
     "INPUT is one of:\n"
     "  a directory of COLUMN.npy files, one per input column (1-D, little-endian, the type\n"
@@ -450,6 +548,12 @@ const sl_command sl_command_run = {
     "                      offsets input N is a budget of whole segments (at least one).\n"
     "                      A warning says when N rows would not fit in the memory available.\n"
     "  --threads N         CPU backend worker threads (default 0: one per core)\n"
+    "  --io-threads N      threads reading column files ahead of the pipeline (default: a\n"
+    "                      quarter of the cores, 1 to 4; a CSV is read by one), while one\n"
+    "                      more writes the results behind it; up to 3 batches are read\n"
+    "                      ahead and 3 result batches wait to be written. 0 reads, runs\n"
+    "                      and writes each batch in turn on one thread. Outputs are the\n"
+    "                      same either way.\n"
     "  --progress          show the progress line even when stderr is not a terminal\n"
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
     "                      rows and bytes read, rows/s, rows written, the share done and an\n"

@@ -104,6 +104,7 @@ typedef struct cli_spawn_options {
                                   past it fails with EFBIG as on a full disk */
     bool unprivileged;         /* run as nobody when the tests run as root, for whom file
                                   permissions would not apply */
+    long long address_space_limit; /* > 0: RLIMIT_AS in bytes, so that allocations fail */
 } cli_spawn_options;
 
 /* Starts `sluice ARGV…` (argv[0] is the first argument after the program, the list ends with
@@ -136,6 +137,10 @@ static inline pid_t cli_spawn(const cli_spawn_options *o, const char *const *arg
             struct rlimit lim = {(rlim_t)o->file_size_limit, (rlim_t)o->file_size_limit};
             signal(SIGXFSZ, SIG_IGN);
             if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(126);
+        }
+        if (o && o->address_space_limit > 0) {
+            struct rlimit lim = {(rlim_t)o->address_space_limit, (rlim_t)o->address_space_limit};
+            if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(126);
         }
         if (o && o->unprivileged && geteuid() == 0) {
             if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);

@@ -1,11 +1,14 @@
 /* test_cli.c — the `sluice` program end to end: every subcommand, exit statuses 0/1/2, the
  * diagnostics format, the three input formats giving the same results, bad files, --param,
  * outputs that do not depend on --batch-rows, outputs that are all or nothing whichever way
- * a run fails (bad data, an unwritable directory, a full disk, a signal), and the command
- * line's manners: did-you-mean, --threads, the summary and progress lines, messages. */
+ * a run fails (bad data, an unwritable directory, a full disk, a signal), reading and writing
+ * overlapped with the pipeline (--io-threads) giving the outputs of the sequential path and
+ * failing the same ways, and the command line's manners: did-you-mean, --threads, the
+ * summary and progress lines, messages. */
 #define _GNU_SOURCE /* posix_openpt and friends */
 #include <dirent.h>
 #include <errno.h>
+#include <time.h>
 
 #include "cli_testutil.h"
 
@@ -669,15 +672,21 @@ START_TEST(outputs_all_or_nothing_on_bad_data) {
     cli_tmp_make();
     write_cull_csv(cli_tmp("good.csv"), 2000, -1);
     write_cull_csv(cli_tmp("bad.csv"), 2000, 1002);
-    /* Into a directory that did not exist: it does not exist afterwards either. */
-    cli_result r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100",
-                           cli_tmp("bad.csv"), cli_tmp("fresh"));
-    CLI_EXPECT(r, 1);
-    expect_contains(r.err, "bad.csv:1002:1: data row 1001, column 'x'");
-    expect_contains(r.err, "failed after 1000 rows in");
-    cli_result_free(&r);
-    struct stat st;
-    ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the failed run left its output directory");
+    /* Into a directory that did not exist: it does not exist afterwards either. Read ahead
+     * or in turn, the run fails where the bad row is, after the 1000 rows before it. */
+    static const char *const io_threads[] = {"0", "1", "3"};
+    cli_result r;
+    for (size_t k = 0; k < 3; k++) {
+        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100 "
+                    "--io-threads %s", cli_tmp("bad.csv"), cli_tmp("fresh"), io_threads[k]);
+        CLI_EXPECT(r, 1);
+        expect_contains(r.err, "sluice: error: ");
+        expect_contains(r.err, "bad.csv:1002:1: data row 1001, column 'x'");
+        expect_contains(r.err, "failed after 1000 rows in");
+        cli_result_free(&r);
+        struct stat st;
+        ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the failed run left its output directory");
+    }
     /* Over earlier results: they stay byte for byte, and nothing is added beside them. */
     r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100",
                 cli_tmp("good.csv"), cli_tmp("out"));
@@ -750,12 +759,20 @@ START_TEST(outputs_all_or_nothing_on_a_full_disk) {
     char *before = dir_snapshot(cli_tmp("out"));
     /* The large run's id.npy needs far more than 64 KiB: a write past the limit fails with
      * EFBIG, as one on a full disk fails with ENOSPC. */
-    const char *dirs[] = {"out", "fresh"};
-    for (int k = 0; k < 2; k++) {
+    /* In one batch, and in many with the writer failing while the readers are ahead (or
+     * with every batch read, run and written in turn). */
+    static const struct {
+        const char *dir, *batch_rows, *io_threads;
+    } cases[] = {{"out", "4194304", "1"}, {"fresh", "4194304", "1"}, {"out", "1000", "2"},
+                 {"out", "1000", "0"}, {"fresh", "777", "3"}};
+    for (int k = 0; k < 5; k++) {
         cli_spawn_options o = {.file_size_limit = 64 * 1024};
         pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml",
                                                        "--in", cli_tmp("large"), "--out",
-                                                       cli_tmp("%s", dirs[k]), NULL});
+                                                       cli_tmp("%s", cases[k].dir),
+                                                       "--batch-rows", cases[k].batch_rows,
+                                                       "--io-threads", cases[k].io_threads,
+                                                       NULL});
         r = cli_wait(pid);
         CLI_EXPECT(r, 1);
         expect_contains(r.err, "File too large");
@@ -847,6 +864,186 @@ START_TEST(outputs_all_or_nothing_when_interrupted) {
     ck_assert_int_eq(tasks[1] - tasks[0], 2);
     ck_assert_int_eq(tasks[2] - tasks[0], 1);
     free(before);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* ---- reading and writing overlapped with the pipeline ---------------------------------------- */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The file names of a directory, sorted, joined by spaces. */
+static char *dir_names(const char *dir) {
+    char *snap = dir_snapshot(dir);
+    for (char *p = snap; *p; p++)
+        if (*p == '\n') *p = ' ';
+    return snap;
+}
+
+/* Every file of directory a is in directory b byte for byte, and b has no other. */
+static void expect_same_dir(const char *a, const char *b) {
+    char *sa = dir_snapshot(a), *sb = dir_snapshot(b);
+    ck_assert_msg(strcmp(sa, sb) == 0, "%s and %s differ:\n%s\nvs\n%s", a, b, sa, sb);
+    ck_assert_msg(strstr(sa, ".npy "), "%s holds no outputs:\n%s", a, sa);
+    free(sa);
+    free(sb);
+}
+
+/* Every shipped pipeline over its committed input (column files or CSV, offsets inputs
+ * included), at several --batch-rows: reader threads ahead and the writer thread behind
+ * write exactly the bytes of the run that reads, runs and writes in turn. (test_pipelines
+ * holds the default against the golden outputs.) */
+START_TEST(overlap_writes_the_sequential_outputs) {
+    cli_tmp_make();
+    static const char *const names[] = {"cull-visible", "output-offsets", "ragged-cumsum",
+                                        "linrec", "sort-by-depth", "trades-vwap", "drawdown"};
+    static const char *const batch_rows[] = {"1", "7", "64", "4194304"};
+    int runs = 0;
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        char in[512], probe[700];
+        struct stat st;
+        snprintf(in, sizeof in, "pipelines/data/%s/in", names[n]);
+        snprintf(probe, sizeof probe, "%s/%s", SLUICE_SOURCE_DIR, in);
+        if (stat(probe, &st) != 0) snprintf(in, sizeof in, "pipelines/data/%s/in.csv", names[n]);
+        for (size_t b = 0; b < 4; b++) {
+            const char *seq = cli_tmp("%s-%s-seq", names[n], batch_rows[b]);
+            cli_result r = cli_run("run pipelines/%s.yaml --in %s --out '%s' --backend cpu "
+                                   "--batch-rows %s --io-threads 0", names[n], in, seq,
+                                   batch_rows[b]);
+            CLI_EXPECT(r, 0);
+            cli_result_free(&r);
+            static const char *const io_threads[] = {"", "--io-threads 1", "--io-threads 3"};
+            for (size_t t = 0; t < 3; t++) {
+                const char *out = cli_tmp("%s-%s-%zu", names[n], batch_rows[b], t);
+                r = cli_run("run pipelines/%s.yaml --in %s --out '%s' --backend cpu "
+                            "--batch-rows %s %s", names[n], in, out, batch_rows[b],
+                            io_threads[t]);
+                CLI_EXPECT(r, 0);
+                cli_result_free(&r);
+                expect_same_dir(seq, cli_tmp("%s-%s-%zu", names[n], batch_rows[b], t));
+                runs++;
+            }
+        }
+    }
+    ck_assert_int_eq(runs, 7 * 4 * 3);
+    /* Batches of several read chunks (4 MiB) per column, read by several threads, the last
+     * batch shorter: 5M rows in batches of 2^21 are 8 MiB of x and 16 MiB of id each. */
+    cli_result r = cli_run("gen pipelines/cull-visible.yaml --rows 5000000 --out '%s'",
+                           cli_tmp("big"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    static const char *const big[] = {"0", "1", "3"};
+    for (size_t t = 0; t < 3; t++) {
+        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 2^21 "
+                    "--io-threads %s", cli_tmp("big"), cli_tmp("big-%zu", t), big[t]);
+        CLI_EXPECT(r, 0);
+        expect_contains(r.err, "5000000 rows in");
+        cli_result_free(&r);
+        if (t > 0) expect_same_dir(cli_tmp("big-0"), cli_tmp("big-%zu", t));
+    }
+    char *names_out = dir_names(cli_tmp("big-0"));
+    expect_contains(names_out, "slot.npy");
+    free(names_out);
+    cli_tmp_remove();
+}
+END_TEST
+
+/* The session failing mid-stream (a stream-wide sort out of memory: a push rejected, or the
+ * flush) while readers are ahead and the writer behind: exit 1, the message of the
+ * sequential path, OUTDIR as it was. The address-space limit that makes allocations fail
+ * cannot be used under AddressSanitizer, which reserves terabytes. */
+START_TEST(overlap_stops_when_the_session_fails) {
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#else
+    cli_tmp_make();
+    cli_result r = cli_run("gen pipelines/sort-by-depth.yaml --rows 4000000 --out '%s'",
+                           cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    ck_assert_int_eq(mkdir(cli_tmp("out"), 0777), 0);
+    char *before = dir_snapshot(cli_tmp("out"));
+    static const char *const io_threads[] = {"0", "1", "3"};
+    for (int k = 0; k < 3; k++) {
+        cli_spawn_options o = {.address_space_limit = 120LL << 20};
+        pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/sort-by-depth.yaml",
+                                                       "--in", cli_tmp("in"), "--out",
+                                                       cli_tmp("out"), "--batch-rows", "100000",
+                                                       "--threads", "1", "--io-threads",
+                                                       io_threads[k], NULL});
+        r = cli_wait(pid);
+        CLI_EXPECT(r, 1);
+        ck_assert_msg(strstr(r.err, "was rejected: out of memory") ||
+                          strstr(r.err, "finishing the stream failed: out of memory"),
+                      "--io-threads %s: %s", io_threads[k], r.err);
+        expect_contains(r.err, "is as it was");
+        cli_result_free(&r);
+        expect_snapshot(cli_tmp("out"), before, "by a run whose session failed");
+    }
+    free(before);
+    cli_tmp_remove();
+#endif
+}
+END_TEST
+
+/* The writer failing (a full disk) while the reader waits in a read of a pipe that delivers
+ * nothing more: the run still ends at once, exit 1, its temporaries removed. */
+START_TEST(overlap_stops_when_the_writer_fails_and_the_input_stalls) {
+    cli_tmp_make();
+    ck_assert_int_eq(mkfifo(cli_tmp("in.fifo"), 0600), 0);
+    /* A child feeds the pipe 9500 visible rows, then holds it open without writing until it
+     * is killed. 64 KiB hold 8176 ids: the writer fails on the 9th batch of 1000, when the
+     * readers have read the rows there are and wait in a read for the 10th batch's rest. */
+    fflush(NULL);
+    pid_t feeder = fork();
+    ck_assert_int_ge(feeder, 0);
+    if (feeder == 0) {
+        int fd = open(cli_tmp("in.fifo"), O_RDWR);
+        if (fd < 0) _exit(1);
+        FILE *f = fdopen(fd, "w");
+        fputs("x,y,id\n", f);
+        for (int i = 0; i < 9500; i++) fprintf(f, "0.25,0.5,%d\n", i);
+        fflush(f);
+        for (;;) pause();
+    }
+    cli_spawn_options o = {.file_size_limit = 64 * 1024};
+    double t0 = now_seconds();
+    pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml", "--in",
+                                                   cli_tmp("in.fifo"), "--out", cli_tmp("out"),
+                                                   "--batch-rows", "1000", NULL});
+    cli_result r = cli_wait(pid);
+    double seconds = now_seconds() - t0;
+    kill(feeder, SIGKILL);
+    waitpid(feeder, NULL, 0);
+    CLI_EXPECT(r, 1);
+    expect_contains(r.err, "File too large");
+    expect_contains(r.err, "is as it was");
+    ck_assert_msg(seconds < 10, "the run took %.1f s to stop", seconds);
+    cli_result_free(&r);
+    struct stat st;
+    ck_assert_msg(stat(cli_tmp("out"), &st) != 0, "the failed run left its output directory");
+    cli_tmp_remove();
+}
+END_TEST
+
+START_TEST(io_threads_option) {
+    cli_tmp_make();
+    cli_result r = cli_run("run pipelines/cull-visible.yaml --in x --out y --io-threads 65");
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "--io-threads needs an integer in 0..64, not '65'");
+    cli_result_free(&r);
+    r = cli_run("run pipelines/cull-visible.yaml --in x --out y --io-thread 2");
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "did you mean '--io-threads'?");
+    cli_result_free(&r);
+    r = cli_run("run --help");
+    CLI_EXPECT(r, 0);
+    expect_contains(r.out, "--io-threads N");
+    cli_result_free(&r);
     cli_tmp_remove();
 }
 END_TEST
@@ -1193,6 +1390,10 @@ int main(void) {
     tcase_add_test(tc, outputs_all_or_nothing_in_an_unwritable_directory);
     tcase_add_test(tc, outputs_all_or_nothing_on_a_full_disk);
     tcase_add_test(tc, outputs_all_or_nothing_when_interrupted);
+    tcase_add_test(tc, overlap_writes_the_sequential_outputs);
+    tcase_add_test(tc, overlap_stops_when_the_session_fails);
+    tcase_add_test(tc, overlap_stops_when_the_writer_fails_and_the_input_stalls);
+    tcase_add_test(tc, io_threads_option);
     tcase_add_test(tc, did_you_mean_for_commands_and_options);
     tcase_add_test(tc, help_says_what_the_command_does);
     tcase_add_test(tc, check_takes_several_files);

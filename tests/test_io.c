@@ -1,8 +1,10 @@
 /* test_io.c — the command line's file formats, tested from their sources: .npy headers and
  * the streaming writer, the CSV reader and typed fields, raw sizes, the synthetic generator,
- * and the batch source that cuts a directory or CSV into batches. */
+ * and the batch source that cuts a directory or CSV into batches (whole, or as windows read
+ * by several threads, as `sluice run`'s readers do). */
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -730,6 +732,134 @@ START_TEST(input_reads_csv_in_batches) {
 }
 END_TEST
 
+/* One half of a window's column read by a thread of its own, as flow.c's readers do. */
+typedef struct half_read {
+    const sl_input *in;
+    int64_t first, count;
+    float *dst;
+    int rc;
+} half_read;
+
+static void *read_half(void *arg) {
+    half_read *h = arg;
+    char err[256];
+    h->rc = sl_input_read_rows(h->in, 0, h->first, h->count, h->dst, err, sizeof err);
+    return NULL;
+}
+
+START_TEST(input_windows_read_as_next_cuts) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, ragged_yaml);
+    char err[512];
+    float v[20];
+    for (int i = 0; i < 20; i++) v[i] = (float)i * 1.5f;
+    int64_t offs[] = {0, 3, 3, 10, 11, 20};
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("v.npy"), SLUICE_F32, v, 20, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("rows.npy"), SLUICE_I64, offs, 6, err, sizeof err), 0);
+    sl_input *a = NULL, *b = NULL;
+    ck_assert_msg(sl_input_open(&a, p, tmp_root, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(sl_input_open(&b, p, tmp_root, err, sizeof err) == 0, "%s", err);
+    ck_assert(!sl_input_is_csv(b));
+    ck_assert_uint_eq(sl_input_column_count(b), 2);
+    ck_assert_str_eq(sl_input_column(b, 1)->name, "rows");
+    ck_assert_ptr_null(sl_input_column(b, 2));
+    sl_buffer vals = {NULL, 0}, cut = {NULL, 0};
+    for (int k = 0;; k++) {
+        sluice_column cols[2];
+        int64_t rows;
+        int got = sl_input_next(a, 4, cols, &rows, err, sizeof err);
+        sl_input_window w;
+        ck_assert_int_eq(sl_input_next_window(b, 4, &w), got);
+        if (!got) break;
+        ck_assert_int_eq(w.rows, rows);
+        ck_assert_int_eq(w.segs + 1, cols[1].length);
+        ck_assert_int_eq(sl_input_bytes_at(b, w.first_row + w.rows), sl_input_bytes_read(a));
+        ck_assert_int_eq(sl_buffer_reserve(&vals, (size_t)rows * 4, 0), 0);
+        ck_assert_int_eq(sl_buffer_reserve(&cut, (size_t)(w.segs + 1) * 8, 0), 0);
+        ck_assert_uint_eq((uintptr_t)vals.data % 4096, 0);
+        /* The window's rows in two halves, read by two threads at once. */
+        int64_t half = rows / 2;
+        half_read h[2] = {{b, w.first_row, half, vals.data, -1},
+                          {b, w.first_row + half, rows - half, (float *)vals.data + half, -1}};
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, read_half, &h[i]), 0);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(t[i], NULL);
+            ck_assert_int_eq(h[i].rc, 0);
+        }
+        sl_input_window_offsets(b, &w, cut.data);
+        ck_assert_msg(memcmp(vals.data, cols[0].data, (size_t)rows * 4) == 0, "batch %d", k);
+        ck_assert_msg(memcmp(cut.data, cols[1].data, (size_t)cols[1].length * 8) == 0, "batch %d", k);
+    }
+    /* A buffer keeps what it held when it grows, and is never NULL. */
+    sl_buffer g = {NULL, 0};
+    ck_assert_int_eq(sl_buffer_reserve(&g, 0, 0), 0);
+    ck_assert_ptr_nonnull(g.data);
+    memcpy(g.data, "abc", 4);
+    ck_assert_int_eq(sl_buffer_reserve(&g, 3 * 4096 + 1, 4), 0);
+    ck_assert_uint_ge(g.cap, 3 * 4096 + 1);
+    ck_assert_str_eq(g.data, "abc");
+    ck_assert_int_eq(sl_buffer_reserve(&g, SIZE_MAX, 0), -1);
+    ck_assert_str_eq(g.data, "abc");
+    sl_buffer_free(&g);
+    sl_buffer_free(&g);
+    sl_buffer_free(&vals);
+    sl_buffer_free(&cut);
+    sl_input_close(a);
+    sl_input_close(b);
+
+    /* A file that shrinks after it was opened: the read says so. */
+    ck_assert_msg(sl_input_open(&a, p, tmp_root, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(truncate(tmp_path("v.npy"), SL_NPY_HEADER_SIZE + 2 * 4), 0);
+    sluice_column cols[2];
+    int64_t rows;
+    ck_assert_int_eq(sl_input_next(a, 4, cols, &rows, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "v.npy: the file ended at byte 136") && strstr(err, "20 rows"),
+                  "%s", err);
+    sl_input_close(a);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
+START_TEST(input_csv_batches_into_caller_buffers) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, "sluice: 1\nname: t\ninput: {x: f32, id: u32}\nstages:\n"
+                                   "  - map: {y: x + 1}\n");
+    FILE *f = fopen(tmp_path("in.csv"), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("id,x\n", f);
+    for (int i = 0; i < 10000; i++) fprintf(f, "%d,%d.5\n", i, i);
+    fclose(f);
+    char err[512];
+    sl_input *in = NULL;
+    ck_assert_msg(sl_input_open(&in, p, tmp_path("in.csv"), err, sizeof err) == 0, "%s", err);
+    ck_assert(sl_input_is_csv(in));
+    sl_buffer bufs[2] = {{NULL, 0}, {NULL, 0}};
+    int64_t rows = -1;
+    ck_assert_int_eq(sl_input_next_csv(in, 6000, bufs, &rows, NULL, err, sizeof err), 1);
+    ck_assert_int_eq(rows, 6000);
+    ck_assert_uint_eq((uintptr_t)bufs[0].data % 4096, 0);
+    ck_assert_float_eq(((const float *)bufs[0].data)[5999], 5999.5f);
+    ck_assert_uint_eq(((const uint32_t *)bufs[1].data)[5999], 5999);
+    /* Told to stop, a batch ends early, as the end of the input. */
+    atomic_int cancel = 1;
+    ck_assert_int_eq(sl_input_next_csv(in, 6000, bufs, &rows, &cancel, err, sizeof err), 0);
+    ck_assert_int_eq(rows, 0);
+    sl_buffer_free(&bufs[0]);
+    sl_buffer_free(&bufs[1]);
+    sl_input_close(in);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
 static Suite *io_suite(void) {
     Suite *s = suite_create("io");
     TCase *npy = tcase_create("npy");
@@ -754,6 +884,8 @@ static Suite *io_suite(void) {
     tcase_add_test(input, input_cuts_batches_at_segment_boundaries);
     tcase_add_test(input, input_reports_bad_directories);
     tcase_add_test(input, input_reads_csv_in_batches);
+    tcase_add_test(input, input_windows_read_as_next_cuts);
+    tcase_add_test(input, input_csv_batches_into_caller_buffers);
     suite_add_tcase(s, input);
     return s;
 }
