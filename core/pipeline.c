@@ -178,10 +178,16 @@ static void explain_stage(sl_strbuf *sb, const sluice_pipeline *p, const sl_stag
     }
     case SL_STAGE_SORT: {
         const sl_sort *so = &s->sort;
+        bool mixed = false; /* keys of different orders: each key's order after its name */
+        for (int k = 1; k < so->nkeys; k++) mixed |= so->key_descending[k] != so->key_descending[0];
         sl_strbuf_append(sb, "by ");
         for (int k = 0; k < so->nkeys; k++)
-            sl_strbuf_printf(sb, "%s%s", k ? ", " : "", cols[so->keys[k]].name);
-        sl_strbuf_printf(sb, " %s, %s", so->descending ? "descending" : "ascending",
+            sl_strbuf_printf(sb, "%s%s%s", k ? ", " : "", cols[so->keys[k]].name,
+                             !mixed ? "" : so->key_descending[k] ? " descending" : " ascending");
+        if (!mixed)
+            sl_strbuf_printf(sb, " %s",
+                             so->descending || so->key_descending[0] ? "descending" : "ascending");
+        sl_strbuf_printf(sb, ", %s",
                          so->per_batch ? "per batch" : "whole stream (rows leave at flush)");
         break;
     }

@@ -2,6 +2,7 @@
  * hooks, misuse (NULL handles, wrong call order), batch validation errors, and that a failed
  * push leaves the session usable without losing accepted output; the f16 conversions. */
 #include <float.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,25 @@ START_TEST(introspection_and_explain) {
     ck_assert_ptr_nonnull(strstr(text, "predicted passes over memory: 6"));
     sluice_free_text(ctx, text);
     sluice_pipeline_free(p);
+    /* sort orders: one word for keys of one order, each key's own order when they differ */
+    static const struct { const char *order, *shown; } orders[] = {
+        {"descending", "by k, x descending, whole stream"},
+        {"[descending, descending]", "by k, x descending, whole stream"},
+        {"[ascending, ascending]", "by k, x ascending, whole stream"},
+        {"[descending, ascending]", "by k descending, x ascending, whole stream"},
+    };
+    for (size_t i = 0; i < sizeof orders / sizeof orders[0]; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: o\ninput: {x: f32, k: u32}\nstages:\n"
+                 "  - sort: {keys: [k, x], order: %s}\n", orders[i].order);
+        p = tu_load(ctx, yaml);
+        ck_assert_int_eq(sluice_pipeline_explain(p, SLUICE_BACKEND_CPU, &text, &passes), SLUICE_OK);
+        ck_assert_msg(strstr(text, orders[i].shown), "order %s explained as:\n%s", orders[i].order,
+                      text);
+        sluice_free_text(ctx, text);
+        sluice_pipeline_free(p);
+    }
     sluice_context_destroy(ctx);
 }
 END_TEST
