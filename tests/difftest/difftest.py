@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import numpy as np
 
@@ -263,8 +264,9 @@ def check(case, data, backends, driver, keep=None, results=None):
     try:
         try:
             expected = ref.run(case, data)
-        except ref.RefError as e:
-            return Failure('reference', 'the reference cannot run this case: %s' % e, '-')
+        except Exception:         # a mistake of the tester itself, never a library verdict
+            return Failure('reference', 'the reference cannot run this case (a tester bug):\n'
+                           + traceback.format_exc(limit=4), '-')
         if results is None or keep:
             write_case(case, data, d)
         if keep:
@@ -765,7 +767,16 @@ def main():
                 break
             if args.cases is None and args.seconds is None and ran >= 100:
                 break
-            case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
+            try:
+                case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
+            except Exception:     # a mistake of the tester itself
+                print('FAIL case %d/%d: the generator failed (a tester bug):\n%s\nreplay: %s' % (
+                    args.seed, idx, traceback.format_exc(limit=4), replay_cmd(args, args.seed, idx)))
+                failures.append((idx, Failure('generator', '', '-'), '-'))
+                if not args.keep_going:
+                    break
+                idx += 1
+                continue
             fl = check(case, data, backends, args.driver)
             ran += 1
             if args.verbose:
