@@ -1,17 +1,32 @@
 /* exec.c — the shared executor (see exec.h): cutting, the walk of a piece through the plan
- * groups, stream-wide sort buffers, transactions and result batches, on top of the backend
- * operations of core/session.h. */
+ * groups, stream-wide sort buffers and their spilled runs, transactions and result batches,
+ * on top of the backend operations of core/session.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "exec.h"
+#include "sortkey.h"
+
+/* A sorted run a stream-wide sort wrote to disk (sort_memory_bytes): rows of fixed-size
+ * records, in sorted order. */
+typedef struct spill_run {
+    FILE *f;
+    int64_t rows;
+} spill_run;
 
 /* A stream-wide sort's buffer: the columns reaching the sort (the plan group's `in`),
- * appended piece after piece in backend memory until flush. */
+ * appended piece after piece in backend memory until flush, and the runs spilled so far
+ * (older rows, in stream order: run 0 first, then the buffer). */
 typedef struct sort_buffer {
     void **cols;            /* per column id */
     int64_t rows, cap;
     int64_t saved_rows;     /* rows when the current call began (transactions) */
+    spill_run *runs;
+    int nruns, runs_cap;
 } sort_buffer;
 
 struct sl_exec {
@@ -23,6 +38,12 @@ struct sl_exec {
     size_t saved_queue_len; /* transactions */
     int64_t saved_rows_out;
 };
+
+static void drop_runs(sort_buffer *b) {
+    for (int r = 0; r < b->nruns; r++)
+        if (b->runs[r].f) fclose(b->runs[r].f);
+    b->nruns = 0;
+}
 
 static sluice_status oom(sluice_context *ctx, const char *what) {
     return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: %s", what);
@@ -67,6 +88,8 @@ void sl_exec_close(sluice_session *s) {
     sluice_context *ctx = s->ctx;
     for (int gi = 0; ex->buffers && gi < s->plan.ngroups; gi++) {
         sort_buffer *b = &ex->buffers[gi];
+        drop_runs(b);
+        sl_free(ctx, b->runs);
         if (!b->cols) continue;
         for (int c = 0; c <= s->pipeline->ncolumns; c++)
             if (b->cols[c]) s->backend->free(s, b->cols[c]);
@@ -82,7 +105,11 @@ void sl_exec_close(sluice_session *s) {
 
 int64_t sl_exec_sort_rows(const sluice_session *s) {
     int64_t rows = 0;
-    for (int gi = 0; s->exec && gi < s->plan.ngroups; gi++) rows += s->exec->buffers[gi].rows;
+    for (int gi = 0; s->exec && gi < s->plan.ngroups; gi++) {
+        const sort_buffer *b = &s->exec->buffers[gi];
+        rows += b->rows;
+        for (int r = 0; r < b->nruns; r++) rows += b->runs[r].rows;
+    }
     return rows;
 }
 
@@ -164,6 +191,178 @@ static sluice_status buffer_append(sluice_session *s, int gi, const sl_piece *pi
                         (size_t)piece->rows * w));
     }
     b->rows = want;
+    return SLUICE_OK;
+}
+
+/* ---- spilling a stream-wide sort (sort_memory_bytes) ----------------------------------- */
+
+/* A stream-wide sort whose held rows reach the session's budget writes them to an unlinked
+ * temporary file as one sorted run of records: the row's key images (8 bytes a key, most
+ * significant first, `bits:` applied: kernels/sl_sortkey.h, the order both backends sort
+ * by), then the columns needed after the sort. At flush what is still held becomes the last
+ * run and the runs are merged, ties going to the older run, which keeps the sort stable.
+ * Rows are spilled only between calls (before a push), so a spill never has to be undone:
+ * the rows are the same committed rows in another place. */
+
+static const sl_sort *sort_of(const sluice_session *s, int gi) {
+    return &s->pipeline->stages[s->plan.groups[gi].first].sort;
+}
+
+static size_t record_bytes(const sluice_session *s, int gi) {
+    const sl_group *g = &s->plan.groups[gi];
+    size_t r = (size_t)sort_of(s, gi)->nkeys * 8;
+    for (int j = 0; j < g->nout; j++) r += column_size(s, g->out[j]);
+    return (r + 7) & ~(size_t)7; /* whole 8-byte words: every record's images stay aligned */
+}
+
+static int compare_images(const uint64_t *a, const uint64_t *b, int nkeys) {
+    for (int k = 0; k < nkeys; k++)
+        if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
+    return 0;
+}
+
+/* Stable bottom-up merge sort of idx[0, n) by the rows' images (nkeys a row). */
+static void sort_indices(int64_t *idx, int64_t *tmp, int64_t n, const uint64_t *img, int nkeys) {
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = compare_images(img + idx[j] * nkeys, img + idx[i] * nkeys, nkeys) < 0
+                               ? idx[j++] : idx[i++];
+            while (i < mid) tmp[k++] = idx[i++];
+            while (j < hi) tmp[k++] = idx[j++];
+        }
+        memcpy(idx, tmp, (size_t)n * sizeof *idx);
+    }
+}
+
+static sluice_status io_error(sluice_session *s, const char *what) {
+    const char *dir = s->spill_dir ? s->spill_dir : getenv("TMPDIR");
+    return sl_error(s->ctx, SLUICE_ERR_IO, "%s for a stream-wide sort's spilled rows in '%s': %s",
+                    what, dir && *dir ? dir : "/tmp", strerror(errno));
+}
+
+static FILE *open_spill_file(sluice_session *s) {
+    const char *dir = s->spill_dir ? s->spill_dir : getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    size_t len = strlen(dir) + 32;
+    char *path = sl_alloc(s->ctx, len);
+    if (!path) return NULL;
+    snprintf(path, len, "%s/sluice-sort-XXXXXX", dir);
+    FILE *f = NULL;
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        unlink(path); /* gone from the directory now; freed when closed, even on a crash */
+        f = fdopen(fd, "w+b");
+        if (!f) close(fd);
+    }
+    sl_free(s->ctx, path);
+    return f;
+}
+
+#define SPILL_CHUNK 4096 /* records written or read at a time */
+
+/* Writes the rows group gi holds as a sorted run; on success it holds none. */
+static sluice_status spill(sluice_session *s, int gi) {
+    sluice_context *ctx = s->ctx;
+    sort_buffer *b = &s->exec->buffers[gi];
+    const sl_group *g = &s->plan.groups[gi];
+    const sl_sort *so = sort_of(s, gi);
+    const sl_backend_ops *be = s->backend;
+    int64_t n = b->rows;
+    if (n == 0) return SLUICE_OK;
+    int nk = so->nkeys;
+    size_t rec = record_bytes(s, gi), ncol = (size_t)s->pipeline->ncolumns + 1;
+    if (b->nruns == b->runs_cap) {
+        int cap = b->runs_cap ? 2 * b->runs_cap : 8;
+        spill_run *r = sl_realloc(ctx, b->runs, (size_t)cap * sizeof *r);
+        if (!r) return oom(ctx, "spilling a stream-wide sort");
+        b->runs = r;
+        b->runs_cap = cap;
+    }
+    const void **host = sl_calloc(ctx, ncol, sizeof *host);
+    void **owned = sl_calloc(ctx, ncol, sizeof *owned);
+    uint64_t *img = sl_alloc(ctx, (size_t)n * (size_t)nk * sizeof *img);
+    void *kimg = sl_alloc(ctx, (size_t)n * 8);
+    int64_t *idx = sl_alloc(ctx, (size_t)n * sizeof *idx), *tmp = sl_alloc(ctx, (size_t)n * sizeof *tmp);
+    unsigned char *out = sl_alloc(ctx, SPILL_CHUNK * rec);
+    sluice_status st = SLUICE_OK;
+    if (!host || !owned || !img || !kimg || !idx || !tmp || !out) st = oom(ctx, "spilling a stream-wide sort");
+    for (int j = 0; st == SLUICE_OK && j < g->nin; j++) {
+        int c = g->in[j];
+        size_t bytes = (size_t)n * column_size(s, c);
+        if (!be->to_host) {
+            host[c] = b->cols[c];
+            continue;
+        }
+        owned[c] = sl_alloc(ctx, bytes);
+        if (!owned[c]) st = oom(ctx, "spilling a stream-wide sort");
+        else st = be->to_host(s, owned[c], b->cols[c], bytes);
+        host[c] = owned[c];
+    }
+    for (int k = 0; st == SLUICE_OK && k < nk; k++) {
+        sluice_type t = s->pipeline->columns[so->keys[k]].type;
+        sl_sortkey_images(t, host[so->keys[k]], NULL, false, n, so->key_descending[k], kimg);
+        bool wide = sl_sortkey_is_wide(t);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v = wide ? ((const uint64_t *)kimg)[i] : ((const uint32_t *)kimg)[i];
+            if (nk == 1) v = (v >> so->bits_lo) & sl_sortkey_mask(so->bits_hi - so->bits_lo);
+            img[i * nk + k] = v;
+        }
+    }
+    FILE *f = NULL;
+    if (st == SLUICE_OK) {
+        for (int64_t i = 0; i < n; i++) idx[i] = i;
+        sort_indices(idx, tmp, n, img, nk);
+        f = open_spill_file(s);
+        if (!f) st = io_error(s, "cannot create a file");
+    }
+    for (int64_t at = 0; st == SLUICE_OK && at < n; at += SPILL_CHUNK) {
+        int64_t m = n - at < SPILL_CHUNK ? n - at : SPILL_CHUNK;
+        memset(out, 0, (size_t)m * rec); /* the padding too */
+        for (int64_t i = 0; i < m; i++) {
+            int64_t r = idx[at + i];
+            unsigned char *o = out + (size_t)i * rec;
+            memcpy(o, img + r * nk, (size_t)nk * 8);
+            o += (size_t)nk * 8;
+            for (int j = 0; j < g->nout; j++) {
+                size_t w = column_size(s, g->out[j]);
+                memcpy(o, (const char *)host[g->out[j]] + (size_t)r * w, w);
+                o += w;
+            }
+        }
+        if (fwrite(out, rec, (size_t)m, f) != (size_t)m) st = io_error(s, "cannot write");
+    }
+    if (st == SLUICE_OK && fflush(f) != 0) st = io_error(s, "cannot write");
+    if (st == SLUICE_OK) {
+        b->runs[b->nruns++] = (spill_run){f, n};
+        b->rows = 0;
+    } else if (f) {
+        fclose(f);
+    }
+    for (size_t c = 0; owned && c < ncol; c++) sl_free(ctx, owned[c]);
+    sl_free(ctx, owned);
+    sl_free(ctx, (void *)host);
+    sl_free(ctx, img);
+    sl_free(ctx, kimg);
+    sl_free(ctx, idx);
+    sl_free(ctx, tmp);
+    sl_free(ctx, out);
+    return st;
+}
+
+/* Before a push: every stream-wide sort holding sort_memory_bytes or more spills. */
+static sluice_status spill_over_budget(sluice_session *s) {
+    if (s->sort_memory_bytes <= 0) return SLUICE_OK;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) {
+        if (!stream_sort(s, gi)) continue;
+        const sl_group *g = &s->plan.groups[gi];
+        size_t row = 0;
+        for (int j = 0; j < g->nin; j++) row += column_size(s, g->in[j]);
+        if ((double)s->exec->buffers[gi].rows * (double)row >= (double)s->sort_memory_bytes)
+            SL_TRY(spill(s, gi));
+    }
     return SLUICE_OK;
 }
 
@@ -290,11 +489,138 @@ static sluice_status push_impl(sluice_session *s, sl_input *in) {
     return push_piece(s, in, 0, in->rows, off, in->nsegments);
 }
 
+/* ---- merging spilled runs at flush ----------------------------------------------------- */
+
+typedef struct run_reader {
+    unsigned char *buf;
+    int64_t have, at, left; /* records in buf, the next one, records not yet read */
+} run_reader;
+
+static bool reader_less(const run_reader *rd, int a, int b, size_t rec, int nk) {
+    int c = compare_images((const uint64_t *)(rd[a].buf + (size_t)rd[a].at * rec),
+                           (const uint64_t *)(rd[b].buf + (size_t)rd[b].at * rec), nk);
+    return c < 0 || (c == 0 && a < b); /* ties: the older run first (stability) */
+}
+
+static void heap_down(int *heap, int n, int i, const run_reader *rd, size_t rec, int nk) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && reader_less(rd, heap[l], heap[m], rec, nk)) m = l;
+        if (r < n && reader_less(rd, heap[r], heap[m], rec, nk)) m = r;
+        if (m == i) return;
+        int t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+static sluice_status refill(sluice_session *s, spill_run *run, run_reader *rd, size_t rec) {
+    int64_t m = rd->left < SPILL_CHUNK ? rd->left : SPILL_CHUNK;
+    if (fread(rd->buf, rec, (size_t)m, run->f) != (size_t)m) return io_error(s, "cannot read back");
+    rd->have = m;
+    rd->at = 0;
+    rd->left -= m;
+    return SLUICE_OK;
+}
+
+/* Runs `rows` merged rows (host columns in hostcols) on from group `next`: copied into the
+ * backend first when its memory is not host memory. */
+static sluice_status merged_piece(sluice_session *s, int next, void **hostcols, void **devcols,
+                                  int64_t rows) {
+    const sl_group *g = &s->plan.groups[next - 1];
+    sl_exec *ex = s->exec;
+    for (int c = 0; c <= s->pipeline->ncolumns; c++) ex->cols[1][c] = NULL;
+    for (int j = 0; j < g->nout; j++) {
+        int c = g->out[j];
+        if (s->backend->from_host) {
+            SL_TRY(s->backend->from_host(s, devcols[c], hostcols[c], (size_t)rows * column_size(s, c)));
+            ex->cols[1][c] = devcols[c];
+        } else {
+            ex->cols[1][c] = hostcols[c];
+        }
+    }
+    sl_piece piece = {next, rows, NULL, -1, ex->cols[1], NULL, 0};
+    return advance(s, &piece);
+}
+
+static sluice_status merge_runs(sluice_session *s, int gi) {
+    sluice_context *ctx = s->ctx;
+    sort_buffer *b = &s->exec->buffers[gi];
+    const sl_group *g = &s->plan.groups[gi];
+    const sl_backend_ops *be = s->backend;
+    int nk = sort_of(s, gi)->nkeys, nr = b->nruns, next = gi + 1;
+    size_t rec = record_bytes(s, gi), ncol = (size_t)s->pipeline->ncolumns + 1;
+    int64_t total = 0;
+    for (int r = 0; r < nr; r++) total += b->runs[r].rows;
+    /* Pieces of max_batch_rows, unless the groups after need the sorted stream whole. */
+    bool whole = next < s->plan.ngroups && s->plan.groups[next].cut == SL_CUT_NEVER;
+    int64_t chunk = whole ? total : s->max_batch_rows;
+    if (chunk > total) chunk = total;
+    if (chunk > s->max_batch_rows) SL_TRY(reserve(s, chunk, -1));
+    run_reader *rd = sl_calloc(ctx, (size_t)nr, sizeof *rd);
+    int *heap = sl_calloc(ctx, (size_t)nr, sizeof *heap);
+    void **hostcols = sl_calloc(ctx, ncol, sizeof *hostcols), **devcols = sl_calloc(ctx, ncol, sizeof *devcols);
+    sluice_status st = SLUICE_OK;
+    if (!rd || !heap || !hostcols || !devcols) st = oom(ctx, "merging a stream-wide sort's runs");
+    for (int j = 0; st == SLUICE_OK && j < g->nout; j++) {
+        int c = g->out[j];
+        size_t bytes = (size_t)chunk * column_size(s, c);
+        hostcols[c] = sl_alloc(ctx, bytes ? bytes : 1);
+        if (!hostcols[c]) st = oom(ctx, "merging a stream-wide sort's runs");
+        else if (be->from_host) st = be->alloc(s, bytes ? bytes : 1, &devcols[c]);
+    }
+    int nheap = 0;
+    for (int r = 0; st == SLUICE_OK && r < nr; r++) {
+        rd[r].buf = sl_alloc(ctx, SPILL_CHUNK * rec);
+        if (!rd[r].buf) {
+            st = oom(ctx, "merging a stream-wide sort's runs");
+            break;
+        }
+        rd[r].left = b->runs[r].rows;
+        if (fseek(b->runs[r].f, 0, SEEK_SET) != 0) st = io_error(s, "cannot read back");
+        if (st == SLUICE_OK && rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
+        if (st == SLUICE_OK && rd[r].have > 0) heap[nheap++] = r;
+    }
+    for (int i = nheap / 2 - 1; st == SLUICE_OK && i >= 0; i--) heap_down(heap, nheap, i, rd, rec, nk);
+    int64_t rows = 0;
+    while (st == SLUICE_OK && nheap > 0) {
+        int r = heap[0];
+        const unsigned char *o = rd[r].buf + (size_t)rd[r].at * rec + (size_t)nk * 8;
+        for (int j = 0; j < g->nout; j++) {
+            size_t w = column_size(s, g->out[j]);
+            memcpy((char *)hostcols[g->out[j]] + (size_t)rows * w, o, w);
+            o += w;
+        }
+        rows++;
+        if (++rd[r].at == rd[r].have) {
+            if (rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
+            else heap[0] = heap[--nheap];
+        }
+        if (st == SLUICE_OK) heap_down(heap, nheap, 0, rd, rec, nk);
+        if (st == SLUICE_OK && (rows == chunk || nheap == 0)) {
+            st = merged_piece(s, next, hostcols, devcols, rows);
+            rows = 0;
+        }
+    }
+    for (int r = 0; rd && r < nr; r++) sl_free(ctx, rd[r].buf);
+    for (size_t c = 0; hostcols && c < ncol; c++) {
+        sl_free(ctx, hostcols[c]);
+        if (devcols && devcols[c]) be->free(s, devcols[c]);
+    }
+    sl_free(ctx, rd);
+    sl_free(ctx, heap);
+    sl_free(ctx, hostcols);
+    sl_free(ctx, devcols);
+    return st;
+}
+
 /* ---- the calls -------------------------------------------------------------------------- */
 
 sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
     sl_input in = *input;
     if (s->backend->check_input) SL_TRY(s->backend->check_input(s, &in));
+    SL_TRY(spill_over_budget(s)); /* committed rows only: nothing to undo if the push fails */
     txn_begin(s);
     return txn_end(s, push_impl(s, &in));
 }
@@ -303,7 +629,14 @@ static sluice_status flush_impl(sluice_session *s) {
     sl_exec *ex = s->exec;
     for (int gi = 0; gi < s->plan.ngroups; gi++) {
         sort_buffer *b = &ex->buffers[gi];
-        if (!stream_sort(s, gi) || b->rows == 0) continue;
+        if (!stream_sort(s, gi)) continue;
+        if (b->nruns > 0) {
+            /* Spilled before: what is held joins the runs, which merge in sorted order. */
+            SL_TRY(spill(s, gi));
+            SL_TRY(merge_runs(s, gi));
+            continue;
+        }
+        if (b->rows == 0) continue;
         int64_t n = b->rows;
         b->rows = 0; /* consumed (restored by a rollback) */
         sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0};
@@ -323,11 +656,16 @@ static sluice_status flush_impl(sluice_session *s) {
 
 sluice_status sl_exec_flush(sluice_session *s) {
     txn_begin(s);
-    return txn_end(s, flush_impl(s));
+    SL_TRY(txn_end(s, flush_impl(s)));
+    for (int gi = 0; gi < s->plan.ngroups; gi++) drop_runs(&s->exec->buffers[gi]); /* consumed */
+    return SLUICE_OK;
 }
 
 sluice_status sl_exec_reset(sluice_session *s) {
     SL_TRY(s->backend->reset(s));
-    for (int gi = 0; gi < s->plan.ngroups; gi++) s->exec->buffers[gi].rows = 0;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) {
+        s->exec->buffers[gi].rows = 0;
+        drop_runs(&s->exec->buffers[gi]);
+    }
     return SLUICE_OK;
 }

@@ -21,6 +21,10 @@
  * grows its per-batch buffers to fit it (ops->reserve). The same on every backend; results
  * never depend on it.
  *
+ * Stream-wide sorts over the session's sort_memory_bytes write their held rows as sorted
+ * runs to temporary files before a push and merge them at flush (an external merge sort;
+ * sluice.h at sluice_session_flush has the accounting).
+ *
  * Transactions. A push or flush that fails leaves the session as it was before the call:
  * the backend's carries restored (ops->rollback), every stream-sort buffer back to its row
  * count before the call, and nothing emitted by the call left in the queue. */

@@ -1,6 +1,7 @@
 /* session.c — the public session API: choosing the backend, parameters, validating each
  * pushed batch against the pipeline before the executor (exec.h) sees it, the FIFO of result
  * batches, and the one-shot sluice_run. Backends implement sl_backend_ops (session.h). */
+#include <stddef.h>
 #include <string.h>
 
 #include "context.h"
@@ -96,13 +97,22 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     sluice_context *ctx = pipeline->ctx;
     sl_diag_clear(ctx);
     if (!out) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_session_open: out is NULL");
-    sluice_session_options defaults = SLUICE_SESSION_OPTIONS_INIT;
-    if (!options) options = &defaults;
-    if (options->version != SLUICE_SESSION_OPTIONS_VERSION)
+    sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
+    if (options) {
+        if (options->version == 1) /* a version 1 caller's struct ends before sort_memory_bytes */
+            memcpy(&opts, options, offsetof(sluice_session_options, sort_memory_bytes));
+        else if (options->version == SLUICE_SESSION_OPTIONS_VERSION)
+            opts = *options;
+        else
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "session options version %u is not %u: initialise with "
+                            "SLUICE_SESSION_OPTIONS_INIT", options->version,
+                            SLUICE_SESSION_OPTIONS_VERSION);
+    }
+    options = &opts;
+    if (options->sort_memory_bytes < 0)
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "session options version %u is not %u: initialise with "
-                        "SLUICE_SESSION_OPTIONS_INIT", options->version,
-                        SLUICE_SESSION_OPTIONS_VERSION);
+                        "session options: sort_memory_bytes must be >= 0 (0: never spill)");
     if (options->max_batch_rows < 0 || (options->param_count && !options->params))
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "session options: max_batch_rows must be >= 0 and params non-NULL when "
@@ -117,10 +127,17 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     s->pipeline = pipeline;
     s->backend = backend;
     s->max_batch_rows = options->max_batch_rows ? options->max_batch_rows : SL_DEFAULT_MAX_BATCH_ROWS;
+    s->sort_memory_bytes = options->sort_memory_bytes;
+    if (options->spill_dir) {
+        s->spill_dir = sl_strdup(ctx, options->spill_dir);
+        if (!s->spill_dir) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a session");
+    }
     s->params = sl_calloc(ctx, (size_t)pipeline->nparams + 1, sizeof *s->params);
-    if (!s->params) {
+    if (!s->params || st != SLUICE_OK) {
+        sl_free(ctx, s->params);
+        sl_free(ctx, s->spill_dir);
         sl_free(ctx, s);
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a session");
+        return st != SLUICE_OK ? st : sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a session");
     }
     for (int i = 0; i < pipeline->nparams; i++) s->params[i] = pipeline->params[i].default_value;
     for (size_t i = 0; i < options->param_count && st == SLUICE_OK; i++)
@@ -138,6 +155,7 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     if (st != SLUICE_OK) {
         sl_plan_free(ctx, &s->plan);
         sl_free(ctx, s->params);
+        sl_free(ctx, s->spill_dir);
         sl_free(ctx, s);
         return st;
     }
@@ -156,6 +174,7 @@ SLUICE_API void sluice_session_close(sluice_session *s) {
     sl_free(ctx, s->queue);
     sl_plan_free(ctx, &s->plan);
     sl_free(ctx, s->params);
+    sl_free(ctx, s->spill_dir);
     sl_free(ctx, s);
 }
 

@@ -33,6 +33,8 @@ struct sluice_session {
     sl_exec *exec;           /* the shared executor's state (core/exec.c) */
     sl_value *params;        /* current value of each pipeline param */
     int64_t max_batch_rows;
+    int64_t sort_memory_bytes; /* stream-sort budget before spilling (0: none; exec.c) */
+    char *spill_dir;           /* where spilled runs go; NULL: $TMPDIR, else /tmp */
     bool flushed;
     int64_t rows_in, rows_out;
 
@@ -89,6 +91,10 @@ struct sl_backend_ops {
     sluice_status (*alloc)(sluice_session *s, size_t bytes, void **out);
     void (*free)(sluice_session *s, void *ptr);
     sluice_status (*copy)(sluice_session *s, void *dst, const void *src, size_t bytes);
+    /* NULL when backend memory is host memory; else copies between it and host memory,
+     * complete when the call returns (spilling a stream-wide sort, reading it back). */
+    sluice_status (*to_host)(sluice_session *s, void *host, const void *src, size_t bytes);
+    sluice_status (*from_host)(sluice_session *s, void *dst, const void *host, size_t bytes);
 
     /* NULL, or checks a batch the host could not (device offsets) and sets in->rows when
      * only the offsets give it. Called before anything else of a push. */

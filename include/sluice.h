@@ -281,7 +281,7 @@ typedef struct sluice_param_value {
     const char *text; /* parsed by the parameter's type, e.g. "12.5", "-3", "true" */
 } sluice_param_value;
 
-#define SLUICE_SESSION_OPTIONS_VERSION 1
+#define SLUICE_SESSION_OPTIONS_VERSION 2 /* 1: the same without the last two fields */
 typedef struct sluice_session_options {
     unsigned version;               /* SLUICE_SESSION_OPTIONS_VERSION */
     sluice_backend backend;         /* default SLUICE_BACKEND_AUTO */
@@ -304,8 +304,17 @@ typedef struct sluice_session_options {
                                        stages after it by the same rule at flush. */
     const sluice_param_value *params; /* overrides of the file's defaults */
     size_t param_count;
+    int64_t sort_memory_bytes;      /* a stream-wide sort whose held rows reach this many
+                                       bytes writes them to a temporary file as a sorted run
+                                       before the next push, and merges its runs at flush
+                                       (see sluice_session_flush). 0 (default): never; < 0
+                                       is SLUICE_ERR_INVALID_ARGUMENT */
+    const char *spill_dir;          /* directory for those runs (copied; its files are
+                                       unlinked at once, so nothing is left behind); NULL:
+                                       $TMPDIR, else /tmp */
 } sluice_session_options;
-#define SLUICE_SESSION_OPTIONS_INIT {SLUICE_SESSION_OPTIONS_VERSION, SLUICE_BACKEND_AUTO, 0, NULL, 0}
+#define SLUICE_SESSION_OPTIONS_INIT \
+    {SLUICE_SESSION_OPTIONS_VERSION, SLUICE_BACKEND_AUTO, 0, NULL, 0, 0, NULL}
 
 /* Opens a session over a pipeline. Scratch memory is sized and allocated here, once.
  * Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_UNKNOWN_PARAM, SLUICE_ERR_BAD_VALUE (a
@@ -340,20 +349,33 @@ SLUICE_API sluice_status sluice_session_push(sluice_session *session,
  * After flush, push is SLUICE_ERR_MISUSE until sluice_session_reset.
  *
  * Memory a stream-wide sort holds (a `sort` without `per: batch`). It keeps every row that
- * reaches it until flush, in the backend's memory (host memory on the CPU backend, GPU
- * memory on CUDA); it does not spill to disk. Let W be the sum of the widths of the columns
- * it takes: its keys and each column a later stage or the output reads (a u32 key and one
- * f32 column: W = 8 bytes). Held until flush: W to 2W bytes a row (the buffer grows by
- * doubling; 3W for a moment while it grows). At flush, in addition: on the CPU 32 bytes a
- * row of radix scratch (two 8-byte key images, two 8-byte row indices) and the sorted
- * columns (W' bytes a row, the widths of the columns needed after the sort; when the sort
- * is the last stage they are the result batch); on CUDA a sorted copy (W bytes a row), 8 to
- * 24 bytes a row of key images and row indices, and CUB's temporary storage. The stages
- * after the sort then run in max_batch_rows pieces. So the peak is about 2W + 32 + W' bytes
- * a row of the whole stream on the CPU (56 for the example) and 3W + 24 on the GPU. A push
- * whose rows no longer fit fails with SLUICE_ERR_NO_MEMORY and changes nothing; on CUDA a
- * stream sort holds at most 2^32 - 1 rows (SLUICE_ERR_LIMIT). To bound memory, sort each
- * batch alone (`per: batch`). */
+ * reaches it until flush, in the backend's memory (host memory on the CPU backend, GPU memory
+ * on CUDA), unless sort_memory_bytes is set (below). Let W be the sum of the widths of the
+ * columns it takes: its keys and each column a later stage or the output reads (a u32 key and
+ * one f32 column: W = 8 bytes). Held until flush: W to 2W bytes a row (the buffer grows by
+ * doubling; 3W for a moment while it grows). At flush, in addition: on the CPU 32 bytes a row
+ * of radix scratch (two 8-byte key images, two 8-byte row indices) and the sorted columns (W'
+ * bytes a row, the widths of the columns needed after the sort; when the sort is the last
+ * stage they are the result batch); on CUDA a sorted copy (W bytes a row), 8 to 24 bytes a row
+ * of key images and row indices, and CUB's temporary storage. The stages after the sort then
+ * run in max_batch_rows pieces. So the peak is about 2W + 32 + W' bytes a row of the whole
+ * stream on the CPU (56 for the example) and 3W + 24 on the GPU. A push whose rows no longer
+ * fit fails with SLUICE_ERR_NO_MEMORY and changes nothing; on CUDA a stream sort holds at most
+ * 2^32 - 1 rows (SLUICE_ERR_LIMIT).
+ *
+ * To bound it, set sluice_session_options.sort_memory_bytes: before each push, a stream sort
+ * holding that many bytes (W a row) or more sorts them and writes them as one run to an
+ * unlinked temporary file in spill_dir (records of 8 bytes a key plus W' bytes a row; on CUDA
+ * through host memory); flush writes the rest as a last run and merges the runs, equal keys
+ * keeping their order of arrival, into pieces of max_batch_rows rows for the stages after the
+ * sort (or one piece when they need the sorted stream whole). Memory then stays within about
+ * the budget plus one pushed batch, plus, while spilling, 24 bytes and 8 a key per held row of
+ * images and indices (and on CUDA a host copy of the held rows). Disk: every spilled row's
+ * record until flush; each run keeps a file open until then, so the number of runs (the
+ * stream's W bytes a row over the budget) must stay under the open-file limit (ulimit -n). The
+ * merge reads 4096 records of each run at a time. A run that cannot be written or read back
+ * (or opened) is SLUICE_ERR_IO naming the directory; a failed spill changes nothing. Results
+ * are the same with any budget. `per: batch` sorts each batch alone instead. */
 SLUICE_API sluice_status sluice_session_flush(sluice_session *session);
 /* Drops all stream state and pending outputs; the session starts a new stream. */
 SLUICE_API sluice_status sluice_session_reset(sluice_session *session);

@@ -201,10 +201,13 @@ static void free_piece(piece *pc, bool dev) {
 
 typedef enum mode { HOST_IN_HOST_OUT, DEVICE_IN_DEVICE_OUT, HOST_IN_DEVICE_OUT } mode;
 
+static int64_t g_sort_budget; /* the subject's sort_memory_bytes (test_stream_sort_spills) */
+
 static sluice_status open_session(sluice_pipeline *p, bool subject, mode m, int64_t max_rows,
                                   sluice_session **s) {
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     o.max_batch_rows = max_rows;
+    if (subject) o.sort_memory_bytes = g_sort_budget;
     if (!subject || g_subject_cpu) {
         o.backend = SLUICE_BACKEND_CPU;
         return sluice_session_open(p, &o, s);
@@ -557,6 +560,41 @@ START_TEST(test_sort_keys_bits_and_fusion) {
         "  - sort: {key: k}\n  - map: {w: v * 3}\noutput: [k, x, v, w]\n",
     };
     for (size_t i = 0; i < NELEM(y); i++) check_sizes(y[i], 700 + 10 * i);
+}
+END_TEST
+
+/* A stream-wide sort over a tiny sort_memory_bytes spills a sorted run before every push
+ * (copied to the host) and merges them at flush (copied back): the CPU's whole-stream result,
+ * host and device outputs. */
+START_TEST(test_stream_sort_spills) {
+    const char *y[] = {
+        "sluice: 1\nname: spill-two-keys\ninput: {k: i16, x: f32, v: i64}\nstages:\n"
+        "  - sort: {keys: [k, x], order: [descending, ascending]}\n"
+        "  - scan: {of: v, op: sum, into: s}\noutput: [k, x, s]\n",
+        "sluice: 1\nname: spill-last\ninput: {k: u32, v: i32}\nstages:\n"
+        "  - sort: {key: k, bits: [3, 9]}\noutput: [k, v]\n",
+    };
+    for (size_t i = 0; i < NELEM(y); i++) {
+        sluice_context *ctx;
+        ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+        sluice_pipeline *p = tu_load(ctx, y[i]);
+        table in, ref, got;
+        make_inputs(p, 5000, 77 + i, &in);
+        run_stream(ctx, p, false, HOST_IN_HOST_OUT, &in, NULL, 0, 5001, &ref);
+        int64_t cuts[4] = {700, 1900, 2000, 4100};
+        g_sort_budget = 1;
+        for (int m = 0; m < 2; m++) {
+            run_stream(ctx, p, true, m ? DEVICE_IN_DEVICE_OUT : HOST_IN_HOST_OUT, &in, cuts, 4,
+                       1000, &got);
+            compare(sluice_pipeline_name(p), m ? "spilled, device" : "spilled, host", &ref, &got);
+            table_free(&got);
+        }
+        g_sort_budget = 0;
+        table_free(&ref);
+        table_free(&in);
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+    }
 }
 END_TEST
 
@@ -1011,6 +1049,7 @@ static Suite *gpu_backend_suite(void) {
     TCase *sort = tcase_create("sort");
     tcase_add_loop_test(sort, test_sort_every_key_type, 0, (int)NELEM(key_types));
     tcase_add_test(sort, test_sort_keys_bits_and_fusion);
+    tcase_add_test(sort, test_stream_sort_spills);
     TCase *pipelines = tcase_create("pipelines");
     tcase_add_test(pipelines, test_shipped_pipelines);
     tcase_add_test(pipelines, test_random_pipelines);

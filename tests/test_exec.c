@@ -5,6 +5,7 @@
  * checked against the same batch under a large max_batch_rows; the bound on result batch
  * sizes that cutting gives; and the transaction rule when an allocation fails in the middle
  * of a cut batch. tests/gpu_backend.c checks the same semantics on the GPU. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -429,6 +430,126 @@ START_TEST(failed_piece_undoes_the_whole_batch) {
 }
 END_TEST
 
+/* ---- stream-wide sorts over a memory budget -------------------------------------------- */
+
+static const char *const spilled[] = {
+    /* mixed orders over two keys; the sorted rows go on through a scan and a filter */
+    "sluice: 1\nname: two-keys\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - map: {f: f32(x) * 0.5}\n"
+    "  - sort: {keys: [k, f], order: [descending, ascending]}\n"
+    "  - scan: {of: x, op: sum, into: s, acc: i64}\n  - filter: s != 5\noutput: [k, x, s]\n",
+    /* one key, some of its bits: equal images keep arrival order */
+    "sluice: 1\nname: bits\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: x, bits: [2, 5]}\noutput: [x, k]\n",
+    /* float keys with NaN, infinities and both zeros, then a sort of the sorted stream */
+    "sluice: 1\nname: floats\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - map: {f: 'x == 7 ? f32(0.0) / f32(0.0) : x == 8 ? -f32(0.0) : x == 9 ? f32(1.0) / "
+    "f32(0.0) : f32(x) / f32(k + 1)'}\n"
+    "  - sort: {key: f, order: descending}\n  - sort: {key: k}\noutput: [f, k, x]\n",
+    /* the groups after need the sorted stream whole (reset: batch) */
+    "sluice: 1\nname: then-reset\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - sort: {key: k}\n  - scan: {of: x, op: sum, into: s, reset: batch, acc: i64}\n"
+    "output: [k, s]\n",
+};
+
+/* Pushes `in` in batches of `step` rows under a sort budget and flushes. */
+static sluice_status run_budget(sluice_pipeline *p, const input *in, int64_t step, int64_t budget,
+                                const char *dir, result *r) {
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.max_batch_rows = 64;
+    o.sort_memory_bytes = budget;
+    o.spill_dir = dir;
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    memset(r, 0, sizeof *r);
+    sluice_status st = SLUICE_OK;
+    for (int64_t at = 0; at < in->rows && st == SLUICE_OK; at += step) {
+        int64_t n = in->rows - at < step ? in->rows - at : step;
+        sluice_column cols[2] = {{"x", SLUICE_I32, in->x + at, n}, {"k", SLUICE_I16, in->k + at, n}};
+        st = sluice_session_push(s, cols, 2);
+        drain(s, r);
+    }
+    if (st == SLUICE_OK) st = sluice_session_flush(s);
+    drain(s, r);
+    sluice_session_close(s);
+    return st;
+}
+
+START_TEST(stream_sort_spills_and_merges) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    input in;
+    make_input(&in, 3000, 23);
+    for (size_t i = 0; i < NELEM(spilled); i++) {
+        sluice_pipeline *p = tu_load(ctx, spilled[i]);
+        const char *name = sluice_pipeline_name(p);
+        result want, got;
+        ck_assert_int_eq(run_budget(p, &in, 3000, 0, NULL, &want), SLUICE_OK);
+        ck_assert_int_gt(want.rows, 0);
+        /* budgets from a few rows to more than the stream; batches of several sizes */
+        static const int64_t budgets[] = {1, 600, 5000, 1 << 20};
+        static const int64_t steps[] = {1000, 77, 3000};
+        for (size_t b = 0; b < NELEM(budgets); b++) {
+            for (size_t k = 0; k < NELEM(steps); k++) {
+                ck_assert_int_eq(run_budget(p, &in, steps[k], budgets[b], NULL, &got), SLUICE_OK);
+                same(name, budgets[b], &want, &got);
+                result_free(&got);
+            }
+        }
+        result_free(&want);
+        sluice_pipeline_free(p);
+    }
+    input_free(&in);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+START_TEST(spill_failure_changes_nothing) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx, spilled[0]);
+    input in;
+    make_input(&in, 500, 5);
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    o.sort_memory_bytes = 100;
+    o.spill_dir = "/nonexistent/sluice-spill";
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    sluice_column cols[2] = {{"x", SLUICE_I32, in.x, in.rows}, {"k", SLUICE_I16, in.k, in.rows}};
+    ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK); /* held; spilled before the next */
+    ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(sluice_context_diagnostic(ctx, 0)->message, "/nonexistent/sluice-spill"));
+    /* the rows of the first push are still there: flushing sorts them */
+    ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+    result got, want;
+    memset(&got, 0, sizeof got);
+    drain(s, &got);
+    sluice_session_close(s);
+    ck_assert_int_eq(run_budget(p, &in, 500, 0, NULL, &want), SLUICE_OK);
+    same("spill failure", 0, &want, &got);
+    result_free(&got);
+    result_free(&want);
+    o.sort_memory_bytes = -1;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_ERR_INVALID_ARGUMENT);
+    /* A version 1 caller's options end before sort_memory_bytes: only that much is read
+     * (ASan checks it: the struct is allocated at exactly that size). */
+    size_t v1 = offsetof(sluice_session_options, sort_memory_bytes);
+    unsigned char *old = malloc(v1);
+    unsigned one = 1;
+    memcpy(old, &o, v1);
+    memcpy(old + offsetof(sluice_session_options, version), &one, sizeof one);
+    ck_assert_int_eq(sluice_session_open(p, (const sluice_session_options *)(void *)old, &s),
+                     SLUICE_OK);
+    sluice_session_close(s);
+    free(old);
+    input_free(&in);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *exec_suite(void) {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("plan");
@@ -440,6 +561,8 @@ static Suite *exec_suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, oversized_batches_keep_their_results);
     tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
+    tcase_add_test(tc, stream_sort_spills_and_merges);
+    tcase_add_test(tc, spill_failure_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

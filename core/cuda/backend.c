@@ -16,6 +16,7 @@
  *
  * Transactions (core/session.h): every fused group has two carries; a call writes the spare
  * one and commit flips which one is live, so a rollback has nothing to undo. */
+#include <stddef.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -875,6 +876,24 @@ static sluice_status cuda_copy(sluice_session *s, void *dst, const void *src, si
     ON_DEVICE(s, copy_impl(s, dst, src, bytes));
 }
 
+/* Host copies for spilling a stream-wide sort: in stream order, complete on return. */
+static sluice_status host_copy_impl(sluice_session *s, void *dst, const void *src, size_t bytes,
+                                    enum cudaMemcpyKind kind) {
+    cuda_session *cs = s->impl;
+    if (bytes == 0) return SLUICE_OK;
+    CUDA_TRY(s->ctx, cudaMemcpyAsync(dst, src, bytes, kind, cs->stream), "spilling a stream-wide sort");
+    CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->stream), "spilling a stream-wide sort");
+    return SLUICE_OK;
+}
+
+static sluice_status cuda_to_host(sluice_session *s, void *host, const void *src, size_t bytes) {
+    ON_DEVICE(s, host_copy_impl(s, host, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static sluice_status cuda_from_host(sluice_session *s, void *dst, const void *host, size_t bytes) {
+    ON_DEVICE(s, host_copy_impl(s, dst, host, bytes, cudaMemcpyHostToDevice));
+}
+
 static sluice_status cuda_check_input(sluice_session *s, sl_input *in) {
     cuda_session *cs = s->impl;
     if (cs->offsets_input < 0 || !in->on_device) return SLUICE_OK;
@@ -925,6 +944,8 @@ static const sl_backend_ops cuda_ops = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,
+    .to_host = cuda_to_host,
+    .from_host = cuda_from_host,
     .check_input = cuda_check_input,
     .reserve = cuda_reserve,
     .load = cuda_load,
@@ -951,7 +972,10 @@ SLUICE_API sluice_status sluice_cuda_session_open(sluice_pipeline *pipeline,
     sluice_cuda_options cuda_defaults = SLUICE_CUDA_OPTIONS_INIT;
     if (!cuda) cuda = &cuda_defaults;
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-    if (options) o = *options;
+    if (options && options->version == 1) /* a version 1 struct ends before sort_memory_bytes */
+        memcpy(&o, options, offsetof(sluice_session_options, sort_memory_bytes));
+    else if (options)
+        o = *options;
     if (cuda->version != SLUICE_CUDA_OPTIONS_VERSION) {
         sl_diag_clear(ctx);
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
