@@ -152,7 +152,8 @@ static sluice_status buffer_append(sluice_session *s, int gi, const sl_piece *pi
     if (be->max_sort_rows > 0 && want > be->max_sort_rows)
         return sl_error(s->ctx, SLUICE_ERR_LIMIT,
                         "a stream-wide sort holds at most %lld rows on the %s backend; this "
-                        "stream reached %lld (use per: batch or shorter streams)",
+                        "stream reached %lld (set the session's sort_memory_bytes to spill "
+                        "sorted runs to disk, or use per: batch)",
                         (long long)be->max_sort_rows, be->name, (long long)want);
     for (int j = 0; j < g->nin; j++)
         if (!piece->cols[g->in[j]])
