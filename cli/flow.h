@@ -28,10 +28,11 @@
 
 typedef struct sl_reader sl_reader;
 
-/* Starts `threads` reader threads (at least 1; a CSV input, read in order, uses 1) filling a
- * ring of `depth` (at least 2) batches of at most batch_rows rows from `in`, cut as
- * sl_input_next cuts them. The readers use `in` until sl_reader_stop. The buffers are
- * page-aligned host memory (the public API has no pinned allocation yet). Returns 0, or -1
+/* Starts `threads` reader threads (at least 1; a CSV input, read in order, uses 1) preparing
+ * a ring of `depth` (at least 2) batches of at most batch_rows rows from `in`, cut as
+ * sl_input_next cuts them: windows of the column files' mappings with their pages read in,
+ * or page-aligned host buffers (CSV values, offsets, misaligned columns; the public API has
+ * no pinned allocation yet). The readers use `in` until sl_reader_stop. Returns 0, or -1
  * with the reason in err. */
 int sl_reader_start(sl_reader **out, sl_input *in, int64_t batch_rows, int threads, int depth,
                     char *err, size_t errcap);

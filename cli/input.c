@@ -1,6 +1,8 @@
 /* input.c — batches from a directory of .npy/.bin column files or from a CSV file (see
  * input.h). Column files are memory-mapped read-only: a batch is a window into the mapping,
- * so inputs larger than memory stream through the page cache. */
+ * its pages read in ahead (MADV_POPULATE_READ) and handed back behind, so inputs larger than
+ * memory stream through the page cache; data a .npy header leaves misaligned for its type
+ * are read (pread) into a buffer instead. */
 #define _GNU_SOURCE
 #include "input.h"
 
@@ -97,9 +99,8 @@ static char *join_path(const char *dir, const char *name, const char *ext) {
 }
 
 /* Maps a column file and checks its header (npy) or size (raw) against the declaration. The
- * file stays open: batches are read from it with pread (sl_input_read_rows), into buffers
- * that are reused, rather than through the mapping, whose pages would be faulted in anew for
- * every batch. */
+ * file stays open too, for pread (sl_input_read_rows) where a window of the mapping cannot be
+ * pushed as it is. */
 static int map_column(input_column *c, bool is_npy, char *err, size_t errcap) {
     int fd = open(c->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sl_errf(err, errcap, "%s: cannot open: %s", c->path, strerror(errno));
@@ -389,6 +390,45 @@ void sl_input_window_offsets(const sl_input *in, const sl_input_window *w, int64
     for (int64_t i = 0; i <= w->segs; i++) dst[i] = off[i] - off[0];
 }
 
+const void *sl_input_mapped(const sl_input *in, size_t col, int64_t first) {
+    const input_column *c = &in->cols[col];
+    size_t elem = sluice_type_size(c->info.type);
+    if (c->length == 0 || !c->map) return empty_column_data;
+    const unsigned char *p = c->base + (size_t)first * elem;
+    return (uintptr_t)p % elem == 0 ? p : NULL;
+}
+
+int sl_input_populate(const sl_input *in, size_t col, int64_t first, int64_t count, char *err,
+                      size_t errcap) {
+    const input_column *c = &in->cols[col];
+    if (!c->map || count <= 0) return 0;
+    size_t elem = sluice_type_size(c->info.type), page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)(c->base + (size_t)first * elem) / page * page;
+    uintptr_t to = (uintptr_t)(c->base + (size_t)(first + count) * elem);
+    /* MADV_POPULATE_READ (Linux 5.14) reports a page past the end of the file as EFAULT,
+     * where touching it would raise SIGBUS. */
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)from, to - from, MADV_POPULATE_READ) == 0) return 0;
+    if (errno == EFAULT)
+        return sl_errf(err, errcap, "%s: the file is shorter than the %" PRId64 " rows it held "
+                       "when the run began (did it change while being read?)", c->path,
+                       c->length);
+#endif
+    volatile unsigned char sink = 0;
+    for (uintptr_t p = from; p < to; p += page) sink ^= *(const volatile unsigned char *)p;
+    (void)sink;
+    return 0;
+}
+
+void sl_input_release(sl_input *in, int64_t row) {
+    for (size_t i = 0; i < in->ncols; i++) {
+        input_column *c = &in->cols[i];
+        if ((long)i == in->offsets_col || c->length == 0) continue;
+        int64_t upto = row < c->length ? row : c->length;
+        release_before(c, c->base + (size_t)upto * sluice_type_size(c->info.type));
+    }
+}
+
 int sl_input_read_rows(const sl_input *in, size_t col, int64_t first, int64_t count, void *dst,
                        char *err, size_t errcap) {
     const input_column *c = &in->cols[col];
@@ -401,9 +441,9 @@ int sl_input_read_rows(const sl_input *in, size_t col, int64_t first, int64_t co
         if (got < 0)
             return sl_errf(err, errcap, "%s: read error: %s", c->path, strerror(errno));
         if (got == 0)
-            return sl_errf(err, errcap, "%s: the file ended at byte %" PRIu64 ", before the "
-                           "%" PRId64 " rows it held when the run began (did it change?)",
-                           c->path, at + done, c->length);
+            return sl_errf(err, errcap, "%s: the file is shorter than the %" PRId64 " rows it "
+                           "held when the run began (did it change while being read?)",
+                           c->path, c->length);
         done += (size_t)got;
     }
     return 0;
@@ -446,23 +486,31 @@ int sl_input_next_csv(sl_input *in, int64_t max_rows, sl_buffer *bufs, int64_t *
     return n > 0;
 }
 
-/* sl_input_next over column files: the window read into the input's own buffers. */
+/* sl_input_next over column files: the window of the mapping (its pages read in first), or
+ * read into the input's own buffer where the file misaligns the data for its type. */
 static int next_from_files(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
                            char *err, size_t errcap) {
     sl_input_window w;
     if (sl_input_next_window(in, max_rows, &w) == 0) return 0;
+    sl_input_release(in, w.first_row);
     for (size_t i = 0; i < in->ncols; i++) {
         input_column *c = &in->cols[i];
         bool offsets = (long)i == in->offsets_col;
         int64_t n = offsets ? w.segs + 1 : w.rows;
         size_t elem = sluice_type_size(c->info.type);
-        if (sl_buffer_reserve(&c->buf, (size_t)n * elem, 0) != 0)
-            return sl_errf(err, errcap, "out of memory");
-        if (offsets)
-            sl_input_window_offsets(in, &w, c->buf.data);
-        else if (sl_input_read_rows(in, i, w.first_row, n, c->buf.data, err, errcap) != 0)
-            return -1;
-        cols[i] = (sluice_column){c->info.name, c->info.type, c->buf.data, n};
+        const void *data = offsets ? NULL : sl_input_mapped(in, i, w.first_row);
+        if (data) {
+            if (sl_input_populate(in, i, w.first_row, n, err, errcap) != 0) return -1;
+        } else {
+            if (sl_buffer_reserve(&c->buf, (size_t)n * elem, 0) != 0)
+                return sl_errf(err, errcap, "out of memory");
+            if (offsets)
+                sl_input_window_offsets(in, &w, c->buf.data);
+            else if (sl_input_read_rows(in, i, w.first_row, n, c->buf.data, err, errcap) != 0)
+                return -1;
+            data = c->buf.data;
+        }
+        cols[i] = (sluice_column){c->info.name, c->info.type, data, n};
     }
     *rows = w.rows;
     return 1;

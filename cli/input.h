@@ -1,6 +1,6 @@
 /* input.h — where `sluice run` (and `sluice bench --in`) get their batches: a directory of
- * COLUMN.npy or raw COLUMN.bin files, whose windows of rows are read (pread) into buffers, or
- * a CSV file read incrementally. Files are checked against the pipeline's declared inputs
+ * COLUMN.npy or raw COLUMN.bin files, mapped into memory and pushed as windows of rows, or a
+ * CSV file read incrementally. Files are checked against the pipeline's declared inputs
  * (type, length, offsets) before the first batch, and every problem is reported naming the
  * file and what to change.
  *
@@ -50,10 +50,10 @@ void sl_buffer_free(sl_buffer *b);
 int sl_input_next(sl_input *in, int64_t max_rows, sluice_column *cols, int64_t *rows,
                   char *err, size_t errcap);
 
-/* The pieces sl_input_next is made of, for a reader that fills batches of its own buffers
- * ahead of the session (cli/flow.c): the next batch's place is decided in stream order by
- * one thread (sl_input_next_window, sl_input_next_csv), and a window's column data may then
- * be read by several threads at once (sl_input_read_rows). */
+/* The pieces sl_input_next is made of, for readers that prepare batches ahead of the session
+ * (cli/flow.c): the next batch's place is decided in stream order by one thread
+ * (sl_input_next_window, sl_input_next_csv), and a window's column data may then be read in
+ * (sl_input_populate) or read into buffers (sl_input_read_rows) by several threads at once. */
 bool sl_input_is_csv(const sl_input *in);
 /* The pipeline's inputs, in declaration order (the order of sl_input_next's cols). */
 size_t sl_input_column_count(const sl_input *in);
@@ -72,6 +72,18 @@ typedef struct sl_input_window {
 int sl_input_next_window(sl_input *in, int64_t max_rows, sl_input_window *w);
 /* The window's segs + 1 offsets, rebased to start at 0, into dst. */
 void sl_input_window_offsets(const sl_input *in, const sl_input_window *w, int64_t *dst);
+/* Where input column `col` (not the offsets) holds data row `first` in the file's mapping,
+ * to be pushed as it is; NULL when the file misaligns the data for their type (read them
+ * with sl_input_read_rows then). */
+const void *sl_input_mapped(const sl_input *in, size_t col, int64_t first);
+/* Reads the mapped pages of `count` rows from `first` in, so that whoever reads the window
+ * next finds them resident. Safe from several threads at once. Returns 0, or -1 with the
+ * reason in err (a file that shrank since it was opened). */
+int sl_input_populate(const sl_input *in, size_t col, int64_t first, int64_t count, char *err,
+                      size_t errcap);
+/* Hands back the mapped pages of every column wholly before data row `row` (a batch pushed
+ * already is not read again), so the resident set stays a few batches. */
+void sl_input_release(sl_input *in, int64_t row);
 /* Reads `count` elements of input column `col` (not the offsets) from data row `first` into
  * dst. Safe from several threads at once (pread). Returns 0, or -1 with the reason in err
  * (a read error, a file that shrank since it was opened). */

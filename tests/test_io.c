@@ -810,13 +810,19 @@ START_TEST(input_windows_read_as_next_cuts) {
     sl_input_close(a);
     sl_input_close(b);
 
-    /* A file that shrinks after it was opened: the read says so. */
+    /* A file that shrinks by pages after it was opened: the read says so (in place of the
+     * SIGBUS that touching the missing pages would raise). */
+    float *big = calloc(16384, sizeof *big);
+    int64_t one[] = {0, 16384};
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("v.npy"), SLUICE_F32, big, 16384, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("rows.npy"), SLUICE_I64, one, 2, err, sizeof err), 0);
+    free(big);
     ck_assert_msg(sl_input_open(&a, p, tmp_root, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(truncate(tmp_path("v.npy"), SL_NPY_HEADER_SIZE + 2 * 4), 0);
     sluice_column cols[2];
     int64_t rows;
     ck_assert_int_eq(sl_input_next(a, 4, cols, &rows, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "v.npy: the file ended at byte 136") && strstr(err, "20 rows"),
+    ck_assert_msg(strstr(err, "v.npy: the file is shorter than the 16384 rows"),
                   "%s", err);
     sl_input_close(a);
     sluice_pipeline_free(p);
