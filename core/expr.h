@@ -1,7 +1,7 @@
 /* expr.h — the expression language of pipeline files: parse, type-check, evaluate on the CPU
  * a tile at a time, and emit as CUDA/C source for generated kernels.
  *
- * The language (DESIGN §2) and its typing rules are written down in pipelines/EXPRESSIONS.md
+ * The language and its typing rules are written down in pipelines/EXPRESSIONS.md
  * and at the top of core/expr_parse.c. Every operation has one defined result for every input, the
  * same on the CPU and the GPU: both sides call the same inline helpers in kernels/sl_ops.h. */
 #ifndef SL_EXPR_H

@@ -1,4 +1,4 @@
-/* monoid.c — scan operators as monoids over typed values: the accumulator rules of DESIGN §3,
+/* monoid.c — scan operators as monoids over typed values: the accumulator rules of pipelines/SCHEMA.md,
  * each operator's identity per type, and combine (left stays left: nothing here assumes
  * commutativity). Integer accumulators wrap at their width (two's complement); float ones
  * round to their format after every operation, as a GPU register of that type would.

@@ -1,4 +1,4 @@
-/* monoid.h — the scan operators as monoids: accumulator type rules (DESIGN §3), identities,
+/* monoid.h — the scan operators as monoids: accumulator type rules (pipelines/SCHEMA.md), identities,
  * and the combine of two states (sl_monoid_combine, declared in ir.h). The loader uses the
  * rules to type scans; backends use identities and combine to run them. */
 #ifndef SL_MONOID_H

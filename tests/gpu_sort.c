@@ -23,7 +23,7 @@ static const sluice_type all_types[] = {SLUICE_BOOL, SLUICE_I8, SLUICE_I16, SLUI
                                         SLUICE_I64, SLUICE_U8, SLUICE_U16, SLUICE_U32,
                                         SLUICE_U64, SLUICE_F16, SLUICE_F32, SLUICE_F64};
 
-/* The oracle's key image, written from DESIGN §3 independently of the library. */
+/* The oracle's key image, written from pipelines/SCHEMA.md independently of the library. */
 static uint64_t oracle_image(sluice_type t, const void *col, int64_t i) {
     uint64_t b = 0;
     size_t w = sluice_type_size(t);

@@ -594,7 +594,7 @@ START_TEST(segmented_oracle) {
 }
 END_TEST
 
-/* A declared operator (the affine pair of DESIGN §2) gives the recurrence's loop, whole and
+/* A declared operator (the affine pair of pipelines/SCHEMA.md) gives the recurrence's loop, whole and
  * cut, inclusive and exclusive; and segmented by a key. */
 START_TEST(declared_operator) {
     sluice_context *ctx;

@@ -1,6 +1,6 @@
 /* test_loader.c — the YAML loader builds the right IR: every stage kind and key, defaults,
  * accumulator types and identities, filter lowering, live columns, default outputs, declared
- * operators (the affine one of DESIGN §2), and the monoids' combine on the primer's examples. */
+ * operators (the affine one of pipelines/SCHEMA.md), and the monoids' combine on the primer's examples. */
 #include <math.h>
 #include <string.h>
 
@@ -176,7 +176,7 @@ START_TEST(filter_lowering) {
 }
 END_TEST
 
-/* The accumulator DESIGN §3 gives for `op` over an input of `type`. */
+/* The accumulator pipelines/SCHEMA.md gives for `op` over an input of `type`. */
 static void expect_acc(const char *type, const char *op, const char *extra, sluice_type want) {
     char stage[256];
     if (strcmp(op, "count") == 0)

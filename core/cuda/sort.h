@@ -18,7 +18,7 @@
  *   PAIRS    the same plus exactly one other 4-byte column, carried as CUB's values;
  *   PERMUTE  anything else: sort (image, row index) pairs, then gather every column.
  * CUB's own float sort is not used for float keys: it orders -0.0 and +0.0 as equal
- * (ProcessFloatMinusZero in cub/block/radix_rank_sort_operations.cuh), where DESIGN §3
+ * (ProcessFloatMinusZero in cub/block/radix_rank_sort_operations.cuh), where pipelines/SCHEMA.md
  * and the CPU backend put -0.0 first; their u32 images order the same way as the CPU.
  * Only five CUB instantiations exist (nvcc takes tens of seconds for each): SortKeys<u32>,
  * SortPairs<u32,u32>, SortPairs<u64,u32> with 32-bit row counts, and the two SortPairs with

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """make_golden.py — the independent oracle of the cookbook: writes each shipped pipeline's
 small input and its expected outputs, computed here with NumPy straight from the meaning of
-the stages (DESIGN §2, the primer), never by running sluice.
+the stages (pipelines/SCHEMA.md, the primer), never by running sluice.
 
     /usr/bin/python3 pipelines/data/make_golden.py        # rewrites pipelines/data/<name>/{in,golden}
 
