@@ -137,8 +137,9 @@ static bool gpu_present(void) {
     return n > 0;
 }
 
-/* NVRTC is loaded on first use (cuda/nvrtc.c): without it no kernel can be built. */
-static bool cuda_available(void) { return sl_nvrtc_available() && gpu_present(); }
+/* NVRTC is loaded on first use (cuda/nvrtc.c): without it no kernel can be built. The device
+ * is asked first, so that where there is none NVRTC (a large library) is never mapped. */
+static bool cuda_available(void) { return gpu_present() && sl_nvrtc_available(); }
 
 /* ---- the session's device ---------------------------------------------------------------- */
 
