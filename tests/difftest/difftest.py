@@ -86,6 +86,8 @@ def driver_args(case):
     args = ['--threads', str(case['threads']), '--max-batch-rows', str(case['max_batch_rows'])]
     if case.get('mode') in ('warmup', 'oneshot'):
         args.append('--' + case['mode'])
+    if case.get('pull_at_end'):
+        args.append('--pull-at-end')
     return args
 
 
@@ -606,7 +608,7 @@ def shrink(case, data, fails, budget):
                 case, progress = c, True
         # session settings: one thread, no internal cutting
         for key, simple in (('threads', 1), ('max_batch_rows', 0), ('determinism', False),
-                            ('mode', 'push')):
+                            ('mode', 'push'), ('pull_at_end', False)):
             if case.get(key, simple) != simple:
                 c = dict(case)
                 c[key] = simple

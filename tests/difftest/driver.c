@@ -5,7 +5,7 @@
  * generator and the judging live in the Python side (difftest.py).
  *
  *   driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N] [--max-batch-rows N]
- *          [--warmup | --oneshot]
+ *          [--warmup | --oneshot] [--pull-at-end]
  *
  * INDIR holds NAME.npy for every input, optionally params.txt ("B NAME TEXT" per line: set
  * parameter NAME to TEXT with sluice_session_set_param just before push number B, counting
@@ -18,7 +18,8 @@
  * concatenated; OUTDIR/outputs.txt lists "NAME TYPE" per output in the pipeline's order.
  * --warmup first pushes the whole stream without pulling and calls sluice_session_reset, which
  * must leave nothing of it behind; --oneshot runs sluice_run on the whole input instead
- * (cuts and parameter changes are ignored).
+ * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush. Every
+ * other push lists its columns in reverse order (the API matches them by name).
  *
  * Exit status: 0 success; 2 usage or file problems; 3 the pipeline did not load; 4 a push,
  * flush or pull failed; 77 the backend is not available here (the caller skips). */
@@ -132,12 +133,12 @@ static int pull_all(sluice_context *ctx, sluice_session *s, outcol *outs, size_t
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N]"
-                        " [--max-batch-rows N] [--warmup | --oneshot]\n");
+                        " [--max-batch-rows N] [--warmup | --oneshot] [--pull-at-end]\n");
         return 2;
     }
     const char *pipe_path = argv[1], *indir = argv[2], *outdir = argv[3];
     sluice_backend backend = SLUICE_BACKEND_CPU;
-    int threads = 0, warmup = 0, oneshot = 0;
+    int threads = 0, warmup = 0, oneshot = 0, pull_at_end = 0;
     long long max_rows = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -154,6 +155,8 @@ int main(int argc, char **argv) {
             warmup = 1;
         } else if (!strcmp(argv[i], "--oneshot")) {
             oneshot = 1;
+        } else if (!strcmp(argv[i], "--pull-at-end")) {
+            pull_at_end = 1;
         } else if (!strcmp(argv[i], "--max-batch-rows") && i + 1 < argc) {
             max_rows = atoll(argv[++i]);
         } else {
@@ -341,13 +344,19 @@ int main(int argc, char **argv) {
                 cols[i].length = hi - lo;
             }
         }
+        if (b % 2 == 1) /* columns are matched by name: every other push lists them reversed */
+            for (size_t i = 0; i < nin / 2; i++) {
+                sluice_column t = cols[i];
+                cols[i] = cols[nin - 1 - i];
+                cols[nin - 1 - i] = t;
+            }
         st = sluice_session_push(s, cols, nin);
         if (st != SLUICE_OK) {
             print_diags(ctx, "push", st);
             rc = 4;
             break;
         }
-        if (pass == 1 && pull_all(ctx, s, outs, nout)) rc = 4;
+        if (pass == 1 && !pull_at_end && pull_all(ctx, s, outs, nout)) rc = 4;
     }
     if (rc == 0 && !oneshot) {
         st = sluice_session_flush(s);

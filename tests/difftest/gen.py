@@ -787,5 +787,6 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
     case['mode'] = rng.choice(['push'] * 8 + ['warmup', 'oneshot'])
     if case['mode'] == 'oneshot' and (case['cuts'] or case['param_sets']):
         case['mode'] = 'push'
+    case['pull_at_end'] = rng.random() < 0.2     # outputs left to pile up until the flush
 
     return case, data
