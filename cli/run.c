@@ -22,10 +22,12 @@
 #include "progress.h"
 
 #define DEFAULT_BATCH_ROWS (INT64_C(1) << 22)
-/* Input batches in the reader ring (one being pushed, the others read ahead) and result
- * batches queued for or held by the writer. */
+/* Input batches in the reader ring (one being pushed, the others read ahead), and result
+ * batches queued for or held by the writer: each result batch held is memory the session
+ * allocates afresh (page faults, zeroing), so the queue is short; 1 and 2 measured alike,
+ * 3 slower (bench/RESULTS.md). */
 #define RING_DEPTH 3
-#define WRITE_DEPTH 3
+#define WRITE_DEPTH 2
 /* The most --io-threads accepted. */
 #define MAX_IO_THREADS 64
 
@@ -550,8 +552,8 @@ const sl_command sl_command_run = {
     "  --threads N         CPU backend worker threads (default 0: one per core)\n"
     "  --io-threads N      threads reading column files ahead of the pipeline (default: a\n"
     "                      quarter of the cores, 1 to 4; a CSV is read by one), while one\n"
-    "                      more writes the results behind it; up to 3 batches are read\n"
-    "                      ahead and 3 result batches wait to be written. 0 reads, runs\n"
+    "                      more writes the results behind it; up to 2 batches are read\n"
+    "                      ahead and 2 result batches wait to be written. 0 reads, runs\n"
     "                      and writes each batch in turn on one thread. Outputs are the\n"
     "                      same either way.\n"
     "  --progress          show the progress line even when stderr is not a terminal\n"
