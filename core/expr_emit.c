@@ -8,22 +8,15 @@
 #include "expr.h"
 #include "sl_ops.h"
 
-static const char *const c_type_names[SLUICE_TYPE_COUNT_] = {
-    [SLUICE_BOOL] = "sl_bool", [SLUICE_I8] = "int8_t",   [SLUICE_I16] = "int16_t",
-    [SLUICE_I32] = "int32_t",  [SLUICE_I64] = "int64_t", [SLUICE_U8] = "uint8_t",
-    [SLUICE_U16] = "uint16_t", [SLUICE_U32] = "uint32_t", [SLUICE_U64] = "uint64_t",
-    [SLUICE_F16] = "sl_half",  [SLUICE_F32] = "float",   [SLUICE_F64] = "double",
-};
-
+/* C type names and sl_ops.h helper suffixes (the type's name) come from the type list. */
 const char *sl_c_type_name(sluice_type t) {
-    return (unsigned)t < SLUICE_TYPE_COUNT_ ? c_type_names[t] : "void";
+    const sl_type_info *info = sl_type_info_of(t);
+    return info ? info->ctype : "void";
 }
 
-/* The suffix of a type in sl_ops.h helper names. */
 static const char *suffix(sluice_type t) {
-    if (t == SLUICE_BOOL) return "bool";
-    const char *n = sluice_type_name(t);
-    return n ? n : "void";
+    const sl_type_info *info = sl_type_info_of(t);
+    return info ? info->name : "void";
 }
 
 static const char *helper_name(sl_expr_op op) {

@@ -869,7 +869,9 @@ static const struct {
 
 static const char *const callable_names[] = {
     "abs", "min", "max", "sqrt", "exp", "log", "floor", "ceil", "isnan", "isinf",
-    "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64",
+#define SL_CAST_NAME_(E, N, CT, BT, SIZE, CLS, NPY) #N,
+    SL_TYPE_LIST(SL_CAST_NAME_) /* every type's name is its cast */
+#undef SL_CAST_NAME_
 };
 
 __attribute__((noinline)) static sl_expr *make_call(parser *p, sl_expr_op op, sl_expr **args, int *dargs, size_t pos,

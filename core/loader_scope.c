@@ -113,8 +113,12 @@ int ld_enum(sl_loader *L, const ld_node *n, const char *what, const char *const 
     return -1;
 }
 
-static const char *const type_names[] = {"bool", "i8",  "i16", "i32", "i64", "u8",
-                                          "u16",  "u32", "u64", "f16", "f32", "f64"};
+/* Indexed by sluice_type: the type list's names. */
+static const char *const type_names[] = {
+#define LD_TYPE_NAME_(E, N, CT, BT, SIZE, CLS, NPY) [E] = #N,
+    SL_TYPE_LIST(LD_TYPE_NAME_)
+#undef LD_TYPE_NAME_
+};
 
 bool ld_type(sl_loader *L, const ld_node *n, sluice_type *out) {
     const char *text = ld_scalar(L, n, "a type");

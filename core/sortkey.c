@@ -4,7 +4,17 @@
 
 /* Keys are read as unsigned integers of their width (BT), as the image works on bits. KIND
  * and W are constants at every use, so sl_sortkey_image folds into a few operations on IT.
- * One loop per (type, permuted or not). */
+ * One loop per (type, permuted or not), one case per entry of the type list: images of
+ * types up to 4 bytes are uint32_t, of 8-byte types uint64_t (sortkey.h); bool sorts as an
+ * unsigned byte. */
+#define SL_IMAGE_T_1 uint32_t
+#define SL_IMAGE_T_2 uint32_t
+#define SL_IMAGE_T_4 uint32_t
+#define SL_IMAGE_T_8 uint64_t
+#define SL_KIND_SL_TYPE_BOOL SL_SORTKEY_UNSIGNED
+#define SL_KIND_SL_TYPE_UNSIGNED SL_SORTKEY_UNSIGNED
+#define SL_KIND_SL_TYPE_SIGNED SL_SORTKEY_SIGNED
+#define SL_KIND_SL_TYPE_FLOAT SL_SORTKEY_FLOAT
 #define SL_IMAGE_LOOP(BT, IT, KIND, W)                                                   \
     do {                                                                                 \
         const BT *k_ = keys;                                                             \
@@ -24,21 +34,13 @@
         }                                                                                \
     } while (0)
 
+#define SL_IMAGE_CASE_(E, N, CT, BT, SIZE, CLS, NPY)                                     \
+    case E: SL_IMAGE_LOOP(BT, SL_IMAGE_T_##SIZE, SL_KIND_##CLS, SIZE * 8); break;
+
 void sl_sortkey_images(sluice_type t, const void *keys, const void *perm, bool perm_wide,
                        int64_t n, bool descending, void *out) {
     switch (t) {
-    case SLUICE_BOOL:
-    case SLUICE_U8: SL_IMAGE_LOOP(uint8_t, uint32_t, SL_SORTKEY_UNSIGNED, 8); break;
-    case SLUICE_U16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_UNSIGNED, 16); break;
-    case SLUICE_U32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_UNSIGNED, 32); break;
-    case SLUICE_U64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_UNSIGNED, 64); break;
-    case SLUICE_I8: SL_IMAGE_LOOP(uint8_t, uint32_t, SL_SORTKEY_SIGNED, 8); break;
-    case SLUICE_I16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_SIGNED, 16); break;
-    case SLUICE_I32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_SIGNED, 32); break;
-    case SLUICE_I64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_SIGNED, 64); break;
-    case SLUICE_F16: SL_IMAGE_LOOP(uint16_t, uint32_t, SL_SORTKEY_FLOAT, 16); break;
-    case SLUICE_F32: SL_IMAGE_LOOP(uint32_t, uint32_t, SL_SORTKEY_FLOAT, 32); break;
-    case SLUICE_F64: SL_IMAGE_LOOP(uint64_t, uint64_t, SL_SORTKEY_FLOAT, 64); break;
+        SL_TYPE_LIST(SL_IMAGE_CASE_)
     default: break;
     }
 }
@@ -52,20 +54,12 @@ void sl_sortkey_images(sluice_type t, const void *keys, const void *perm, bool p
             o_[i] = (BT)sl_sortkey_key(KIND, W, (IT)(m_[i] ^ flip_));                    \
     } while (0)
 
+#define SL_VALUE_CASE_(E, N, CT, BT, SIZE, CLS, NPY)                                     \
+    case E: SL_VALUE_LOOP(BT, SL_IMAGE_T_##SIZE, SL_KIND_##CLS, SIZE * 8); break;
+
 void sl_sortkey_values(sluice_type t, const void *images, int64_t n, bool descending, void *out) {
     switch (t) {
-    case SLUICE_BOOL:
-    case SLUICE_U8: SL_VALUE_LOOP(uint8_t, uint32_t, SL_SORTKEY_UNSIGNED, 8); break;
-    case SLUICE_U16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_UNSIGNED, 16); break;
-    case SLUICE_U32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_UNSIGNED, 32); break;
-    case SLUICE_U64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_UNSIGNED, 64); break;
-    case SLUICE_I8: SL_VALUE_LOOP(uint8_t, uint32_t, SL_SORTKEY_SIGNED, 8); break;
-    case SLUICE_I16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_SIGNED, 16); break;
-    case SLUICE_I32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_SIGNED, 32); break;
-    case SLUICE_I64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_SIGNED, 64); break;
-    case SLUICE_F16: SL_VALUE_LOOP(uint16_t, uint32_t, SL_SORTKEY_FLOAT, 16); break;
-    case SLUICE_F32: SL_VALUE_LOOP(uint32_t, uint32_t, SL_SORTKEY_FLOAT, 32); break;
-    case SLUICE_F64: SL_VALUE_LOOP(uint64_t, uint64_t, SL_SORTKEY_FLOAT, 64); break;
+        SL_TYPE_LIST(SL_VALUE_CASE_)
     default: break;
     }
 }

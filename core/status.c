@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "types.h"
 
 static const char *const status_names[] = {
 #define SL_STATUS_NAME_(name, msg) "SLUICE_" #name,
@@ -27,30 +28,21 @@ SLUICE_API const char *sluice_strerror(sluice_status status) {
 SLUICE_API int sluice_version_number(void) { return SLUICE_VERSION_NUMBER; }
 SLUICE_API const char *sluice_version_string(void) { return SLUICE_VERSION_STRING; }
 
-static const struct {
-    const char *name;
-    size_t size;
-} type_table[SLUICE_TYPE_COUNT_] = {
-    [SLUICE_BOOL] = {"bool", 1}, [SLUICE_I8] = {"i8", 1},   [SLUICE_I16] = {"i16", 2},
-    [SLUICE_I32] = {"i32", 4},   [SLUICE_I64] = {"i64", 8}, [SLUICE_U8] = {"u8", 1},
-    [SLUICE_U16] = {"u16", 2},   [SLUICE_U32] = {"u32", 4}, [SLUICE_U64] = {"u64", 8},
-    [SLUICE_F16] = {"f16", 2},   [SLUICE_F32] = {"f32", 4}, [SLUICE_F64] = {"f64", 8},
-};
-
+/* Type names and sizes: the type list's table (types.h). */
 SLUICE_API const char *sluice_type_name(sluice_type type) {
     if ((unsigned)type >= SLUICE_TYPE_COUNT_) return NULL;
-    return type_table[type].name;
+    return sl_type_infos[type].name;
 }
 
 SLUICE_API size_t sluice_type_size(sluice_type type) {
     if ((unsigned)type >= SLUICE_TYPE_COUNT_) return 0;
-    return type_table[type].size;
+    return sl_type_infos[type].size;
 }
 
 SLUICE_API sluice_status sluice_type_from_name(const char *name, sluice_type *out) {
     if (!name || !out) return SLUICE_ERR_INVALID_ARGUMENT;
     for (int t = 0; t < SLUICE_TYPE_COUNT_; t++) {
-        if (strcmp(type_table[t].name, name) == 0) {
+        if (strcmp(sl_type_infos[t].name, name) == 0) {
             *out = (sluice_type)t;
             return SLUICE_OK;
         }

@@ -1,6 +1,6 @@
 /* types.c — typed scalar values: loading and storing column elements, the language's casts
  * (every pair of column types, a vector at a time), parsing literals, formatting values, and
- * f16 conversion. The conversion rules themselves live in kernels/sl_ops.h so that the CPU
+ * f16 conversion; and the tables of the type list (types.h's SL_TYPE_LIST). The conversion rules themselves live in kernels/sl_ops.h so that the CPU
  * and generated GPU code share them. */
 #include <errno.h>
 #include <math.h>
@@ -10,6 +10,7 @@
 
 #include "expr.h"
 #include "sl_ops.h"
+#include "types.h"
 
 /* One conversion under two names: sluice_* for users of the public API (the command line
  * among them), sl_* for the core's own code. */
@@ -20,15 +21,31 @@ uint16_t sl_f32_to_f16(float f) { return sl_f32_to_half(f); }
 
 /* ---- vector casts ------------------------------------------------------------------------ */
 
-/* Every column type: enum, sl_ops.h suffix, C element type. Two lists so the cast table can
- * nest one inside the other; the outer one carries the pasted prefix ("bool" is a macro). */
-#define SL_TYPES_OUTER_(X)                                                                      \
-    X(SLUICE_BOOL, sl_cvt_bool_, sl_bool) X(SLUICE_I8, sl_cvt_i8_, int8_t)                        \
-    X(SLUICE_I16, sl_cvt_i16_, int16_t) X(SLUICE_I32, sl_cvt_i32_, int32_t)                       \
-    X(SLUICE_I64, sl_cvt_i64_, int64_t) X(SLUICE_U8, sl_cvt_u8_, uint8_t)                         \
-    X(SLUICE_U16, sl_cvt_u16_, uint16_t) X(SLUICE_U32, sl_cvt_u32_, uint32_t)                     \
-    X(SLUICE_U64, sl_cvt_u64_, uint64_t) X(SLUICE_F16, sl_cvt_f16_, sl_half)                      \
-    X(SLUICE_F32, sl_cvt_f32_, float) X(SLUICE_F64, sl_cvt_f64_, double)
+/* ---- the type list's tables and checks ----------------------------------------------------- */
+
+#define SL_TYPE_INFO_(E, N, CT, BT, SIZE, CLS, NPY) [E] = {#N, #CT, NPY, SIZE, CLS},
+const sl_type_info sl_type_infos[SLUICE_TYPE_COUNT_] = {SL_TYPE_LIST(SL_TYPE_INFO_)};
+
+/* The list is in the enum's order, each size is its C type's, and the bits type is as wide. */
+enum {
+#define SL_TYPE_ORDER_(E, N, CT, BT, SIZE, CLS, NPY) sl_type_order_##N,
+    SL_TYPE_LIST(SL_TYPE_ORDER_) sl_type_order_count_
+};
+#define SL_TYPE_CHECK_(E, N, CT, BT, SIZE, CLS, NPY)                                            \
+    _Static_assert((int)E == (int)sl_type_order_##N, "SL_TYPE_LIST is out of sluice_type's order"); \
+    _Static_assert(sizeof(CT) == SIZE && sizeof(BT) == SIZE, "SL_TYPE_LIST: wrong size for " #N);
+SL_TYPE_LIST(SL_TYPE_CHECK_)
+_Static_assert((int)sl_type_order_count_ == (int)SLUICE_TYPE_COUNT_, "SL_TYPE_LIST misses a type");
+
+/* ---- vector casts ------------------------------------------------------------------------ */
+
+/* The cast table is a switch over the source type around a switch over the destination. The
+ * preprocessor cannot expand SL_TYPE_LIST inside its own expansion, so the inner switch walks
+ * a second copy of the list, held to the first one by the checks below (each (enum, name)
+ * pair exists in SL_TYPE_LIST with the same size). The outer one pastes the sl_ops.h prefix
+ * itself, as `bool` is a macro. */
+#define SL_TYPE_PAIR_SIZE_(E, N, CT, BT, SIZE, CLS, NPY) sl_type_pair_##E##_##N = SIZE,
+enum { SL_TYPE_LIST(SL_TYPE_PAIR_SIZE_) sl_type_pair_end_ };
 #define SL_TYPES_INNER_(X, fs, FT)                                                              \
     X(fs, FT, SLUICE_BOOL, bool, sl_bool) X(fs, FT, SLUICE_I8, i8, int8_t)                        \
     X(fs, FT, SLUICE_I16, i16, int16_t) X(fs, FT, SLUICE_I32, i32, int32_t)                       \
@@ -36,6 +53,10 @@ uint16_t sl_f32_to_f16(float f) { return sl_f32_to_half(f); }
     X(fs, FT, SLUICE_U16, u16, uint16_t) X(fs, FT, SLUICE_U32, u32, uint32_t)                     \
     X(fs, FT, SLUICE_U64, u64, uint64_t) X(fs, FT, SLUICE_F16, f16, sl_half)                      \
     X(fs, FT, SLUICE_F32, f32, float) X(fs, FT, SLUICE_F64, f64, double)
+#define SL_TYPES_INNER_CHECK_(fs, FT, TE, ts, TT)                                               \
+    _Static_assert(sizeof(TT) == (size_t)sl_type_pair_##TE##_##ts,                              \
+                   "SL_TYPES_INNER_ disagrees with SL_TYPE_LIST");
+SL_TYPES_INNER_(SL_TYPES_INNER_CHECK_, unused, unused)
 
 #define SL_CAST_CASE_TO_(fs, FT, TE, ts, TT)                                                    \
     case TE: {                                                                                  \
@@ -44,16 +65,16 @@ uint16_t sl_f32_to_f16(float f) { return sl_f32_to_half(f); }
         for (int64_t i = 0; i < n; i++) d_[i] = fs##ts(s_[i]);                                   \
         return;                                                                                 \
     }
-#define SL_CAST_CASE_FROM_(FE, fs, FT)                                                          \
+#define SL_CAST_CASE_FROM_(FE, N, FT, BT, SIZE, CLS, NPY)                                       \
     case FE:                                                                                    \
         switch (to) {                                                                           \
-            SL_TYPES_INNER_(SL_CAST_CASE_TO_, fs, FT)                                           \
+            SL_TYPES_INNER_(SL_CAST_CASE_TO_, sl_cvt_##N##_, FT)                                \
         default: return;                                                                        \
         }
 
 void sl_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n) {
     switch (from) {
-        SL_TYPES_OUTER_(SL_CAST_CASE_FROM_)
+        SL_TYPE_LIST(SL_CAST_CASE_FROM_)
     default: return;
     }
 }
