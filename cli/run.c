@@ -3,7 +3,7 @@
  * nothing: the results go to temporary files that only a successful run renames into place
  * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. Reading and
  * writing overlap the session's work (flow.c: reader threads ahead, a writer thread behind);
- * --io-threads 0 does the three in turn on one thread. */
+ * --io-threads 0 --write-behind off does the three in turn on one thread. */
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -36,14 +36,15 @@ typedef struct run_args {
     sluice_backend backend;
     int64_t batch_rows, threads;
     int64_t io_threads; /* -1: chosen by the machine's cores */
+    int write_behind;   /* -1: auto, 0: off, 1: on */
     sl_progress_mode progress;
     sluice_param_value *params;
     size_t param_count;
 } run_args;
 
 static const char *const run_options[] = {"in",      "out",     "param",       "backend",
-                                          "batch-rows", "threads", "io-threads", "progress",
-                                          "no-progress", NULL};
+                                          "batch-rows", "threads", "io-threads", "write-behind",
+                                          "progress", "no-progress", NULL};
 
 static int parse_args(const sl_command *self, int argc, char **argv, run_args *a) {
     const char *value;
@@ -76,6 +77,13 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             if (!sl_parse_int(value, 0, MAX_IO_THREADS, &a->io_threads))
                 return sl_usage_error(self, "--io-threads needs an integer in 0..%d, not '%s'",
                                       MAX_IO_THREADS, value);
+        } else if ((got = sl_option(self, argc, argv, &i, "write-behind", &value)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
+            if (!strcmp(value, "auto")) a->write_behind = -1;
+            else if (!strcmp(value, "on")) a->write_behind = 1;
+            else if (!strcmp(value, "off")) a->write_behind = 0;
+            else
+                return sl_usage_error(self, "--write-behind is auto, on or off, not '%s'", value);
         } else if ((got = sl_option(self, argc, argv, &i, "param", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
             const char *eq = strchr(value, '=');
@@ -327,31 +335,45 @@ static bool sorts_whole_stream(const sluice_pipeline *p, sluice_context *ctx,
 }
 
 /* Reader threads for column files when --io-threads does not say: a quarter of the cores
- * (the session's workers want the rest), 1 to 4. pread from the page cache runs at several
- * GB/s a thread, so a few keep ahead of a GPU's copy engines; a CSV is parsed by one. */
+ * (the session's workers want the rest), 1 to 4. Reading pages in from the page cache runs
+ * at about 12 GB/s a thread, so a few keep ahead of a GPU's copy engines; a CSV is parsed by
+ * one. */
 static int auto_io_threads(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long n = cores / 4;
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
+/* Whether results are written by a thread of their own. Auto: yes, unless the session is a
+ * CPU session whose workers take every core of a machine of at most 2: the writer's copies
+ * then take cores from the workers, which wait for each other, and on such a machine the
+ * run was slower for it (bench/RESULTS.md). A GPU session leaves the host's cores free. */
+static bool use_writer_thread(const run_args *a, const sluice_session *s) {
+    if (a->write_behind >= 0) return a->write_behind == 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    bool workers_everywhere = sluice_session_backend(s) == SLUICE_BACKEND_CPU &&
+                              (a->threads == 0 || a->threads >= cores);
+    return !(workers_everywhere && cores <= 2);
+}
+
 static void interrupt_reader(void *reader) { sl_reader_interrupt(reader); }
 
-/* The batches themselves: read, pushed and written in turn (io_threads 0), or with reader
- * threads ahead and the writer thread behind. Returns the exit status. */
+/* The batches themselves: read ahead by reader threads or in turn (--io-threads 0), written
+ * behind by the writer thread or in turn. Returns the exit status. */
 static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *a,
                         sluice_column *cols, sluice_column *outcols) {
     char err[1024];
     size_t ninputs = sluice_pipeline_input_count(p);
     sl_reader *reader = NULL;
-    if (a->io_threads != 0) {
-        int threads = a->io_threads < 0 ? auto_io_threads() : (int)a->io_threads;
+    int threads = a->io_threads < 0 ? auto_io_threads() : (int)a->io_threads;
+    if (threads > 0 || use_writer_thread(a, r->session)) {
         /* A failed write interrupts a wait for the readers (which may be reading a pipe
          * that delivers nothing for a long while): the run ends at once, as in turn. */
-        if (sl_reader_start(&reader, r->in, a->batch_rows, threads, RING_DEPTH, err,
-                            sizeof err) != 0 ||
-            sl_writer_start(&r->writer, r->out, WRITE_DEPTH, interrupt_reader, reader, err,
-                            sizeof err) != 0) {
+        if ((threads > 0 && sl_reader_start(&reader, r->in, a->batch_rows, threads,
+                                            RING_DEPTH, err, sizeof err) != 0) ||
+            (use_writer_thread(a, r->session) &&
+             sl_writer_start(&r->writer, r->out, WRITE_DEPTH, reader ? interrupt_reader : NULL,
+                             reader, err, sizeof err) != 0)) {
             end_progress(r);
             if (!sl_reader_stop(reader)) r->in_abandoned = true;
             return sl_fail("%s", err);
@@ -452,7 +474,8 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     int rc = SL_EXIT_OK;
     if (sl_input_open(&r.in, p, a->in, err, sizeof err) != 0) rc = sl_fail("%s", err);
     bool csv = r.in && sl_input_total_rows(r.in) < 0;
-    if (rc == SL_EXIT_OK) warn_batch_memory(p, r.in, a->batch_rows, csv, a->io_threads != 0);
+    if (rc == SL_EXIT_OK)
+        warn_batch_memory(p, r.in, a->batch_rows, csv, a->io_threads != 0 || a->write_behind != 0);
     bool stream_sort = sorts_whole_stream(p, ctx, sluice_session_backend(r.session));
     if (rc == SL_EXIT_OK) {
         install_signal_handlers();
@@ -504,7 +527,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
 
 static int run_main(const sl_command *self, int argc, char **argv) {
     run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS,
-                  .io_threads = -1, .progress = SL_PROGRESS_AUTO};
+                  .io_threads = -1, .write_behind = -1, .progress = SL_PROGRESS_AUTO};
     int rc = parse_args(self, argc, argv, &a);
     if (rc == SL_EXIT_OK) {
         sluice_context *ctx = sl_context_new((int)a.threads);
@@ -521,7 +544,8 @@ static int run_main(const sl_command *self, int argc, char **argv) {
 const sl_command sl_command_run = {
     "run",
     "PIPELINE --in INPUT --out OUTDIR [--param NAME=VALUE]... [--backend auto|cpu|cuda] "
-    "[--batch-rows N] [--threads N] [--io-threads N] [--progress | --no-progress]",
+    "[--batch-rows N] [--threads N] [--io-threads N] [--write-behind auto|on|off] "
+    "[--progress | --no-progress]",
     "Run a pipeline over an input stream and write each output column to OUTDIR/COLUMN.npy.",
     "INPUT is one of:\n"
     "  a directory of COLUMN.npy files, one per input column (1-D, little-endian, the type\n"
@@ -550,12 +574,14 @@ const sl_command sl_command_run = {
     "                      offsets input N is a budget of whole segments (at least one).\n"
     "                      A warning says when N rows would not fit in the memory available.\n"
     "  --threads N         CPU backend worker threads (default 0: one per core)\n"
-    "  --io-threads N      threads reading column files ahead of the pipeline (default: a\n"
-    "                      quarter of the cores, 1 to 4; a CSV is read by one), while one\n"
-    "                      more writes the results behind it; up to 2 batches are read\n"
-    "                      ahead and 2 result batches wait to be written. 0 reads, runs\n"
-    "                      and writes each batch in turn on one thread. Outputs are the\n"
-    "                      same either way.\n"
+    "  --io-threads N      threads reading column files ahead of the pipeline, up to 2\n"
+    "                      batches ahead (default: a quarter of the cores, 1 to 4; a CSV\n"
+    "                      is read by one); 0: each batch is read when it is pushed\n"
+    "  --write-behind W    on: a thread writes the results while the pipeline works on the\n"
+    "                      next batch (up to 2 result batches wait); off: each batch is\n"
+    "                      written when it is ready; auto (default): on, except for the\n"
+    "                      CPU backend on every core of a machine with at most 2 cores.\n"
+    "                      Outputs are the same whatever these say.\n"
     "  --progress          show the progress line even when stderr is not a terminal\n"
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
     "                      rows and bytes read, rows/s, rows written, the share done and an\n"

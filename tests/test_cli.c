@@ -674,11 +674,13 @@ START_TEST(outputs_all_or_nothing_on_bad_data) {
     write_cull_csv(cli_tmp("bad.csv"), 2000, 1002);
     /* Into a directory that did not exist: it does not exist afterwards either. Read ahead
      * or in turn, the run fails where the bad row is, after the 1000 rows before it. */
-    static const char *const io_threads[] = {"0", "1", "3"};
+    static const char *const io[] = {"--io-threads 0 --write-behind off",
+                                     "--io-threads 1 --write-behind on",
+                                     "--io-threads 3 --write-behind on"};
     cli_result r;
     for (size_t k = 0; k < 3; k++) {
-        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100 "
-                    "--io-threads %s", cli_tmp("bad.csv"), cli_tmp("fresh"), io_threads[k]);
+        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 100 %s",
+                    cli_tmp("bad.csv"), cli_tmp("fresh"), io[k]);
         CLI_EXPECT(r, 1);
         expect_contains(r.err, "sluice: error: ");
         expect_contains(r.err, "bad.csv:1002:1: data row 1001, column 'x'");
@@ -762,16 +764,18 @@ START_TEST(outputs_all_or_nothing_on_a_full_disk) {
     /* In one batch, and in many with the writer failing while the readers are ahead (or
      * with every batch read, run and written in turn). */
     static const struct {
-        const char *dir, *batch_rows, *io_threads;
-    } cases[] = {{"out", "4194304", "1"}, {"fresh", "4194304", "1"}, {"out", "1000", "2"},
-                 {"out", "1000", "0"}, {"fresh", "777", "3"}};
-    for (int k = 0; k < 5; k++) {
+        const char *dir, *batch_rows, *io_threads, *write_behind;
+    } cases[] = {{"out", "4194304", "1", "on"}, {"fresh", "4194304", "1", "auto"},
+                 {"out", "1000", "2", "on"},    {"out", "1000", "0", "off"},
+                 {"fresh", "777", "3", "on"},   {"out", "1000", "0", "on"}};
+    for (int k = 0; k < 6; k++) {
         cli_spawn_options o = {.file_size_limit = 64 * 1024};
         pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml",
                                                        "--in", cli_tmp("large"), "--out",
                                                        cli_tmp("%s", cases[k].dir),
                                                        "--batch-rows", cases[k].batch_rows,
                                                        "--io-threads", cases[k].io_threads,
+                                                       "--write-behind", cases[k].write_behind,
                                                        NULL});
         r = cli_wait(pid);
         CLI_EXPECT(r, 1);
@@ -841,7 +845,8 @@ START_TEST(outputs_all_or_nothing_when_interrupted) {
                                                          "--in", cli_tmp("in.fifo"), "--out",
                                                          cli_tmp("%s", cases[k].out),
                                                          "--batch-rows", "1", "--threads",
-                                                         cases[k].threads, NULL});
+                                                         cases[k].threads, "--write-behind",
+                                                         "on", NULL});
         if (!wait_for_temporaries(cli_tmp("%s", cases[k].out))) {
             kill(pid, SIGKILL);
             ck_abort_msg("the run never opened its outputs:\n%s", cli_wait(pid).err);
@@ -859,7 +864,8 @@ START_TEST(outputs_all_or_nothing_when_interrupted) {
     expect_snapshot(cli_tmp("out"), before, "by an interrupted run");
     struct stat st;
     ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the interrupted run left its output directory");
-    /* --threads N: the CPU backend's workers are N - 1 threads beside the run's own. */
+    /* --threads N: the CPU backend's workers are N - 1 threads beside the run's own (the
+     * writer thread is asked for in every case: by default it depends on --threads). */
     ck_assert_int_ge(tasks[0], 1);
     ck_assert_int_eq(tasks[1] - tasks[0], 2);
     ck_assert_int_eq(tasks[2] - tasks[0], 1);
@@ -912,11 +918,13 @@ START_TEST(overlap_writes_the_sequential_outputs) {
         for (size_t b = 0; b < 4; b++) {
             const char *seq = cli_tmp("%s-%s-seq", names[n], batch_rows[b]);
             cli_result r = cli_run("run pipelines/%s.yaml --in %s --out '%s' --backend cpu "
-                                   "--batch-rows %s --io-threads 0", names[n], in, seq,
+                                   "--batch-rows %s --io-threads 0 --write-behind off", names[n],
+                                   in, seq,
                                    batch_rows[b]);
             CLI_EXPECT(r, 0);
             cli_result_free(&r);
-            static const char *const io_threads[] = {"", "--io-threads 1", "--io-threads 3"};
+            static const char *const io_threads[] = {"", "--io-threads 1 --write-behind on",
+                                                     "--io-threads 3 --write-behind on"};
             for (size_t t = 0; t < 3; t++) {
                 const char *out = cli_tmp("%s-%s-%zu", names[n], batch_rows[b], t);
                 r = cli_run("run pipelines/%s.yaml --in %s --out '%s' --backend cpu "
@@ -936,10 +944,13 @@ START_TEST(overlap_writes_the_sequential_outputs) {
                            cli_tmp("big"));
     CLI_EXPECT(r, 0);
     cli_result_free(&r);
-    static const char *const big[] = {"0", "1", "3"};
-    for (size_t t = 0; t < 3; t++) {
-        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 2^21 "
-                    "--io-threads %s", cli_tmp("big"), cli_tmp("big-%zu", t), big[t]);
+    static const char *const big[] = {"--io-threads 0 --write-behind off",
+                                      "--io-threads 1 --write-behind on",
+                                      "--io-threads 3 --write-behind on",
+                                      "--io-threads 0 --write-behind on"};
+    for (size_t t = 0; t < 4; t++) {
+        r = cli_run("run pipelines/cull-visible.yaml --in '%s' --out '%s' --batch-rows 2^21 %s",
+                    cli_tmp("big"), cli_tmp("big-%zu", t), big[t]);
         CLI_EXPECT(r, 0);
         expect_contains(r.err, "5000000 rows in");
         cli_result_free(&r);
@@ -983,8 +994,8 @@ START_TEST(overlap_writes_the_sequential_outputs) {
     free(img);
     free(y);
     for (size_t t = 0; t < 3; t++) {
-        r = cli_run("run '%s' --in '%s' --out '%s' --io-threads %s", cli_tmp("t.yaml"),
-                    cli_tmp("odd"), cli_tmp("odd-%zu", t), big[t]);
+        r = cli_run("run '%s' --in '%s' --out '%s' %s", cli_tmp("t.yaml"), cli_tmp("odd"),
+                    cli_tmp("odd-%zu", t), big[t]);
         CLI_EXPECT(r, 0);
         expect_contains(r.err, "3000000 rows in");
         cli_result_free(&r);
@@ -1009,14 +1020,15 @@ START_TEST(overlap_stops_when_the_session_fails) {
     cli_result_free(&r);
     ck_assert_int_eq(mkdir(cli_tmp("out"), 0777), 0);
     char *before = dir_snapshot(cli_tmp("out"));
-    static const char *const io_threads[] = {"0", "1", "3"};
+    static const char *const io_threads[] = {"0", "1", "3"}, *const behind[] = {"off", "on", "on"};
     for (int k = 0; k < 3; k++) {
         cli_spawn_options o = {.address_space_limit = 120LL << 20};
         pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/sort-by-depth.yaml",
                                                        "--in", cli_tmp("in"), "--out",
                                                        cli_tmp("out"), "--batch-rows", "100000",
                                                        "--threads", "1", "--io-threads",
-                                                       io_threads[k], NULL});
+                                                       io_threads[k], "--write-behind",
+                                                       behind[k], NULL});
         r = cli_wait(pid);
         CLI_EXPECT(r, 1);
         ck_assert_msg(strstr(r.err, "was rejected: out of memory") ||
@@ -1036,38 +1048,46 @@ END_TEST
  * nothing more: the run still ends at once, exit 1, its temporaries removed. */
 START_TEST(overlap_stops_when_the_writer_fails_and_the_input_stalls) {
     cli_tmp_make();
-    ck_assert_int_eq(mkfifo(cli_tmp("in.fifo"), 0600), 0);
-    /* A child feeds the pipe 9500 visible rows, then holds it open without writing until it
-     * is killed. 64 KiB hold 8176 ids: the writer fails on the 9th batch of 1000, when the
-     * readers have read the rows there are and wait in a read for the 10th batch's rest. */
-    fflush(NULL);
-    pid_t feeder = fork();
-    ck_assert_int_ge(feeder, 0);
-    if (feeder == 0) {
-        int fd = open(cli_tmp("in.fifo"), O_RDWR);
-        if (fd < 0) _exit(1);
-        FILE *f = fdopen(fd, "w");
-        fputs("x,y,id\n", f);
-        for (int i = 0; i < 9500; i++) fprintf(f, "0.25,0.5,%d\n", i);
-        fflush(f);
-        for (;;) pause();
+    static const char *const behind[] = {"on", "off"};
+    for (int k = 0; k < 2; k++) {
+        const char *fifo = cli_tmp("in%d.fifo", k);
+        ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+        /* A child feeds the pipe 9500 visible rows, then holds it open without writing until
+         * it is killed. 64 KiB hold 8176 ids: the write fails on the 9th batch of 1000, when
+         * the reader has read the rows there are and waits in a read for the 10th batch's
+         * rest (written behind, the writer thread fails while the run waits for that batch;
+         * written in turn, the run fails and stops the reader). */
+        fflush(NULL);
+        pid_t feeder = fork();
+        ck_assert_int_ge(feeder, 0);
+        if (feeder == 0) {
+            int fd = open(fifo, O_RDWR);
+            if (fd < 0) _exit(1);
+            FILE *f = fdopen(fd, "w");
+            fputs("x,y,id\n", f);
+            for (int i = 0; i < 9500; i++) fprintf(f, "0.25,0.5,%d\n", i);
+            fflush(f);
+            for (;;) pause();
+        }
+        cli_spawn_options o = {.file_size_limit = 64 * 1024};
+        double t0 = now_seconds();
+        pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml",
+                                                       "--in", fifo, "--out", cli_tmp("out"),
+                                                       "--batch-rows", "1000", "--write-behind",
+                                                       behind[k], NULL});
+        cli_result r = cli_wait(pid);
+        double seconds = now_seconds() - t0;
+        kill(feeder, SIGKILL);
+        waitpid(feeder, NULL, 0);
+        CLI_EXPECT(r, 1);
+        expect_contains(r.err, "File too large");
+        expect_contains(r.err, "is as it was");
+        ck_assert_msg(seconds < 10, "--write-behind %s: the run took %.1f s to stop", behind[k],
+                      seconds);
+        cli_result_free(&r);
+        struct stat st;
+        ck_assert_msg(stat(cli_tmp("out"), &st) != 0, "the failed run left its output directory");
     }
-    cli_spawn_options o = {.file_size_limit = 64 * 1024};
-    double t0 = now_seconds();
-    pid_t pid = cli_spawn(&o, (const char *const[]){"run", "pipelines/cull-visible.yaml", "--in",
-                                                   cli_tmp("in.fifo"), "--out", cli_tmp("out"),
-                                                   "--batch-rows", "1000", NULL});
-    cli_result r = cli_wait(pid);
-    double seconds = now_seconds() - t0;
-    kill(feeder, SIGKILL);
-    waitpid(feeder, NULL, 0);
-    CLI_EXPECT(r, 1);
-    expect_contains(r.err, "File too large");
-    expect_contains(r.err, "is as it was");
-    ck_assert_msg(seconds < 10, "the run took %.1f s to stop", seconds);
-    cli_result_free(&r);
-    struct stat st;
-    ck_assert_msg(stat(cli_tmp("out"), &st) != 0, "the failed run left its output directory");
     cli_tmp_remove();
 }
 END_TEST
@@ -1078,6 +1098,10 @@ START_TEST(io_threads_option) {
     CLI_EXPECT(r, 2);
     expect_contains(r.err, "--io-threads needs an integer in 0..64, not '65'");
     cli_result_free(&r);
+    r = cli_run("run pipelines/cull-visible.yaml --in x --out y --write-behind yes");
+    CLI_EXPECT(r, 2);
+    expect_contains(r.err, "--write-behind is auto, on or off, not 'yes'");
+    cli_result_free(&r);
     r = cli_run("run pipelines/cull-visible.yaml --in x --out y --io-thread 2");
     CLI_EXPECT(r, 2);
     expect_contains(r.err, "did you mean '--io-threads'?");
@@ -1085,6 +1109,7 @@ START_TEST(io_threads_option) {
     r = cli_run("run --help");
     CLI_EXPECT(r, 0);
     expect_contains(r.out, "--io-threads N");
+    expect_contains(r.out, "--write-behind W");
     cli_result_free(&r);
     cli_tmp_remove();
 }
