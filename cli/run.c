@@ -344,16 +344,15 @@ static int auto_io_threads(void) {
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
-/* Whether results are written by a thread of their own. Auto: yes, unless the session is a
- * CPU session whose workers take every core of a machine of at most 2: the writer's copies
- * then take cores from the workers, which wait for each other, and on such a machine the
- * run was slower for it (bench/RESULTS.md). A GPU session leaves the host's cores free. */
+/* Whether results are written by a thread of their own. Auto: yes, unless the session runs
+ * on the CPU backend of a machine of at most 2 cores, where the run was slower for it, with
+ * one worker as with two (bench/RESULTS.md): the writer's copies compete with the workers
+ * for the cores and read the results from another core's cache. A GPU session leaves the
+ * host's cores free for it. */
 static bool use_writer_thread(const run_args *a, const sluice_session *s) {
     if (a->write_behind >= 0) return a->write_behind == 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    bool workers_everywhere = sluice_session_backend(s) == SLUICE_BACKEND_CPU &&
-                              (a->threads == 0 || a->threads >= cores);
-    return !(workers_everywhere && cores <= 2);
+    return !(sluice_session_backend(s) == SLUICE_BACKEND_CPU &&
+             sysconf(_SC_NPROCESSORS_ONLN) <= 2);
 }
 
 static void interrupt_reader(void *reader) { sl_reader_interrupt(reader); }
@@ -580,7 +579,7 @@ const sl_command sl_command_run = {
     "  --write-behind W    on: a thread writes the results while the pipeline works on the\n"
     "                      next batch (up to 2 result batches wait); off: each batch is\n"
     "                      written when it is ready; auto (default): on, except for the\n"
-    "                      CPU backend on every core of a machine with at most 2 cores.\n"
+    "                      CPU backend on a machine of at most 2 cores, where it is slower.\n"
     "                      Outputs are the same whatever these say.\n"
     "  --progress          show the progress line even when stderr is not a terminal\n"
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"

@@ -865,7 +865,7 @@ START_TEST(outputs_all_or_nothing_when_interrupted) {
     struct stat st;
     ck_assert_msg(stat(cli_tmp("fresh"), &st) != 0, "the interrupted run left its output directory");
     /* --threads N: the CPU backend's workers are N - 1 threads beside the run's own (the
-     * writer thread is asked for in every case: by default it depends on --threads). */
+     * writer thread is asked for in every case: by default it depends on the machine). */
     ck_assert_int_ge(tasks[0], 1);
     ck_assert_int_eq(tasks[1] - tasks[0], 2);
     ck_assert_int_eq(tasks[2] - tasks[0], 1);
