@@ -1,25 +1,14 @@
 /* ir.c — the pipeline IR's lifetime and queries: freeing a (possibly partly built) pipeline
  * and the live column sets between stages. */
 #include "ir.h"
+#include "stages/kind.h"
 
 static void free_expr(sluice_context *ctx, sl_expr *e) {
     if (e) sl_expr_free(ctx, e);
 }
 
 static void free_stage(sluice_context *ctx, sl_stage *s) {
-    switch (s->kind) {
-    case SL_STAGE_MAP:
-        for (int i = 0; i < s->map.count; i++) free_expr(ctx, s->map.exprs[i]);
-        sl_free(ctx, s->map.columns);
-        sl_free(ctx, s->map.exprs);
-        break;
-    case SL_STAGE_SCAN:
-        for (int f = 0; f < SL_MAX_FIELDS; f++) free_expr(ctx, s->scan.of[f]);
-        break;
-    case SL_STAGE_COMPACT:
-    case SL_STAGE_SORT:
-        break;
-    }
+    sl_stage_kind_desc_of(s)->free(ctx, s);
     sl_free(ctx, s->live_after);
 }
 

@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "plan.h"
+#include "stages/kind.h"
 
 /* Files larger than this are refused before parsing (hostile-input limit, documented in
  * pipelines/SCHEMA.md). */
@@ -145,53 +146,8 @@ SLUICE_API void sluice_free_text(sluice_context *ctx, char *text) {
 /* ---- explain --------------------------------------------------------------------------- */
 
 static void explain_stage(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
-    const sl_column *cols = p->columns;
     sl_strbuf_printf(sb, "    %-15s line %-4d", s->kind_name ? s->kind_name : "?", s->loc.line);
-    switch (s->kind) {
-    case SL_STAGE_MAP:
-        for (int i = 0; i < s->map.count; i++) {
-            const sl_column *c = &cols[s->map.columns[i]];
-            sl_strbuf_printf(sb, "%s%s: %s", i ? ", " : "", c->hidden ? "(flag)" : c->name,
-                             sluice_type_name(c->type));
-        }
-        break;
-    case SL_STAGE_COMPACT:
-        sl_strbuf_printf(sb, "keep rows where %s", cols[s->compact.by].hidden
-                                                       ? "the filter holds"
-                                                       : cols[s->compact.by].name);
-        break;
-    case SL_STAGE_SCAN: {
-        const sl_scan *sc = &s->scan;
-        sl_strbuf_printf(sb, "%s %s", sc->exclusive ? "exclusive" : "inclusive",
-                         sl_scan_op_name(sc));
-        for (int f = 0; f < sc->nfields; f++) {
-            if (sc->into[f] >= 0)
-                sl_strbuf_printf(sb, " -> %s: %s", cols[sc->into[f]].name,
-                                 sluice_type_name(sc->acc[f]));
-        }
-        static const char *const seg_names[] = {"", "offsets", "head flags", "key"};
-        if (sc->segments != SL_SEGMENTS_NONE)
-            sl_strbuf_printf(sb, ", segments by %s %s", seg_names[sc->segments],
-                             cols[sc->segment_column].name);
-        if (sc->reset_per_batch) sl_strbuf_append(sb, ", reset per batch");
-        break;
-    }
-    case SL_STAGE_SORT: {
-        const sl_sort *so = &s->sort;
-        bool mixed = false; /* keys of different orders: each key's order after its name */
-        for (int k = 1; k < so->nkeys; k++) mixed |= so->key_descending[k] != so->key_descending[0];
-        sl_strbuf_append(sb, "by ");
-        for (int k = 0; k < so->nkeys; k++)
-            sl_strbuf_printf(sb, "%s%s%s", k ? ", " : "", cols[so->keys[k]].name,
-                             !mixed ? "" : so->key_descending[k] ? " descending" : " ascending");
-        if (!mixed)
-            sl_strbuf_printf(sb, " %s",
-                             so->descending || so->key_descending[0] ? "descending" : "ascending");
-        sl_strbuf_printf(sb, ", %s",
-                         so->per_batch ? "per batch" : "whole stream (rows leave at flush)");
-        break;
-    }
-    }
+    sl_stage_kind_desc_of(s)->explain(sb, p, s);
     sl_strbuf_append(sb, "\n");
 }
 

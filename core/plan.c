@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "plan.h"
+#include "stages/kind.h"
 
 int sl_sort_passes(sluice_backend backend, int bits) {
     /* Both backends sort 8 bits a pass (CUB's onesweep on the GPU, LSD with 256 buckets on
@@ -28,8 +29,6 @@ static sluice_status oom(sluice_context *ctx) {
 
 /* ---- liveness: backwards, precise ------------------------------------------------------- */
 
-static void mark_read(void *payload, int column) { ((bool *)payload)[column] = true; }
-
 static sluice_status liveness(sluice_context *ctx, const sluice_pipeline *p, sl_plan *plan) {
     size_t n = (size_t)p->ncolumns + 1;
     bool *need = sl_calloc(ctx, n, sizeof(bool));
@@ -44,35 +43,9 @@ static sluice_status liveness(sluice_context *ctx, const sluice_pipeline *p, sl_
         }
         memcpy(plan->need_after[i], need, n);
         const sl_stage *s = &p->stages[i];
-        switch (s->kind) {
-        case SL_STAGE_MAP:
-            plan->map_entry_live[i] = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(bool));
-            if (!plan->map_entry_live[i]) {
-                st = oom(ctx);
-                break;
-            }
-            /* last entry first: an entry may read the entries before it (b: a * 2) */
-            for (int k = s->map.count - 1; k >= 0; k--) {
-                int c = s->map.columns[k];
-                if (!need[c]) continue;
-                plan->map_entry_live[i][k] = true;
-                need[c] = false;
-                sl_expr_visit_columns(s->map.exprs[k], mark_read, need);
-            }
-            break;
-        case SL_STAGE_COMPACT: need[s->compact.by] = true; break;
-        case SL_STAGE_SCAN:
-            for (int f = 0; f < s->scan.nfields; f++)
-                if (s->scan.into[f] >= 0) need[s->scan.into[f]] = false;
-            for (int f = 0; f < s->scan.nfields; f++)
-                if (s->scan.of[f]) sl_expr_visit_columns(s->scan.of[f], mark_read, need);
-            if (s->scan.segments == SL_SEGMENTS_HEADFLAG || s->scan.segments == SL_SEGMENTS_KEY)
-                need[s->scan.segment_column] = true;
-            break;
-        case SL_STAGE_SORT:
-            for (int k = 0; k < s->sort.nkeys; k++) need[s->sort.keys[k]] = true;
-            break;
-        }
+        if (sl_stage_kind_desc_of(s)->need_before(ctx, s, need, &plan->map_entry_live[i]) !=
+            SLUICE_OK)
+            st = oom(ctx);
     }
     sl_free(ctx, need);
     return st;
@@ -217,8 +190,7 @@ static void cuts(const sluice_pipeline *p, sl_plan *plan) {
         sl_group *g = &plan->groups[gi];
         for (int s = g->first; s < g->last; s++) {
             const sl_stage *st = &p->stages[s];
-            if (st->kind == SL_STAGE_SCAN && st->scan.reset_per_batch) never = true;
-            if (st->kind == SL_STAGE_SORT && st->sort.per_batch) never = true;
+            if (sl_stage_kind_desc_of(st)->batch_bound(st)) never = true;
         }
         if (never) g->cut = SL_CUT_NEVER;
         else if (gi == 0 && plan->offsets_input >= 0) g->cut = SL_CUT_SEGMENTS;
@@ -227,6 +199,11 @@ static void cuts(const sluice_pipeline *p, sl_plan *plan) {
 }
 
 /* ---- build, free, check ----------------------------------------------------------------- */
+
+/* A fused group ends before a barrier stage (today only a sort), which is a group of its own. */
+static bool is_barrier(const sl_stage *s) {
+    return sl_stage_kind_desc_of(s)->shape == SL_SHAPE_BARRIER;
+}
 
 sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluice_backend backend,
                             sl_plan *out) {
@@ -253,19 +230,19 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
     int s = 0;
     while (st == SLUICE_OK && s < p->nstages) {
         sl_group *g = &out->groups[out->ngroups++];
-        if (p->stages[s].kind == SL_STAGE_SORT) {
+        if (is_barrier(&p->stages[s])) {
             g->kind = SL_GROUP_SORT;
             g->first = s;
             g->last = s + 1;
             g->passes = sl_sort_passes(backend, sl_sort_key_bits(p, &p->stages[s].sort));
             /* A sort that opens the pipeline (or follows another sort) also writes its key
              * images in a pass of its own; after a fused group that pass is fused into it. */
-            if (s == 0 || p->stages[s - 1].kind == SL_STAGE_SORT) g->passes += 1;
+            if (s == 0 || is_barrier(&p->stages[s - 1])) g->passes += 1;
             s++;
         } else {
             g->kind = SL_GROUP_FUSED;
             g->first = s;
-            while (s < p->nstages && p->stages[s].kind != SL_STAGE_SORT) s++;
+            while (s < p->nstages && !is_barrier(&p->stages[s])) s++;
             g->last = s;
             g->passes = 1;
         }

@@ -1,6 +1,7 @@
 /* compact.c — the `compact` stage: keep the rows whose `by` column is true, in order, with no
  * gaps. `columns` (optional) lists the live columns kept after the stage; by default every
  * live column stays. Also the shared tail of `filter`. */
+#include "stages/kind.h"
 #include "stages/registry.h"
 
 void sl_stage_add_compact(sl_loader *L, const char *kind_name, sl_srcloc loc, int by,
@@ -65,3 +66,33 @@ void sl_stage_parse_compact(sl_loader *L, const ld_node *body, sl_srcloc kind_lo
     sl_stage_add_compact(L, "compact", kind_loc, by < 0 ? -1 : by, keep);
     sl_free(L->ctx, keep);
 }
+
+/* ---- the kind's descriptor (stages/kind.h) ---------------------------------------------- */
+
+static sluice_status compact_need_before(sluice_context *ctx, const sl_stage *s, bool *need,
+                                         bool **def_live) {
+    (void)ctx;
+    (void)def_live;
+    need[s->compact.by] = true;
+    return SLUICE_OK;
+}
+
+static bool compact_batch_bound(const sl_stage *s) {
+    (void)s;
+    return false;
+}
+
+static void compact_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
+    const sl_column *by = &p->columns[s->compact.by];
+    sl_strbuf_printf(sb, "keep rows where %s", by->hidden ? "the filter holds" : by->name);
+}
+
+static void compact_free(sluice_context *ctx, sl_stage *s) {
+    (void)ctx;
+    (void)s;
+}
+
+const sl_stage_kind_desc sl_stage_kind_compact = {
+    "compact", SL_SHAPE_COMPACT, compact_need_before, compact_batch_bound, compact_explain,
+    compact_free,
+};

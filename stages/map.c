@@ -1,6 +1,7 @@
 /* map.c — the `map` stage: new columns from expressions, one per key, elementwise. Also the
  * shared parser of NAME: EXPRESSION definitions that `flag` reuses. A later key of the same
  * map may read an earlier one. */
+#include "stages/kind.h"
 #include "stages/registry.h"
 
 void sl_stage_parse_definitions(sl_loader *L, const ld_node *body, sl_srcloc kind_loc,
@@ -48,3 +49,48 @@ void sl_stage_parse_definitions(sl_loader *L, const ld_node *body, sl_srcloc kin
 void sl_stage_parse_map(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
     sl_stage_parse_definitions(L, body, kind_loc, "map", false);
 }
+
+/* ---- the kind's descriptor (stages/kind.h) ---------------------------------------------- */
+
+static void mark_read(void *payload, int column) { ((bool *)payload)[column] = true; }
+
+/* Only the needed definitions are computed; last entry first, as an entry may read the
+ * entries before it (b: a * 2). */
+static sluice_status map_need_before(sluice_context *ctx, const sl_stage *s, bool *need,
+                                     bool **def_live) {
+    bool *live = sl_calloc(ctx, (size_t)s->map.count + 1, sizeof(bool));
+    if (!live) return SLUICE_ERR_NO_MEMORY;
+    for (int k = s->map.count - 1; k >= 0; k--) {
+        int c = s->map.columns[k];
+        if (!need[c]) continue;
+        live[k] = true;
+        need[c] = false;
+        sl_expr_visit_columns(s->map.exprs[k], mark_read, need);
+    }
+    *def_live = live;
+    return SLUICE_OK;
+}
+
+static bool map_batch_bound(const sl_stage *s) {
+    (void)s;
+    return false;
+}
+
+static void map_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
+    for (int i = 0; i < s->map.count; i++) {
+        const sl_column *c = &p->columns[s->map.columns[i]];
+        sl_strbuf_printf(sb, "%s%s: %s", i ? ", " : "", c->hidden ? "(flag)" : c->name,
+                         sluice_type_name(c->type));
+    }
+}
+
+static void map_free(sluice_context *ctx, sl_stage *s) {
+    for (int i = 0; i < s->map.count; i++)
+        if (s->map.exprs[i]) sl_expr_free(ctx, s->map.exprs[i]);
+    sl_free(ctx, s->map.columns);
+    sl_free(ctx, s->map.exprs);
+}
+
+const sl_stage_kind_desc sl_stage_kind_map = {
+    "map", SL_SHAPE_ELEMENTWISE, map_need_before, map_batch_bound, map_explain, map_free,
+};

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "monoid.h"
+#include "stages/kind.h"
 #include "stages/registry.h"
 
 typedef struct scan_parse {
@@ -347,3 +348,48 @@ void sl_stage_parse_any_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_l
 void sl_stage_parse_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
     sl_stage_parse_any_scan(L, body, kind_loc, false);
 }
+
+/* ---- the kind's descriptor (stages/kind.h) ---------------------------------------------- */
+
+static void mark_read(void *payload, int column) { ((bool *)payload)[column] = true; }
+
+static sluice_status scan_need_before(sluice_context *ctx, const sl_stage *s, bool *need,
+                                      bool **def_live) {
+    (void)ctx;
+    (void)def_live;
+    const sl_scan *sc = &s->scan;
+    for (int f = 0; f < sc->nfields; f++)
+        if (sc->into[f] >= 0) need[sc->into[f]] = false;
+    for (int f = 0; f < sc->nfields; f++)
+        if (sc->of[f]) sl_expr_visit_columns(sc->of[f], mark_read, need);
+    if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
+        need[sc->segment_column] = true;
+    return SLUICE_OK;
+}
+
+static bool scan_batch_bound(const sl_stage *s) { return s->scan.reset_per_batch; }
+
+static void scan_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
+    const sl_column *cols = p->columns;
+    const sl_scan *sc = &s->scan;
+    sl_strbuf_printf(sb, "%s %s", sc->exclusive ? "exclusive" : "inclusive", sl_scan_op_name(sc));
+    for (int f = 0; f < sc->nfields; f++) {
+        if (sc->into[f] >= 0)
+            sl_strbuf_printf(sb, " -> %s: %s", cols[sc->into[f]].name,
+                             sluice_type_name(sc->acc[f]));
+    }
+    static const char *const seg_names[] = {"", "offsets", "head flags", "key"};
+    if (sc->segments != SL_SEGMENTS_NONE)
+        sl_strbuf_printf(sb, ", segments by %s %s", seg_names[sc->segments],
+                         cols[sc->segment_column].name);
+    if (sc->reset_per_batch) sl_strbuf_append(sb, ", reset per batch");
+}
+
+static void scan_free(sluice_context *ctx, sl_stage *s) {
+    for (int f = 0; f < SL_MAX_FIELDS; f++)
+        if (s->scan.of[f]) sl_expr_free(ctx, s->scan.of[f]);
+}
+
+const sl_stage_kind_desc sl_stage_kind_scan = {
+    "scan", SL_SHAPE_SCAN, scan_need_before, scan_batch_bound, scan_explain, scan_free,
+};

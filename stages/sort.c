@@ -4,6 +4,7 @@
  * `bits: [lo, hi]` of a single key's unsigned image. `values` lists the live columns kept
  * after the sort besides the keys (default: every live column); `per: batch` sorts each
  * batch alone instead of the whole stream. */
+#include "stages/kind.h"
 #include "stages/registry.h"
 
 static int parse_key(sl_loader *L, const ld_node *n, const bool *taken) {
@@ -172,3 +173,40 @@ void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) 
     }
     sl_free(L->ctx, taken);
 }
+
+/* ---- the kind's descriptor (stages/kind.h) ---------------------------------------------- */
+
+static sluice_status sort_need_before(sluice_context *ctx, const sl_stage *s, bool *need,
+                                      bool **def_live) {
+    (void)ctx;
+    (void)def_live;
+    for (int k = 0; k < s->sort.nkeys; k++) need[s->sort.keys[k]] = true;
+    return SLUICE_OK;
+}
+
+static bool sort_batch_bound(const sl_stage *s) { return s->sort.per_batch; }
+
+static void sort_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
+    const sl_column *cols = p->columns;
+    const sl_sort *so = &s->sort;
+    bool mixed = false; /* keys of different orders: each key's order after its name */
+    for (int k = 1; k < so->nkeys; k++) mixed |= so->key_descending[k] != so->key_descending[0];
+    sl_strbuf_append(sb, "by ");
+    for (int k = 0; k < so->nkeys; k++)
+        sl_strbuf_printf(sb, "%s%s%s", k ? ", " : "", cols[so->keys[k]].name,
+                         !mixed ? "" : so->key_descending[k] ? " descending" : " ascending");
+    if (!mixed)
+        sl_strbuf_printf(sb, " %s",
+                         so->descending || so->key_descending[0] ? "descending" : "ascending");
+    sl_strbuf_printf(sb, ", %s",
+                     so->per_batch ? "per batch" : "whole stream (rows leave at flush)");
+}
+
+static void sort_free(sluice_context *ctx, sl_stage *s) {
+    (void)ctx;
+    (void)s;
+}
+
+const sl_stage_kind_desc sl_stage_kind_sort = {
+    "sort", SL_SHAPE_BARRIER, sort_need_before, sort_batch_bound, sort_explain, sort_free,
+};

@@ -1,0 +1,45 @@
+/* kind.h — a stage kind as one unit: what generic code (the planner, explain, freeing the IR)
+ * asks of a stage is answered by its kind's descriptor, whose pieces sit in the kind's own
+ * file under stages/ (map.c, compact.c, scan.c, sort.c) and whose table is stages/kinds.c.
+ * The loader's side of a kind (its YAML names, keys and parsers) is stages/registry.h. */
+#ifndef SL_STAGE_KIND_H
+#define SL_STAGE_KIND_H
+
+#include "ir.h"
+
+/* How a stage moves rows, which decides how the planner groups it. */
+typedef enum sl_stage_shape {
+    SL_SHAPE_ELEMENTWISE, /* each row in gives that row out, with new columns (map) */
+    SL_SHAPE_COMPACT,     /* each row in gives that row or nothing (compact) */
+    SL_SHAPE_SCAN,        /* each row out depends on every row before it: carried state */
+    SL_SHAPE_BARRIER      /* needs every row (of a batch or the stream) before any leaves:
+                             a fused group ends before it, and it is a group of its own */
+} sl_stage_shape;
+
+typedef struct sl_stage_kind_desc {
+    const char *name; /* the IR kind's name (the stage's own kind_name is as written) */
+    sl_stage_shape shape;
+    /* Backward liveness over one stage: need[c] is true on entry when column c is needed
+     * after the stage, and on return when it is needed before it (the stage's definitions
+     * cleared, what it reads set). A kind with several definitions of which only the needed
+     * ones are computed allocates *def_live (one entry per definition, plus one) and marks
+     * them; others leave it NULL. Errors: SLUICE_ERR_NO_MEMORY (nothing allocated). */
+    sluice_status (*need_before)(sluice_context *ctx, const sl_stage *s, bool *need,
+                                 bool **def_live);
+    /* True when the stage's result depends on where batches begin (state reset per batch,
+     * a sort per batch): its group must never be cut into smaller batches. */
+    bool (*batch_bound)(const sl_stage *s);
+    /* Appends the stage's explain text after its kind and line (no newline). */
+    void (*explain)(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s);
+    /* Frees what the stage owns (not live_after); the stage may be partly built. */
+    void (*free)(sluice_context *ctx, sl_stage *s);
+} sl_stage_kind_desc;
+
+/* The descriptor of a stage's kind; never NULL for a stage of the IR. */
+const sl_stage_kind_desc *sl_stage_kind_desc_of(const sl_stage *s);
+
+/* Each kind's descriptor, defined in its stage file. */
+extern const sl_stage_kind_desc sl_stage_kind_map, sl_stage_kind_compact, sl_stage_kind_scan,
+    sl_stage_kind_sort;
+
+#endif
