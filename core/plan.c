@@ -53,24 +53,6 @@ static sluice_status liveness(sluice_context *ctx, const sluice_pipeline *p, sl_
 
 /* ---- carry levels: forwards within each fused group ------------------------------------- */
 
-typedef struct level_visit {
-    const int *level;
-    int max;
-    bool *read; /* NULL, or marked with every column read */
-} level_visit;
-
-static void visit_level(void *payload, int column) {
-    level_visit *v = payload;
-    if (v->level[column] > v->max) v->max = v->level[column];
-    if (v->read) v->read[column] = true;
-}
-
-static int expr_level(const int *level, const sl_expr *e, bool *read) {
-    level_visit v = {level, 0, read};
-    if (e) sl_expr_visit_columns(e, visit_level, &v);
-    return v.max;
-}
-
 /* Levels, phases and the columns a fused group reads. `read`, `made` and `level` are
  * scratch of p->ncolumns + 1 entries, cleared here: a column an earlier group made is
  * materialised, so it is level 0 here. */
@@ -79,53 +61,23 @@ static void fused_levels(const sluice_pipeline *p, sl_plan *plan, sl_group *g, b
     memset(read, 0, (size_t)p->ncolumns + 1);
     memset(made, 0, (size_t)p->ncolumns + 1);
     memset(level, 0, ((size_t)p->ncolumns + 1) * sizeof *level);
-    int alive = 0; /* level of "the row is still alive": the flags of the compactions so far */
+    sl_level_walk w = {level, read, made, NULL, 0, false};
     for (int s = g->first; s < g->last; s++) {
         const sl_stage *st = &p->stages[s];
-        int reads = 0;
-        switch (st->kind) {
-        case SL_STAGE_MAP:
-            for (int k = 0; k < st->map.count; k++) {
-                if (!plan->map_entry_live[s][k]) continue;
-                int c = st->map.columns[k];
-                level[c] = expr_level(level, st->map.exprs[k], read);
-                if (level[c] > reads) reads = level[c];
-                made[c] = true;
-            }
-            break;
-        case SL_STAGE_COMPACT:
-            g->compacts = true;
-            read[st->compact.by] = true;
-            reads = level[st->compact.by];
-            if (reads > alive) alive = reads;
-            break;
-        case SL_STAGE_SCAN: {
-            const sl_scan *sc = &st->scan;
-            for (int f = 0; f < sc->nfields; f++) {
-                int l = expr_level(level, sc->of[f], read);
-                if (l > reads) reads = l;
-            }
-            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
-                read[sc->segment_column] = true;
-                if (level[sc->segment_column] > reads) reads = level[sc->segment_column];
-            }
-            if (sc->segments == SL_SEGMENTS_OFFSETS) g->reads_offsets = true;
-            int phase = (reads > alive ? reads : alive) + 1;
+        const sl_stage_kind_desc *kind = sl_stage_kind_desc_of(st);
+        if (kind->shape == SL_SHAPE_BARRIER) continue; /* never inside a fused group */
+        w.def_live = plan->map_entry_live[s];
+        int phase = 0;
+        plan->reads_level[s] = kind->carry_levels(st, &w, &phase);
+        if (kind->offsets_column(st) >= 0) g->reads_offsets = true;
+        if (phase > 0) {
             if (phase > g->phases) g->phases = phase;
             plan->stage_phase[s] = phase;
-            for (int f = 0; f < sc->nfields; f++) {
-                if (sc->into[f] < 0) continue;
-                level[sc->into[f]] = phase;
-                made[sc->into[f]] = true;
-            }
-            break;
         }
-        case SL_STAGE_SORT: break; /* never inside a fused group */
-        }
-        plan->reads_level[s] = reads;
     }
+    if (w.compacts) g->compacts = true;
     /* The kept-row count is one more phase after the last compaction's flag. */
-    if (g->compacts && alive + 1 > g->phases) g->phases = alive + 1;
+    if (g->compacts && w.alive + 1 > g->phases) g->phases = w.alive + 1;
     for (int c = 0; c < p->ncolumns; c++)
         if (made[c]) plan->level[c] = level[c];
 }
@@ -285,7 +237,8 @@ sluice_status sl_plan_check(sluice_context *ctx, const sluice_pipeline *p, const
         int offsets_col = -1;
         for (int s = g->first; s < g->last; s++) {
             const sl_stage *st = &p->stages[s];
-            if (st->kind != SL_STAGE_SCAN || st->scan.segments != SL_SEGMENTS_OFFSETS) continue;
+            int offsets = sl_stage_kind_desc_of(st)->offsets_column(st);
+            if (offsets < 0) continue;
             /* Both backends: after a sort the rows no longer follow the batch's offsets. */
             if (gi != 0)
                 return sl_diag(ctx, SLUICE_ERR_TYPE, st->loc,
@@ -293,11 +246,11 @@ sluice_status sl_plan_check(sluice_context *ctx, const sluice_pipeline *p, const
                                "before any sort (after a sort, rows no longer follow the "
                                "offsets); use a head-flag or {key: COLUMN} segments instead");
             if (caps->one_offsets_per_group && offsets_col >= 0 &&
-                offsets_col != st->scan.segment_column)
+                offsets_col != offsets)
                 return sl_diag(ctx, SLUICE_ERR_LIMIT, st->loc,
                                "two different offsets inputs in one pass are not supported on "
                                "this backend");
-            offsets_col = st->scan.segment_column;
+            offsets_col = offsets;
         }
         if (caps->max_phases > 0 && g->phases > caps->max_phases)
             return sl_diag(ctx, SLUICE_ERR_LIMIT, p->stages[g->first].loc,

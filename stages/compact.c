@@ -77,6 +77,21 @@ static sluice_status compact_need_before(sluice_context *ctx, const sl_stage *s,
     return SLUICE_OK;
 }
 
+/* The row's survival is at the level of the flag: later per-row results wait for it. */
+static int compact_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
+    (void)phase;
+    w->compacts = true;
+    w->read[s->compact.by] = true;
+    int reads = w->level[s->compact.by];
+    if (reads > w->alive) w->alive = reads;
+    return reads;
+}
+
+static int compact_offsets_column(const sl_stage *s) {
+    (void)s;
+    return -1;
+}
+
 static bool compact_batch_bound(const sl_stage *s) {
     (void)s;
     return false;
@@ -93,6 +108,6 @@ static void compact_free(sluice_context *ctx, sl_stage *s) {
 }
 
 const sl_stage_kind_desc sl_stage_kind_compact = {
-    "compact", SL_SHAPE_COMPACT, compact_need_before, compact_batch_bound, compact_explain,
-    compact_free,
+    "compact", SL_SHAPE_COMPACT, compact_need_before, compact_carry_levels,
+    compact_offsets_column, compact_batch_bound, compact_explain, compact_free,
 };

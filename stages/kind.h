@@ -16,6 +16,20 @@ typedef enum sl_stage_shape {
                              a fused group ends before it, and it is a group of its own */
 } sl_stage_shape;
 
+/* The planner's forward walk over a fused group for carry levels (core/plan.h: a value's
+ * level is 0 when it is known within its tile, n when it needs the n-th chained carry). */
+typedef struct sl_level_walk {
+    int *level;            /* [column]: level of each column made so far in the group */
+    bool *read;            /* [column]: set for every column the group reads */
+    bool *made;            /* [column]: set for every column the group makes */
+    const bool *def_live;  /* the stage's per-definition liveness (need_before), or NULL */
+    int alive;             /* level of "the row is still alive": the compactions' flags */
+    bool compacts;         /* set by a compaction */
+} sl_level_walk;
+
+/* The highest level among the columns e reads (0 for NULL), marking them read. */
+int sl_level_of_expr(sl_level_walk *w, const sl_expr *e);
+
 typedef struct sl_stage_kind_desc {
     const char *name; /* the IR kind's name (the stage's own kind_name is as written) */
     sl_stage_shape shape;
@@ -26,6 +40,13 @@ typedef struct sl_stage_kind_desc {
      * them; others leave it NULL. Errors: SLUICE_ERR_NO_MEMORY (nothing allocated). */
     sluice_status (*need_before)(sluice_context *ctx, const sl_stage *s, bool *need,
                                  bool **def_live);
+    /* One step of the carry-level walk inside a fused group: marks what the stage reads and
+     * makes, sets the levels of what it makes, and returns the highest level it reads. A
+     * stage that carries state sets *phase to the look-back phase its state joins (its
+     * outputs' level, >= 1); others leave it 0. Not called for BARRIER stages. */
+    int (*carry_levels)(const sl_stage *s, sl_level_walk *w, int *phase);
+    /* The offsets input column whose segments the stage follows, -1 if none. */
+    int (*offsets_column)(const sl_stage *s);
     /* True when the stage's result depends on where batches begin (state reset per batch,
      * a sort per batch): its group must never be cut into smaller batches. */
     bool (*batch_bound)(const sl_stage *s);

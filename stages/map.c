@@ -71,6 +71,25 @@ static sluice_status map_need_before(sluice_context *ctx, const sl_stage *s, boo
     return SLUICE_OK;
 }
 
+/* Each needed definition is at the level of what it reads. */
+static int map_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
+    (void)phase;
+    int reads = 0;
+    for (int k = 0; k < s->map.count; k++) {
+        if (!w->def_live[k]) continue;
+        int c = s->map.columns[k];
+        w->level[c] = sl_level_of_expr(w, s->map.exprs[k]);
+        if (w->level[c] > reads) reads = w->level[c];
+        w->made[c] = true;
+    }
+    return reads;
+}
+
+static int no_offsets(const sl_stage *s) {
+    (void)s;
+    return -1;
+}
+
 static bool map_batch_bound(const sl_stage *s) {
     (void)s;
     return false;
@@ -92,5 +111,6 @@ static void map_free(sluice_context *ctx, sl_stage *s) {
 }
 
 const sl_stage_kind_desc sl_stage_kind_map = {
-    "map", SL_SHAPE_ELEMENTWISE, map_need_before, map_batch_bound, map_explain, map_free,
+    "map", SL_SHAPE_ELEMENTWISE, map_need_before, map_carry_levels, no_offsets, map_batch_bound,
+    map_explain, map_free,
 };

@@ -367,6 +367,32 @@ static sluice_status scan_need_before(sluice_context *ctx, const sl_stage *s, bo
     return SLUICE_OK;
 }
 
+/* A scan's state joins the phase after everything it reads and after the row's survival;
+ * its outputs are at that level. */
+static int scan_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
+    const sl_scan *sc = &s->scan;
+    int reads = 0;
+    for (int f = 0; f < sc->nfields; f++) {
+        int l = sl_level_of_expr(w, sc->of[f]);
+        if (l > reads) reads = l;
+    }
+    if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
+        w->read[sc->segment_column] = true;
+        if (w->level[sc->segment_column] > reads) reads = w->level[sc->segment_column];
+    }
+    *phase = (reads > w->alive ? reads : w->alive) + 1;
+    for (int f = 0; f < sc->nfields; f++) {
+        if (sc->into[f] < 0) continue;
+        w->level[sc->into[f]] = *phase;
+        w->made[sc->into[f]] = true;
+    }
+    return reads;
+}
+
+static int scan_offsets_column(const sl_stage *s) {
+    return s->scan.segments == SL_SEGMENTS_OFFSETS ? s->scan.segment_column : -1;
+}
+
 static bool scan_batch_bound(const sl_stage *s) { return s->scan.reset_per_batch; }
 
 static void scan_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
@@ -391,5 +417,6 @@ static void scan_free(sluice_context *ctx, sl_stage *s) {
 }
 
 const sl_stage_kind_desc sl_stage_kind_scan = {
-    "scan", SL_SHAPE_SCAN, scan_need_before, scan_batch_bound, scan_explain, scan_free,
+    "scan", SL_SHAPE_SCAN, scan_need_before, scan_carry_levels, scan_offsets_column,
+    scan_batch_bound, scan_explain, scan_free,
 };

@@ -184,6 +184,19 @@ static sluice_status sort_need_before(sluice_context *ctx, const sl_stage *s, bo
     return SLUICE_OK;
 }
 
+/* A barrier: never inside a fused group, so never walked. */
+static int sort_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
+    (void)s;
+    (void)w;
+    (void)phase;
+    return 0;
+}
+
+static int sort_offsets_column(const sl_stage *s) {
+    (void)s;
+    return -1;
+}
+
 static bool sort_batch_bound(const sl_stage *s) { return s->sort.per_batch; }
 
 static void sort_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
@@ -208,5 +221,6 @@ static void sort_free(sluice_context *ctx, sl_stage *s) {
 }
 
 const sl_stage_kind_desc sl_stage_kind_sort = {
-    "sort", SL_SHAPE_BARRIER, sort_need_before, sort_batch_bound, sort_explain, sort_free,
+    "sort", SL_SHAPE_BARRIER, sort_need_before, sort_carry_levels, sort_offsets_column,
+    sort_batch_bound, sort_explain, sort_free,
 };
