@@ -81,6 +81,41 @@ void sl_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, 
 
 /* ---- values ------------------------------------------------------------------------------ */
 
+/* A value keeps its float in a double (types.h). Converting a signalling NaN between float formats
+ * with the processor's instructions quiets it, so a NaN travelling through a value (a scan's
+ * carry from one batch to the next, a param) would come back with other bits than it went in
+ * with, and results would depend on where the stream was cut. NaNs are therefore widened and
+ * narrowed by their bits: sign kept, payload (quiet bit included) moved to the top of the
+ * wider mantissa and back. */
+double sl_f32_widen(float f) {
+    if (f == f) return f;
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    uint64_t d = ((uint64_t)(b >> 31) << 63) | ((uint64_t)0x7ff << 52) |
+                 ((uint64_t)(b & 0x7fffffu) << 29);
+    double r;
+    memcpy(&r, &d, sizeof r);
+    return r;
+}
+
+/* The f32 bits of a NaN held as a double by sl_f32_widen (a NaN whose payload lies below
+ * the f32 mantissa's reach keeps only its sign and comes back quiet). */
+static uint32_t narrow_nan_bits(double v) {
+    uint64_t d;
+    memcpy(&d, &v, sizeof d);
+    uint32_t mant = (uint32_t)((d >> 29) & 0x7fffffu);
+    if (!mant) mant = 0x400000u;
+    return ((uint32_t)(d >> 63) << 31) | 0x7f800000u | mant;
+}
+
+float sl_f32_narrow(double v) {
+    if (v == v) return (float)v;
+    uint32_t b = narrow_nan_bits(v);
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
 sl_value sl_value_from_raw(sluice_type t, const void *raw) {
     sl_value v;
     memset(&v, 0, sizeof v);
@@ -96,8 +131,8 @@ sl_value sl_value_from_raw(sluice_type t, const void *raw) {
     case SLUICE_U16: v.u = r->u16; break;
     case SLUICE_U32: v.u = r->u32; break;
     case SLUICE_U64: v.u = r->u64; break;
-    case SLUICE_F16: v.f = sl_half_to_f32(r->f16); break;
-    case SLUICE_F32: v.f = r->f32; break;
+    case SLUICE_F16: v.f = sl_f32_widen(sl_half_to_f32(r->f16)); break;
+    case SLUICE_F32: v.f = sl_f32_widen(r->f32); break;
     case SLUICE_F64: v.f = r->f64; break;
     default: break;
     }
@@ -118,8 +153,23 @@ void sl_value_to_raw(sl_value v, sl_raw *out) {
     case SLUICE_U16: out->u16 = (uint16_t)v.u; break;
     case SLUICE_U32: out->u32 = (uint32_t)v.u; break;
     case SLUICE_U64: out->u64 = v.u; break;
-    case SLUICE_F16: out->f16 = sl_cvt_f64_f16(v.f); break;
-    case SLUICE_F32: out->f32 = sl_cvt_f64_f32(v.f); break;
+    case SLUICE_F16:
+        if (v.f != v.f) {
+            uint32_t b = narrow_nan_bits(v.f); /* f32 bits, then the top of the payload */
+            uint16_t mant = (uint16_t)((b >> 13) & 0x3ffu);
+            out->f16 = (uint16_t)(((b >> 31) << 15) | 0x7c00u | (mant ? mant : 0x200u));
+        } else {
+            out->f16 = sl_cvt_f64_f16(v.f);
+        }
+        break;
+    case SLUICE_F32:
+        if (v.f != v.f) {
+            uint32_t b = narrow_nan_bits(v.f);
+            memcpy(&out->f32, &b, sizeof b);
+        } else {
+            out->f32 = sl_cvt_f64_f32(v.f);
+        }
+        break;
     case SLUICE_F64: out->f64 = v.f; break;
     default: break;
     }

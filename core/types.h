@@ -73,6 +73,12 @@ typedef struct sl_value {
     };
 } sl_value;
 
+/* An f32 (or f16's f32) in a value's double and back, NaNs by their bits: the processor's
+ * conversions quiet a signalling NaN, which would make a NaN carried in a value differ from
+ * the same NaN carried inside a batch. Non-NaN values convert exactly as C does. */
+double sl_f32_widen(float f);
+float sl_f32_narrow(double v);
+
 /* Reads element `index` of a column of type t into a value / writes a value (converted with
  * the language's cast rules, see core/expr.c) to element `index`. */
 sl_value sl_value_load(sluice_type t, const void *data, int64_t index);

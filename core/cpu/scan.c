@@ -307,6 +307,13 @@ static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state
     X(SLUICE_F16, f16, float, f) X(SLUICE_F32, f32, float, f)                            \
     X(SLUICE_F64, f64, double, f)
 
+/* A state's field in the register type and back. Float states go through sl_f32_narrow /
+ * sl_f32_widen, which keep a NaN's bits: a plain C conversion quiets a signalling NaN, so a
+ * min/max carried from one batch to the next would differ from the same NaN carried inside
+ * a batch, and a sort by it would depend on where the stream was cut. */
+#define FROM_STATE(CT, v) _Generic((CT)0, float: sl_f32_narrow((double)(v)), default: (CT)(v))
+#define TO_STATE(s) _Generic((s), float: sl_f32_widen((float)(s)), default: (s))
+
 /* The type whose loops scan the acc type: bool (a byte of 0 or 1) scans as u8. */
 static inline sluice_type fast_acc(const sl_scan *scan) {
     return scan->acc[0] == SLUICE_BOOL ? SLUICE_U8 : scan->acc[0];
@@ -323,9 +330,9 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
     switch (fast_acc(scan)) {
 #define SCAN_CASE(T, NAME, CT, FIELD)                                                    \
     case T: {                                                                            \
-        CT s = (CT)state->FIELD;                                                         \
-        if (!NAME##_scan(op, n, x, head, &s, (CT)id.FIELD, y, ex)) return false;        \
-        state->FIELD = s;                                                                \
+        CT s = FROM_STATE(CT, state->FIELD);                                             \
+        if (!NAME##_scan(op, n, x, head, &s, FROM_STATE(CT, id.FIELD), y, ex)) return false; \
+        state->FIELD = TO_STATE(s);                                                      \
         return true;                                                                     \
     }
         FAST_ACC_TYPES(SCAN_CASE)
@@ -337,7 +344,8 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
 static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *carry, void *y) {
     sl_scan_op op = scan->op;
     switch (fast_acc(scan)) {
-#define CARRY_CASE(T, NAME, CT, FIELD) case T: return NAME##_carry(op, n, (CT)carry->FIELD, y);
+#define CARRY_CASE(T, NAME, CT, FIELD)                                                   \
+    case T: return NAME##_carry(op, n, FROM_STATE(CT, carry->FIELD), y);
         FAST_ACC_TYPES(CARRY_CASE)
 #undef CARRY_CASE
     default: return false;
