@@ -28,6 +28,7 @@
 
 #include "context.h"
 #include "scan.h"
+#include "stages/kind.h"
 
 #define T SL_CPU_TILE_ROWS
 
@@ -171,7 +172,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     }
     for (int i = 0; i < g->nstages; i++) {
         const sl_stage *s = &p->stages[first + i];
-        if (s->kind == SL_STAGE_SCAN && s->scan.segments == SL_SEGMENTS_OFFSETS) {
+        if (sl_stage_kind_desc_of(s)->offsets_column(s) >= 0) {
             if (first != 0) {
                 st = sl_diag(ctx, SLUICE_ERR_TYPE, s->loc,
                              "a segmented_scan with segments from an offsets input must come "
@@ -221,7 +222,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
             bool seg_later = false;
             for (int j = i + 1; j < g->nstages; j++) {
                 const sl_stage *l = &p->stages[first + j];
-                if (l->kind == SL_STAGE_SCAN && l->scan.segments == SL_SEGMENTS_OFFSETS) seg_later = true;
+                if (sl_stage_kind_desc_of(l)->offsets_column(l) >= 0) seg_later = true;
             }
             if (seg_later) {
                 fs->gather[fs->ngather++] = g->seg_id;
@@ -676,6 +677,15 @@ static int64_t count_flags(const uint8_t *flag, int64_t n) {
  * sits in its own tile buffer (computed in this group, or moved there by an earlier
  * compaction) it is packed in place, and a column packed after it would read the packed
  * flags. */
+/* A map stage over the tile's cur rows: its computed entries, in order. */
+static void run_map(worker *wk, const fstage *fs, const sl_eval_env *env, int64_t cur) {
+    for (int k = 0; k < fs->nmap; k++) {
+        int c = fs->map_cols[k];
+        if (cur > 0) sl_expr_run(fs->map_progs[k], env, cur, wk->expr_scratch, wk->buf[c]);
+        wk->view[c] = wk->buf[c];
+    }
+}
+
 static int64_t run_compact(const sl_cpu_fused *g, worker *wk, const fstage *fs, int64_t cur) {
     int by = fs->st->compact.by;
     const uint8_t *flag = wk->view[by];
@@ -774,13 +784,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
             fix_pending(g, wk, r->params, cin);
         }
         switch (fs->st->kind) {
-        case SL_STAGE_MAP:
-            for (int k = 0; k < fs->nmap; k++) {
-                int c = fs->map_cols[k];
-                if (cur > 0) sl_expr_run(fs->map_progs[k], &env, cur, wk->expr_scratch, wk->buf[c]);
-                wk->view[c] = wk->buf[c];
-            }
-            break;
+        case SL_STAGE_MAP: run_map(wk, fs, &env, cur); break;
         case SL_STAGE_COMPACT: cur = run_compact(g, wk, fs, cur); break;
         case SL_STAGE_SCAN: run_scan(r, wk, fs, cur, cin); break;
         default: break;

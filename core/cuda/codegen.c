@@ -13,6 +13,7 @@
 #include "../../kernels/tuning.h"
 #include "../expr.h"
 #include "fused.h"
+#include "stages/kind.h"
 
 /* The expression a block's thread 0 uses to take a tile from the counter at the start of
  * scratch (kernels/sl_scratch.h). */
@@ -123,6 +124,95 @@ static sluice_status add_slot(cg *g, cg_slot slot) {
     return SLUICE_OK;
 }
 
+/* ---- per stage kind: what a stage adds to the kernel's analysis --------------------------- */
+
+typedef struct analysis {
+    bool any_compact;  /* the group compacts */
+    int compact_level; /* highest carry level a compaction's flag reads */
+} analysis;
+
+static sluice_status analyse_map(cg *g, int s, analysis *a) {
+    (void)a;
+    const sl_stage *st = &g->p->stages[s];
+    for (int k = 0; k < st->map.count; k++) {
+        if (!g->plan->map_entry_live[s][k]) continue; /* nothing needs it */
+        int c = st->map.columns[k];
+        (void)expr_level(g, st->map.exprs[k], g->in_group); /* marks what it reads */
+        g->level[c] = g->plan->level[c]; /* the plan's carry analysis */
+        g->made[c] = true;
+        g->in_group[c] = true;
+    }
+    return SLUICE_OK;
+}
+
+static sluice_status analyse_compact(cg *g, int s, analysis *a) {
+    const sl_stage *st = &g->p->stages[s];
+    a->any_compact = true;
+    (void)column_level(g, st->compact.by, g->in_group);
+    if (g->plan->reads_level[s] > a->compact_level) a->compact_level = g->plan->reads_level[s];
+    return SLUICE_OK;
+}
+
+static sluice_status analyse_scan(cg *g, int s, analysis *a) {
+    (void)a;
+    const sluice_pipeline *p = g->p;
+    const sl_stage *st = &p->stages[s];
+    const sl_scan *sc = &st->scan;
+    for (int f = 0; f < sc->nfields; f++) (void)expr_level(g, sc->of[f], g->in_group);
+    if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
+        (void)column_level(g, sc->segment_column, g->in_group);
+    /* One look-back after what it reads and the compactions before it: the plan's
+     * carry analysis (core/plan.h). */
+    int phase = g->plan->stage_phase[s];
+    if (phase > SL_CG_MAX_PHASES)
+        return sl_error(g->ctx, SLUICE_ERR_LIMIT,
+                        "stage %d: more than %d scans depend on each other in one pass; "
+                        "put a sort between them or simplify the pipeline",
+                        s + 1, SL_CG_MAX_PHASES);
+    if (phase > g->phases) g->phases = phase;
+    cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .phase = phase, .flag_field = -1,
+                    .interior_field = -1, .first_field = -1, .last_field = -1,
+                    .count_field = -1};
+    for (int f = 0; f < sc->nfields; f++) {
+        if ((slot.value_field[f] = new_field(g, phase, sc->acc[f])) < 0)
+            return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+        if (sc->into[f] >= 0) {
+            g->level[sc->into[f]] = phase;
+            g->made[sc->into[f]] = true;
+            g->in_group[sc->into[f]] = true;
+        }
+    }
+    if (sc->segments != SL_SEGMENTS_NONE) {
+        slot.flag_field = new_field(g, phase, SLUICE_BOOL);
+        if (sc->segments == SL_SEGMENTS_KEY) {
+            sluice_type kt = p->columns[sc->segment_column].type;
+            slot.interior_field = new_field(g, phase, SLUICE_BOOL);
+            slot.first_field = new_field(g, phase, kt);
+            slot.last_field = new_field(g, phase, kt);
+        }
+        if (slot.flag_field < 0 || slot.interior_field < -1 || slot.first_field < -1 ||
+            slot.last_field < -1 ||
+            (sc->segments == SL_SEGMENTS_KEY && slot.last_field < 0))
+            return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    }
+    SL_TRY(add_slot(g, slot));
+    return SLUICE_OK;
+}
+
+static sluice_status analyse_sort(cg *g, int s, analysis *a) {
+    (void)s;
+    (void)a;
+    return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                    "internal: a sort stage inside a fused group");
+}
+
+static sluice_status (*const analyse_stage[])(cg *g, int s, analysis *a) = {
+    [SL_STAGE_MAP] = analyse_map,
+    [SL_STAGE_COMPACT] = analyse_compact,
+    [SL_STAGE_SCAN] = analyse_scan,
+    [SL_STAGE_SORT] = analyse_sort,
+};
+
 static sluice_status analyse(cg *g) {
     const sluice_pipeline *p = g->p;
     int n = p->ncolumns;
@@ -134,73 +224,10 @@ static sluice_status analyse(cg *g) {
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     memcpy(g->needed_after, g->plan->need_after[g->last - 1], (size_t)n * sizeof *g->needed_after);
 
-    bool any_compact = false;
-    int compact_level = 0;
-    for (int s = g->first; s < g->last; s++) {
-        const sl_stage *st = &p->stages[s];
-        switch (st->kind) {
-        case SL_STAGE_MAP:
-            for (int k = 0; k < st->map.count; k++) {
-                if (!g->plan->map_entry_live[s][k]) continue; /* nothing needs it */
-                int c = st->map.columns[k];
-                (void)expr_level(g, st->map.exprs[k], g->in_group); /* marks what it reads */
-                g->level[c] = g->plan->level[c]; /* the plan's carry analysis */
-                g->made[c] = true;
-                g->in_group[c] = true;
-            }
-            break;
-        case SL_STAGE_COMPACT:
-            any_compact = true;
-            (void)column_level(g, st->compact.by, g->in_group);
-            if (g->plan->reads_level[s] > compact_level) compact_level = g->plan->reads_level[s];
-            break;
-        case SL_STAGE_SCAN: {
-            const sl_scan *sc = &st->scan;
-            for (int f = 0; f < sc->nfields; f++) (void)expr_level(g, sc->of[f], g->in_group);
-            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
-                (void)column_level(g, sc->segment_column, g->in_group);
-            /* One look-back after what it reads and the compactions before it: the plan's
-             * carry analysis (core/plan.h). */
-            int phase = g->plan->stage_phase[s];
-            if (phase > SL_CG_MAX_PHASES)
-                return sl_error(g->ctx, SLUICE_ERR_LIMIT,
-                                "stage %d: more than %d scans depend on each other in one pass; "
-                                "put a sort between them or simplify the pipeline",
-                                s + 1, SL_CG_MAX_PHASES);
-            if (phase > g->phases) g->phases = phase;
-            cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .phase = phase, .flag_field = -1,
-                            .interior_field = -1, .first_field = -1, .last_field = -1,
-                            .count_field = -1};
-            for (int f = 0; f < sc->nfields; f++) {
-                if ((slot.value_field[f] = new_field(g, phase, sc->acc[f])) < 0)
-                    return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
-                if (sc->into[f] >= 0) {
-                    g->level[sc->into[f]] = phase;
-                    g->made[sc->into[f]] = true;
-                    g->in_group[sc->into[f]] = true;
-                }
-            }
-            if (sc->segments != SL_SEGMENTS_NONE) {
-                slot.flag_field = new_field(g, phase, SLUICE_BOOL);
-                if (sc->segments == SL_SEGMENTS_KEY) {
-                    sluice_type kt = p->columns[sc->segment_column].type;
-                    slot.interior_field = new_field(g, phase, SLUICE_BOOL);
-                    slot.first_field = new_field(g, phase, kt);
-                    slot.last_field = new_field(g, phase, kt);
-                }
-                if (slot.flag_field < 0 || slot.interior_field < -1 || slot.first_field < -1 ||
-                    slot.last_field < -1 ||
-                    (sc->segments == SL_SEGMENTS_KEY && slot.last_field < 0))
-                    return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
-            }
-            SL_TRY(add_slot(g, slot));
-            break;
-        }
-        case SL_STAGE_SORT:
-            return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                            "internal: a sort stage inside a fused group");
-        }
-    }
+    analysis a = {false, 0};
+    for (int s = g->first; s < g->last; s++) SL_TRY(analyse_stage[p->stages[s].kind](g, s, &a));
+    bool any_compact = a.any_compact;
+    int compact_level = a.compact_level;
     if (any_compact) {
         int phase = compact_level + 1;
         if (phase > SL_CG_MAX_PHASES)
@@ -243,8 +270,8 @@ static sluice_status analyse(cg *g) {
     }
     for (int s = g->first; s < g->last; s++) {
         const sl_stage *st = &p->stages[s];
-        if (st->kind == SL_STAGE_SCAN && st->scan.segments == SL_SEGMENTS_OFFSETS) {
-            int c = st->scan.segment_column;
+        int c = sl_stage_kind_desc_of(st)->offsets_column(st);
+        if (c >= 0) {
             if (o->offsets_input < 0) {
                 o->offsets_input = o->ninputs;
                 o->inputs[o->ninputs++] = c;
