@@ -4,6 +4,7 @@
  * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. Reading and
  * writing overlap the session's work (flow.c: reader threads ahead, a writer thread behind);
  * --io-threads 0 --write-behind off does the three in turn on one thread. */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -37,6 +38,8 @@ typedef struct run_args {
     int64_t batch_rows, threads;
     int64_t io_threads; /* -1: chosen by the machine's cores */
     int write_behind;   /* -1: auto, 0: off, 1: on */
+    int64_t sort_memory; /* bytes a stream-wide sort holds before spilling; -1: auto */
+    const char *spill_dir;
     sl_progress_mode progress;
     sluice_param_value *params;
     size_t param_count;
@@ -44,7 +47,29 @@ typedef struct run_args {
 
 static const char *const run_options[] = {"in",      "out",     "param",       "backend",
                                           "batch-rows", "threads", "io-threads", "write-behind",
-                                          "progress", "no-progress", NULL};
+                                          "progress", "no-progress", "sort-memory", "spill-dir",
+                                          NULL};
+
+/* "512M", "8G", "1048576", "0": bytes, with an optional K, M, G or T (powers of 1024). */
+static bool parse_bytes(const char *text, int64_t *out) {
+    if (!text || !*text) return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || text[0] == '-') return false;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v > ((unsigned long long)INT64_MAX >> shift)) return false;
+    *out = (int64_t)(v << shift);
+    return true;
+}
 
 static int parse_args(const sl_command *self, int argc, char **argv, run_args *a) {
     const char *value;
@@ -84,6 +109,13 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             else if (!strcmp(value, "off")) a->write_behind = 0;
             else
                 return sl_usage_error(self, "--write-behind is auto, on or off, not '%s'", value);
+        } else if ((got = sl_option(self, argc, argv, &i, "sort-memory", &value)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
+            if (!parse_bytes(value, &a->sort_memory))
+                return sl_usage_error(self, "--sort-memory needs a size such as 512M, 8G or 0 "
+                                      "(no limit), not '%s'", value);
+        } else if ((got = sl_option(self, argc, argv, &i, "spill-dir", &a->spill_dir)) != 0) {
+            if (got < 0) return SL_EXIT_USAGE;
         } else if ((got = sl_option(self, argc, argv, &i, "param", &value)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
             const char *eq = strchr(value, '=');
@@ -461,6 +493,11 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     opts.max_batch_rows = a->batch_rows < DEFAULT_BATCH_ROWS ? a->batch_rows : DEFAULT_BATCH_ROWS;
     opts.params = a->params;
     opts.param_count = a->param_count;
+    /* A stream-wide sort spills sorted runs to disk past this budget: by default half the
+     * memory available when the run starts, so an input larger than memory still sorts. */
+    opts.sort_memory_bytes =
+        a->sort_memory >= 0 ? a->sort_memory : (int64_t)(available_memory() / 2);
+    opts.spill_dir = a->spill_dir;
     run_state r = {.ctx = ctx};
     sluice_status st = sluice_session_open(p, &opts, &r.session);
     if (st != SLUICE_OK) {
@@ -526,7 +563,8 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
 
 static int run_main(const sl_command *self, int argc, char **argv) {
     run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS,
-                  .io_threads = -1, .write_behind = -1, .progress = SL_PROGRESS_AUTO};
+                  .io_threads = -1, .write_behind = -1, .sort_memory = -1,
+                  .progress = SL_PROGRESS_AUTO};
     int rc = parse_args(self, argc, argv, &a);
     if (rc == SL_EXIT_OK) {
         sluice_context *ctx = sl_context_new((int)a.threads);
@@ -544,7 +582,7 @@ const sl_command sl_command_run = {
     "run",
     "PIPELINE --in INPUT --out OUTDIR [--param NAME=VALUE]... [--backend auto|cpu|cuda] "
     "[--batch-rows N] [--threads N] [--io-threads N] [--write-behind auto|on|off] "
-    "[--progress | --no-progress]",
+    "[--sort-memory SIZE] [--spill-dir DIR] [--progress | --no-progress]",
     "Run a pipeline over an input stream and write each output column to OUTDIR/COLUMN.npy.",
     "INPUT is one of:\n"
     "  a directory of COLUMN.npy files, one per input column (1-D, little-endian, the type\n"
@@ -553,9 +591,9 @@ const sl_command sl_command_run = {
     "  a CSV file (or a pipe, e.g. <(zcat in.csv.gz)) whose header row names the input\n"
     "    columns; extra columns are ignored; an empty field is NaN in a float column and an\n"
     "    error in an integer or bool one.\n"
-    "The input streams through in batches, so it may be larger than memory (a stream-wide\n"
-    "sort still holds every row until the end); with an offsets input each batch takes whole\n"
-    "segments.\n\n"
+    "The input streams through in batches, so it may be larger than memory; a stream-wide\n"
+    "sort holds its rows until the end, spilling sorted runs to disk past --sort-memory and\n"
+    "merging them at the end. With an offsets input each batch takes whole segments.\n\n"
     "Outputs are all or nothing: each column is written to a temporary file in OUTDIR\n"
     "(.COLUMN.npy.partial-PID) and renamed to COLUMN.npy only when the whole run succeeded.\n"
     "A run that fails (bad data, a full disk, an unwritable OUTDIR) or is interrupted (SIGINT,\n"
@@ -581,6 +619,11 @@ const sl_command sl_command_run = {
     "                      written when it is ready; auto (default): on, except for the\n"
     "                      CPU backend on a machine of at most 2 cores, where it is slower.\n"
     "                      Outputs are the same whatever these say.\n"
+    "  --sort-memory SIZE  memory a stream-wide sort may hold (e.g. 512M, 8G; K/M/G/T are\n"
+    "                      powers of 1024) before it writes its rows as a sorted run to disk\n"
+    "                      (default: half the memory available at start; 0: no limit)\n"
+    "  --spill-dir DIR     where those runs go (default: $TMPDIR, else /tmp); the files are\n"
+    "                      unlinked at once, so nothing is left behind\n"
     "  --progress          show the progress line even when stderr is not a terminal\n"
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
     "                      rows and bytes read, rows/s, rows written, the share done and an\n"

@@ -1028,7 +1028,8 @@ START_TEST(overlap_stops_when_the_session_fails) {
                                                        cli_tmp("out"), "--batch-rows", "100000",
                                                        "--threads", "1", "--io-threads",
                                                        io_threads[k], "--write-behind",
-                                                       behind[k], NULL});
+                                                       behind[k], "--backend", "cpu",
+                                                       "--sort-memory", "0", NULL});
         r = cli_wait(pid);
         CLI_EXPECT(r, 1);
         ck_assert_msg(strstr(r.err, "was rejected: out of memory") ||
@@ -1041,6 +1042,51 @@ START_TEST(overlap_stops_when_the_session_fails) {
     free(before);
     cli_tmp_remove();
 #endif
+}
+END_TEST
+
+/* --sort-memory: a stream-wide sort over its budget spills sorted runs and merges them, with
+ * the same outputs as holding every row; --spill-dir says where; bad sizes are usage errors. */
+START_TEST(sort_memory_spills_to_disk) {
+    cli_tmp_make();
+    cli_result r = cli_run("gen pipelines/sort-by-depth.yaml --rows 300000 --out '%s' --seed 5",
+                           cli_tmp("in"));
+    CLI_EXPECT(r, 0);
+    cli_result_free(&r);
+    ck_assert_int_eq(mkdir(cli_tmp("spill"), 0777), 0);
+    static const char *const budgets[] = {"0", "64K", "1M", "8g"};
+    for (size_t b = 0; b < 4; b++) {
+        r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --backend cpu "
+                    "--batch-rows 20000 --sort-memory %s --spill-dir '%s'",
+                    cli_tmp("in"), cli_tmp("out%zu", b), budgets[b], cli_tmp("spill"));
+        CLI_EXPECT(r, 0);
+        cli_result_free(&r);
+        if (b == 0) continue;
+        DIR *d = opendir(cli_tmp("out0"));
+        ck_assert_ptr_nonnull(d);
+        int files = 0;
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            expect_same_file(cli_tmp("out0/%s", e->d_name), cli_tmp("out%zu/%s", b, e->d_name));
+            files++;
+        }
+        closedir(d);
+        ck_assert_int_gt(files, 0);
+    }
+    DIR *d = opendir(cli_tmp("spill")); /* spilled runs are unlinked at once */
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));)
+        ck_assert_msg(e->d_name[0] == '.', "left in the spill directory: %s", e->d_name);
+    closedir(d);
+    static const char *const bad[] = {"-1", "12Q", "", "99999999999T"};
+    for (size_t b = 0; b < 4; b++) {
+        r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --sort-memory '%s'",
+                    cli_tmp("in"), cli_tmp("bad"), bad[b]);
+        CLI_EXPECT(r, 2);
+        expect_contains(r.err, "--sort-memory needs a size");
+        cli_result_free(&r);
+    }
+    cli_tmp_remove();
 }
 END_TEST
 
@@ -1459,6 +1505,7 @@ int main(void) {
     tcase_add_test(tc, outputs_all_or_nothing_when_interrupted);
     tcase_add_test(tc, overlap_writes_the_sequential_outputs);
     tcase_add_test(tc, overlap_stops_when_the_session_fails);
+    tcase_add_test(tc, sort_memory_spills_to_disk);
     tcase_add_test(tc, overlap_stops_when_the_writer_fails_and_the_input_stalls);
     tcase_add_test(tc, io_threads_option);
     tcase_add_test(tc, did_you_mean_for_commands_and_options);
