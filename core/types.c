@@ -1,7 +1,8 @@
 /* types.c — typed scalar values: loading and storing column elements, the language's casts
  * (every pair of column types, a vector at a time), parsing literals, formatting values, and
- * f16 conversion; and the tables of the type list (types.h's SL_TYPE_LIST). The conversion rules themselves live in kernels/sl_ops.h so that the CPU
- * and generated GPU code share them. */
+ * f16 conversion; and the tables of the type list (types.h's SL_TYPE_LIST). The conversion
+ * rules themselves live in kernels/sl_ops.h so that the CPU and generated GPU code share
+ * them. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +33,8 @@ enum {
     SL_TYPE_LIST(SL_TYPE_ORDER_) sl_type_order_count_
 };
 #define SL_TYPE_CHECK_(E, N, CT, BT, SIZE, CLS, NPY)                                            \
-    _Static_assert((int)E == (int)sl_type_order_##N, "SL_TYPE_LIST is out of sluice_type's order"); \
+    _Static_assert((int)E == (int)sl_type_order_##N,                                            \
+                   "SL_TYPE_LIST is out of sluice_type's order");                               \
     _Static_assert(sizeof(CT) == SIZE && sizeof(BT) == SIZE, "SL_TYPE_LIST: wrong size for " #N);
 SL_TYPE_LIST(SL_TYPE_CHECK_)
 _Static_assert((int)sl_type_order_count_ == (int)SLUICE_TYPE_COUNT_, "SL_TYPE_LIST misses a type");

@@ -1,5 +1,6 @@
-/* types.h — facts about sluice's column types (size, class, range), typed scalar values,
- * and the f16 <-> f32 conversions the CPU side uses. */
+/* types.h — facts about sluice's column types, from one list (SL_TYPE_LIST: name, C type,
+ * size, class, NumPy dtype), typed scalar values, and the f16 <-> f32 conversions the CPU
+ * side uses. */
 #ifndef SL_TYPES_H
 #define SL_TYPES_H
 
@@ -32,7 +33,12 @@
     X(SLUICE_F32, f32, float, uint32_t, 4, SL_TYPE_FLOAT, "<f4")                            \
     X(SLUICE_F64, f64, double, uint64_t, 8, SL_TYPE_FLOAT, "<f8")
 
-typedef enum sl_type_class { SL_TYPE_BOOL, SL_TYPE_SIGNED, SL_TYPE_UNSIGNED, SL_TYPE_FLOAT } sl_type_class;
+typedef enum sl_type_class {
+    SL_TYPE_BOOL,
+    SL_TYPE_SIGNED,
+    SL_TYPE_UNSIGNED,
+    SL_TYPE_FLOAT
+} sl_type_class;
 
 /* The facts of the list as tables indexed by sluice_type (types.c). */
 typedef struct sl_type_info {
