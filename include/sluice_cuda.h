@@ -170,8 +170,7 @@ SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr);
 /* Pins `bytes` of the caller's host memory from ptr (malloc, mmap, ...) so ctx's sessions
  * read and write it by DMA. The memory stays the caller's: sluice never frees it; the
  * caller must unregister it (or destroy the context) before freeing or unmapping it.
- * CUDA pins whole pages: two ranges sharing a page may not both be registrable, so prefer
- * page-aligned buffers (aligned_alloc(4096, ...), mmap).
+ * Page-aligned ranges pin exactly what is asked; CUDA pins whole pages otherwise.
  * Errors: SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx or ptr, zero bytes, a range that wraps
  * around the address space, or one overlapping memory already pinned (by this context or,
  * through CUDA, elsewhere in the process); SLUICE_ERR_BACKEND_UNAVAILABLE without a usable
