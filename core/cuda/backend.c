@@ -1,10 +1,8 @@
 /* backend.c — the CUDA backend's operations for the shared executor (core/exec.h), and the
  * public sluice_cuda.h: sessions on streams, device memory (scratch, column buffers,
  * carries) sized when a session opens and grown for a batch that cannot be cut, host
- * batches staged through a ring of pinned buffers on a copy stream (by several threads for
- * large chunks) or read by DMA where the caller's memory is pinned (sluice_cuda_host_alloc,
- * sluice_cuda_host_register), sorts through kernels/sort.cu, result batches copied by DMA
- * into pinned memory from the context's pool, or left on the device.
+ * batches staged through a ring of pinned buffers on a copy stream, sorts through
+ * kernels/sort.cu, result batches copied out or left on the device.
  *
  * How a piece runs. piece->cols[c] is the device pointer of pipeline column c's latest
  * version. Inputs point at the caller's device memory or at the session's input buffers
@@ -18,11 +16,8 @@
  *
  * Transactions (core/session.h): every fused group has two carries; a call writes the spare
  * one and commit flips which one is live, so a rollback has nothing to undo. */
-#include <pthread.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -59,14 +54,11 @@ typedef struct group_state {
     void **sort_out;        /* per moved column: cap_rows rows (per-batch sorts) */
 } group_state;
 
-typedef struct copier copier;
-
 typedef struct cuda_session {
     int device, arch;
     cudaStream_t stream, copy;
     bool own_stream;
     cudaEvent_t slot_free[STAGING_SLOTS], inputs_ready, computed;
-    cudaEvent_t copied_out; /* a piece's results copied out: its buffers may be written again */
     void *pinned[STAGING_SLOTS];
     size_t staging_bytes;   /* per slot */
     int64_t *pinned_small;  /* counts read back: [0] kept rows, [1] verdict, [2] last offset */
@@ -84,13 +76,7 @@ typedef struct cuda_session {
     cudaMemPool_t pool;     /* device outputs, stream-sort buffers and flush temporaries */
     void **temps;           /* pool memory of the current call, freed when it settles */
     int ntemps, temps_cap;
-    copier *copier;         /* staging copy threads, started on the first large copy */
-    bool copier_tried;
-    bool direct_pending;    /* DMA to or from the caller's pinned memory issued on `copy` in
-                               this call: the call waits for it before returning */
 } cuda_session;
-
-static void copier_stop(sluice_context *ctx, copier *c);
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -226,8 +212,6 @@ static void cuda_close(sluice_session *s) {
         free_temps(cs);
         cudaStreamSynchronize(cs->stream);
     }
-    if (cs->copy) cudaStreamSynchronize(cs->copy);
-    copier_stop(ctx, cs->copier);
     free_batch_buffers(s, cs);
     for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, &cs->groups[i]);
     sl_free(ctx, cs->groups);
@@ -246,7 +230,6 @@ static void cuda_close(sluice_session *s) {
     if (cs->pinned_small) cudaFreeHost(cs->pinned_small);
     if (cs->inputs_ready) cudaEventDestroy(cs->inputs_ready);
     if (cs->computed) cudaEventDestroy(cs->computed);
-    if (cs->copied_out) cudaEventDestroy(cs->copied_out);
     if (cs->copy) cudaStreamDestroy(cs->copy);
     if (cs->own_stream && cs->stream) cudaStreamDestroy(cs->stream);
     /* The pool goes once every batch still holding its memory has been freed (CUDA frees a
@@ -371,7 +354,6 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     }
     CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->inputs_ready, cudaEventDisableTiming), "creating an event");
     CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->computed, cudaEventDisableTiming), "creating an event");
-    CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->copied_out, cudaEventDisableTiming), "creating an event");
     CUDA_TRY(ctx, cudaMallocHost((void **)&cs->pinned_small, 64), "allocating pinned memory");
     SL_TRY(device_alloc(ctx, &cs->dev_small, 256, "counters"));
 
@@ -435,204 +417,6 @@ static sluice_status reserve_impl(sluice_session *s, cuda_session *cs, int64_t r
     return st;
 }
 
-/* ---- pinned host memory: the context's registry and result pool ------------------------- */
-
-/* Host memory the copy engine may read or write directly (cudaMemcpyAsync with no staging):
- * what sluice_cuda_host_alloc handed out, what sluice_cuda_host_register pinned, and the
- * blocks of the pool that host result batches come from. The context keeps one sorted
- * table of these ranges (ctx->cuda), so a column pointer anywhere inside a range, with its
- * whole length inside it, is recognised; CUDA's pointer attributes would say "pinned" for
- * the start of a column without saying where the pinned range ends. All memory is pinned
- * with the portable flag, so it is pinned for every device's context. A context is used by
- * one thread at a time (sluice.h), so the table needs no lock. */
-enum { PINNED_ALLOC, PINNED_REGISTERED, PINNED_POOL };
-
-typedef struct pinned_range {
-    char *base;
-    size_t bytes;
-    int kind;
-    bool in_use;       /* PINNED_POOL: held by a result batch (else on the free list) */
-} pinned_range;
-
-/* The pool keeps freed result blocks for the next batches of the context, at most this many
- * blocks and bytes together (the same bound as the pageable block cache, context.h): a
- * returned block that would exceed either is given back to CUDA at once. Blocks are
- * rounded up to POOL_GRAIN; a request reuses the smallest free block holding it that is at
- * most twice its size. */
-#define POOL_MAX_FREE_BLOCKS 64
-#define POOL_MAX_FREE_BYTES ((size_t)1 << 30)
-#define POOL_GRAIN ((size_t)64 << 10)
-
-typedef struct cuda_ctx_state {
-    pinned_range *ranges;  /* sorted by base, never overlapping */
-    size_t n, cap;
-    size_t free_bytes;     /* pool blocks not in use */
-    int free_blocks;
-} cuda_ctx_state;
-
-static void release_range(const pinned_range *r) {
-    if (r->kind == PINNED_REGISTERED) cudaHostUnregister(r->base);
-    else cudaFreeHost(r->base);
-    cudaGetLastError();
-}
-
-/* ctx->cuda_free: at sluice_context_destroy, after every batch has been freed. */
-static void ctx_state_free(sluice_context *ctx, void *state) {
-    cuda_ctx_state *cx = state;
-    for (size_t i = 0; i < cx->n; i++) release_range(&cx->ranges[i]);
-    sl_free(ctx, cx->ranges);
-    sl_free(ctx, cx);
-}
-
-static cuda_ctx_state *ctx_state(sluice_context *ctx, bool create) {
-    if (ctx->cuda) return ctx->cuda_free == ctx_state_free ? ctx->cuda : NULL;
-    if (!create) return NULL;
-    cuda_ctx_state *cx = sl_calloc(ctx, 1, sizeof *cx);
-    if (!cx) return NULL;
-    cx->cap = 64; /* room for a steady stream's blocks: no growth on the hot path */
-    cx->ranges = sl_calloc(ctx, cx->cap, sizeof *cx->ranges);
-    if (!cx->ranges) {
-        sl_free(ctx, cx);
-        return NULL;
-    }
-    ctx->cuda = cx;
-    ctx->cuda_free = ctx_state_free;
-    return cx;
-}
-
-/* Index of the first range whose base is above p. */
-static size_t range_upper(const cuda_ctx_state *cx, const void *p) {
-    size_t lo = 0, hi = cx->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((const char *)cx->ranges[mid].base <= (const char *)p) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* The range holding address p, or NULL. */
-static pinned_range *range_at(cuda_ctx_state *cx, const void *p) {
-    if (!cx || !p) return NULL;
-    size_t i = range_upper(cx, p);
-    if (i == 0) return NULL;
-    pinned_range *r = &cx->ranges[i - 1];
-    return (size_t)((const char *)p - r->base) < r->bytes ? r : NULL;
-}
-
-/* Whether [p, p + bytes) lies inside one pinned range of ctx: then DMA reads or writes it. */
-static bool pinned_covers(sluice_context *ctx, const void *p, size_t bytes) {
-    pinned_range *r = range_at(ctx_state(ctx, false), p);
-    return r && bytes <= r->bytes - (size_t)((const char *)p - r->base);
-}
-
-static bool range_overlaps(const cuda_ctx_state *cx, const char *p, size_t bytes) {
-    size_t i = range_upper(cx, p + bytes - 1);
-    if (i == 0) return false;
-    const pinned_range *r = &cx->ranges[i - 1];
-    return r->base + r->bytes > p;
-}
-
-static sluice_status range_add(sluice_context *ctx, cuda_ctx_state *cx, void *base, size_t bytes,
-                               int kind) {
-    if (cx->n == cx->cap) {
-        size_t cap = cx->cap * 2;
-        pinned_range *r = sl_realloc(ctx, cx->ranges, cap * sizeof *r);
-        if (!r) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
-        cx->ranges = r;
-        cx->cap = cap;
-    }
-    size_t i = range_upper(cx, base);
-    memmove(&cx->ranges[i + 1], &cx->ranges[i], (cx->n - i) * sizeof *cx->ranges);
-    cx->ranges[i] = (pinned_range){(char *)base, bytes, kind, kind == PINNED_POOL};
-    cx->n++;
-    return SLUICE_OK;
-}
-
-static void range_remove(cuda_ctx_state *cx, pinned_range *r) {
-    size_t i = (size_t)(r - cx->ranges);
-    memmove(&cx->ranges[i], &cx->ranges[i + 1], (cx->n - i - 1) * sizeof *cx->ranges);
-    cx->n--;
-}
-
-/* A pinned block of at least `bytes` for a result column: a free pool block, or a new one.
- * NULL when pinned memory cannot be had (the caller then uses pageable memory). */
-static void *pool_take(sluice_context *ctx, size_t bytes) {
-    cuda_ctx_state *cx = ctx_state(ctx, true);
-    if (!cx) return NULL;
-    if (bytes == 0) bytes = 1;
-    pinned_range *best = NULL;
-    for (size_t i = 0; i < cx->n; i++) {
-        pinned_range *r = &cx->ranges[i];
-        if (r->kind != PINNED_POOL || r->in_use || r->bytes < bytes || r->bytes / 2 > bytes) continue;
-        if (!best || r->bytes < best->bytes) best = r;
-    }
-    if (best) {
-        best->in_use = true;
-        cx->free_bytes -= best->bytes;
-        cx->free_blocks--;
-        return best->base;
-    }
-    if (bytes > SIZE_MAX - POOL_GRAIN) return NULL;
-    size_t size = (bytes + POOL_GRAIN - 1) / POOL_GRAIN * POOL_GRAIN;
-    void *p = NULL;
-    if (cudaHostAlloc(&p, size, cudaHostAllocPortable) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    if (range_add(ctx, cx, p, size, PINNED_POOL) != SLUICE_OK) {
-        sl_diag_clear(ctx); /* not an error of the call: it falls back to pageable memory */
-        cudaFreeHost(p);
-        return NULL;
-    }
-    return p;
-}
-
-/* sluice_batch.free_host of pooled result batches. */
-static void pool_give(sluice_context *ctx, void *ptr) {
-    cuda_ctx_state *cx = ctx_state(ctx, false);
-    pinned_range *r = range_at(cx, ptr);
-    if (!r || r->kind != PINNED_POOL || r->base != ptr || !r->in_use) return; /* not ours */
-    if (cx->free_blocks < POOL_MAX_FREE_BLOCKS && r->bytes <= POOL_MAX_FREE_BYTES - cx->free_bytes) {
-        r->in_use = false;
-        cx->free_bytes += r->bytes;
-        cx->free_blocks++;
-        return;
-    }
-    release_range(r);
-    range_remove(cx, r);
-}
-
-/* A host result batch of `rows` rows per output column in pooled pinned memory, so the
- * results are copied out by DMA; NULL when pinned memory cannot be had. */
-static sluice_batch *pinned_batch_new(sluice_session *s, int64_t rows) {
-    sluice_context *ctx = s->ctx;
-    const sluice_pipeline *p = s->pipeline;
-    sluice_batch *b = sl_calloc(ctx, 1, sizeof *b);
-    if (!b) return NULL;
-    b->ctx = ctx;
-    b->ncolumns = (size_t)p->noutputs;
-    b->columns = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->columns);
-    b->owned = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->owned);
-    b->free_host = pool_give;
-    bool ok = b->columns && b->owned;
-    for (size_t i = 0; ok && i < b->ncolumns; i++) {
-        const sl_column *c = &p->columns[p->outputs[i]];
-        b->columns[i].name = c->name;
-        b->columns[i].type = c->type;
-        b->columns[i].length = rows;
-        b->owned[i] = pool_take(ctx, (size_t)rows * sluice_type_size(c->type));
-        b->columns[i].data = b->owned[i];
-        ok = b->owned[i] != NULL;
-    }
-    if (!ok) {
-        sluice_batch_free(b);
-        return NULL;
-    }
-    b->rows = rows;
-    return b;
-}
-
 /* ---- result batches ---------------------------------------------------------------------- */
 
 static void device_batch_free(void *ptr) { cudaFreeAsync(ptr, 0); }
@@ -672,158 +456,18 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
     return SLUICE_OK;
 }
 
-/* ---- the staging copy: several threads for large chunks ------------------------------------ */
-
-/* memcpy between pageable memory and a pinned staging slot is bound by one core's copy rate
- * (about 6-12 GB/s), well below the bus; a few threads, each copying a contiguous part,
- * bring it near the memory bandwidth. Chunks below COPY_SPLIT_MIN bytes are copied by the
- * calling thread alone (waking helpers costs a few microseconds); each part is at least
- * COPY_PART_MIN bytes. The helpers are the session's, started on its first large staging
- * copy and joined when it closes; SLUICE_CUDA_STAGING_THREADS sets how many threads copy in
- * all (1: the calling thread alone), by default min(4, cores online). */
-#define COPY_MAX_THREADS 16
-#define COPY_DEFAULT_THREADS 4
-#define COPY_SPLIT_MIN ((size_t)2 << 20)
-#define COPY_PART_MIN ((size_t)1 << 20)
-
-typedef struct copier copier;
-typedef struct copier_helper {
-    copier *c;
-    int index; /* part index: 1..nhelpers (the caller copies part 0) */
-    pthread_t thread;
-} copier_helper;
-
-struct copier {
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    unsigned long job;      /* incremented for each job */
-    int pending;            /* helpers still busy with the current job */
-    bool quit;
-    char *dst;
-    const char *src;
-    size_t len, part;       /* the job: part bytes each (the last part takes the rest) */
-    int nparts;
-    int nhelpers;
-    copier_helper helpers[COPY_MAX_THREADS];
-};
-
-static void copy_part(const copier *c, int i) {
-    size_t at = (size_t)i * c->part;
-    if (i >= c->nparts || at >= c->len) return;
-    size_t len = i == c->nparts - 1 || c->len - at < c->part ? c->len - at : c->part;
-    memcpy(c->dst + at, c->src + at, len);
-}
-
-static void *copier_main(void *arg) {
-    copier_helper *h = arg;
-    copier *c = h->c;
-    unsigned long seen = 0;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->quit && c->job == seen) pthread_cond_wait(&c->go, &c->mu);
-        if (c->quit) break;
-        seen = c->job;
-        pthread_mutex_unlock(&c->mu);
-        copy_part(c, h->index);
-        pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0) pthread_cond_signal(&c->done);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-static int copy_threads_wanted(void) {
-    const char *env = getenv("SLUICE_CUDA_STAGING_THREADS");
-    if (env && *env) {
-        char *end;
-        long n = strtol(env, &end, 10);
-        if (*end == '\0' && n >= 1) return n > COPY_MAX_THREADS ? COPY_MAX_THREADS : (int)n;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) cores = 1;
-    return cores < COPY_DEFAULT_THREADS ? (int)cores : COPY_DEFAULT_THREADS;
-}
-
-/* Starts the helpers; NULL (copy on the calling thread alone) when one thread is wanted or
- * none can be started. */
-static copier *copier_start(sluice_context *ctx) {
-    int threads = copy_threads_wanted();
-    if (threads < 2) return NULL;
-    copier *c = sl_calloc(ctx, 1, sizeof *c);
-    if (!c) return NULL;
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->go, NULL);
-    pthread_cond_init(&c->done, NULL);
-    for (int i = 0; i < threads - 1; i++) {
-        c->helpers[i] = (copier_helper){c, i + 1, 0};
-        if (pthread_create(&c->helpers[i].thread, NULL, copier_main, &c->helpers[i]) != 0) break;
-        c->nhelpers++;
-    }
-    return c;
-}
-
-static void copier_stop(sluice_context *ctx, copier *c) {
-    if (!c) return;
-    pthread_mutex_lock(&c->mu);
-    c->quit = true;
-    pthread_cond_broadcast(&c->go);
-    pthread_mutex_unlock(&c->mu);
-    for (int i = 0; i < c->nhelpers; i++) pthread_join(c->helpers[i].thread, NULL);
-    pthread_cond_destroy(&c->go);
-    pthread_cond_destroy(&c->done);
-    pthread_mutex_destroy(&c->mu);
-    sl_free(ctx, c);
-}
-
-/* Copies len bytes, split among the session's copy threads when it pays. */
-static void staging_copy(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
-                         size_t len) {
-    if (len >= COPY_SPLIT_MIN && !cs->copier && !cs->copier_tried) {
-        cs->copier_tried = true;
-        cs->copier = copier_start(ctx);
-    }
-    copier *c = cs->copier;
-    if (len < COPY_SPLIT_MIN || !c || c->nhelpers == 0) {
-        memcpy(dst, src, len);
-        return;
-    }
-    int parts = c->nhelpers + 1;
-    if ((size_t)parts > len / COPY_PART_MIN) parts = (int)(len / COPY_PART_MIN);
-    pthread_mutex_lock(&c->mu);
-    c->dst = dst;
-    c->src = src;
-    c->len = len;
-    c->nparts = parts;
-    c->part = (len / (size_t)parts + 63) & ~(size_t)63;
-    c->pending = c->nhelpers;
-    c->job++;
-    pthread_cond_broadcast(&c->go);
-    pthread_mutex_unlock(&c->mu);
-    copy_part(c, 0);
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0) pthread_cond_wait(&c->done, &c->mu);
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* ---- staging host memory through the pinned ring ---------------------------------------- */
 
-/* Copies `bytes` from host src to device dst on the copy stream: by DMA straight from src
- * when it lies in pinned memory of the context, else through the pinned slots. */
+/* Copies `bytes` from host src to device dst on the copy stream through the pinned slots. */
 static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                               size_t bytes, int *slot) {
-    if (bytes > 0 && pinned_covers(ctx, src, bytes)) {
-        CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->copy),
-                 "copying a batch to the device");
-        cs->direct_pending = true;
-        return SLUICE_OK;
-    }
     size_t slot_bytes = cs->staging_bytes;
     for (size_t at = 0; at < bytes; at += slot_bytes) {
         size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
         int k = *slot;
         *slot = (k + 1) % STAGING_SLOTS;
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
-        staging_copy(ctx, cs, cs->pinned[k], (const char *)src + at, len);
+        memcpy(cs->pinned[k], (const char *)src + at, len);
         CUDA_TRY(ctx, cudaMemcpyAsync((char *)dst + at, cs->pinned[k], len, cudaMemcpyHostToDevice,
                                       cs->copy), "copying a batch to the device");
         CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy), "recording an event");
@@ -831,17 +475,10 @@ static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, 
     return SLUICE_OK;
 }
 
-/* Copies device src to host dst: by DMA straight into dst when it lies in pinned memory of
- * the context (result batches from the pool), else through the pinned slots, the copy
- * engine filling one slot while the CPU empties the other. */
+/* Copies device src to host dst through the pinned slots: the copy engine fills one slot
+ * while the CPU empties the other. */
 static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                                size_t bytes) {
-    if (bytes > 0 && pinned_covers(ctx, dst, bytes)) {
-        CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cs->copy),
-                 "copying results to the host");
-        cs->direct_pending = true;
-        return SLUICE_OK;
-    }
     size_t pending_at = 0, pending_len = 0;
     int pending_slot = -1, k = 0;
     size_t slot_bytes = cs->staging_bytes;
@@ -859,7 +496,7 @@ static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst,
         }
         if (pending_slot >= 0) {
             CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[pending_slot]), "copying results");
-            staging_copy(ctx, cs, (char *)dst + pending_at, cs->pinned[pending_slot], pending_len);
+            memcpy((char *)dst + pending_at, cs->pinned[pending_slot], pending_len);
         }
         pending_slot = issued;
         pending_at = at;
@@ -1055,9 +692,7 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
             }
         }
     } else {
-        /* Pinned from the pool (copied out by DMA); pageable when pinned memory runs out. */
-        b = pinned_batch_new(s, rows);
-        if (!b) b = sl_batch_new_host(ctx, p, rows);
+        b = sl_batch_new_host(ctx, p, rows);
         if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch of %lld rows",
                                 (long long)rows);
         cudaError_t e = cudaEventRecord(cs->computed, cs->stream);
@@ -1066,13 +701,6 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
         for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
             int c = p->outputs[i];
             st = stage_out(ctx, cs, b->owned[i], piece->cols[c], (size_t)rows * type_size(p, c));
-        }
-        /* A DMA into pinned results may still be reading the buffers when this returns: the
-         * next piece's work on the stream must not overwrite them before it is done. */
-        if (st == SLUICE_OK && cs->direct_pending) {
-            e = cudaEventRecord(cs->copied_out, cs->copy);
-            if (e == cudaSuccess) e = cudaStreamWaitEvent(cs->stream, cs->copied_out, 0);
-            if (e != cudaSuccess) st = cuda_status(ctx, e, "ordering the result copy");
         }
     }
     if (st != SLUICE_OK) {
@@ -1184,12 +812,6 @@ static sluice_status settle_impl(sluice_session *s, cuda_session *cs) {
         free_temps(cs);
         e = cudaStreamSynchronize(cs->stream);
     }
-    if (e == cudaSuccess && cs->direct_pending) {
-        /* The caller may reuse its pinned input, and read pinned results, once the call
-         * returns (sluice_cuda.h): the copies from and to them must be done. */
-        e = cudaStreamSynchronize(cs->copy);
-        cs->direct_pending = false;
-    }
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_status(s->ctx, e, "running a batch");
     return SLUICE_OK;
@@ -1205,13 +827,6 @@ static void commit_impl(cuda_session *cs) {
 
 static void rollback_impl(cuda_session *cs) {
     free_temps(cs);
-    if (cs->direct_pending) {
-        /* The caller's pinned input, and result blocks the executor frees next, must not be
-         * in a copy when the failed call returns. */
-        cudaStreamSynchronize(cs->copy);
-        cudaGetLastError();
-        cs->direct_pending = false;
-    }
     for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false; /* spare carries */
 }
 
@@ -1411,119 +1026,4 @@ SLUICE_API cudaStream_t sluice_cuda_session_stream(const sluice_session *session
 
 SLUICE_API int sluice_batch_on_device(const sluice_batch *batch) {
     return batch && batch->on_device;
-}
-
-/* ---- sluice_cuda.h: pinned host memory ---------------------------------------------------- */
-
-SLUICE_API sluice_status sluice_cuda_host_alloc(sluice_context *ctx, size_t bytes, void **out) {
-    if (out) *out = NULL;
-    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
-    sl_diag_clear(ctx);
-    if (!out) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_alloc: out is NULL");
-    if (bytes == 0)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_alloc: zero bytes asked for");
-    if (!gpu_present())
-        return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
-                        "pinned host memory needs a usable GPU (no driver or no device)");
-    cuda_ctx_state *cx = ctx_state(ctx, true);
-    if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
-    void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-    if (e == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "cannot pin %zu bytes of host memory", bytes);
-    }
-    if (e != cudaSuccess) return cuda_status(ctx, e, "allocating pinned host memory");
-    sluice_status st = range_add(ctx, cx, p, bytes, PINNED_ALLOC);
-    if (st != SLUICE_OK) {
-        cudaFreeHost(p);
-        return st;
-    }
-    *out = p;
-    return SLUICE_OK;
-}
-
-/* The range starting exactly at ptr, of kind `kind`, or an error naming what ptr is. */
-static sluice_status own_range(sluice_context *ctx, void *ptr, int kind, const char *fn,
-                               pinned_range **out) {
-    pinned_range *r = range_at(ctx_state(ctx, false), ptr);
-    const char *want = kind == PINNED_ALLOC ? "sluice_cuda_host_alloc" : "sluice_cuda_host_register";
-    if (!r || r->kind == PINNED_POOL)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "%s: %p is not memory this context got from %s (never, or already "
-                        "released)", fn, ptr, want);
-    if (r->kind != kind)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "%s: %p came from %s; release it with %s",
-                        fn, ptr, kind == PINNED_ALLOC ? "sluice_cuda_host_register" : "sluice_cuda_host_alloc",
-                        kind == PINNED_ALLOC ? "sluice_cuda_host_unregister" : "sluice_cuda_host_free");
-    if (r->base != (char *)ptr)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "%s: %p is %zu bytes inside a block; pass the pointer %s gave",
-                        fn, ptr, (size_t)((char *)ptr - r->base), want);
-    *out = r;
-    return SLUICE_OK;
-}
-
-SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr) {
-    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
-    sl_diag_clear(ctx);
-    if (!ptr) return SLUICE_OK;
-    pinned_range *r;
-    SL_TRY(own_range(ctx, ptr, PINNED_ALLOC, "sluice_cuda_host_free", &r));
-    cudaError_t e = cudaFreeHost(r->base);
-    range_remove(ctx_state(ctx, false), r);
-    if (e != cudaSuccess) return cuda_status(ctx, e, "freeing pinned host memory");
-    return SLUICE_OK;
-}
-
-SLUICE_API sluice_status sluice_cuda_host_register(sluice_context *ctx, void *ptr, size_t bytes) {
-    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
-    sl_diag_clear(ctx);
-    if (!ptr) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_register: ptr is NULL");
-    if (bytes == 0)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_register: zero bytes");
-    if ((uintptr_t)ptr > UINTPTR_MAX - bytes)
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "sluice_cuda_host_register: %zu bytes from %p wrap around the address space",
-                        bytes, ptr);
-    if (!gpu_present())
-        return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
-                        "registering host memory needs a usable GPU (no driver or no device)");
-    cuda_ctx_state *cx = ctx_state(ctx, true);
-    if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
-    if (range_overlaps(cx, ptr, bytes))
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "sluice_cuda_host_register: %zu bytes at %p overlap memory this context "
-                        "already pinned (allocated or registered)", bytes, ptr);
-    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
-    if (e == cudaErrorHostMemoryAlreadyRegistered) {
-        cudaGetLastError();
-        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
-                        "sluice_cuda_host_register: %zu bytes at %p overlap memory already pinned "
-                        "outside this context", bytes, ptr);
-    }
-    if (e == cudaErrorMemoryAllocation) {
-        cudaGetLastError();
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "cannot pin %zu bytes of host memory", bytes);
-    }
-    if (e != cudaSuccess) return cuda_status(ctx, e, "registering host memory");
-    sluice_status st = range_add(ctx, cx, ptr, bytes, PINNED_REGISTERED);
-    if (st != SLUICE_OK) {
-        cudaHostUnregister(ptr);
-        cudaGetLastError();
-        return st;
-    }
-    return SLUICE_OK;
-}
-
-SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *ptr) {
-    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
-    sl_diag_clear(ctx);
-    if (!ptr) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_unregister: ptr is NULL");
-    pinned_range *r;
-    SL_TRY(own_range(ctx, ptr, PINNED_REGISTERED, "sluice_cuda_host_unregister", &r));
-    cudaError_t e = cudaHostUnregister(r->base);
-    range_remove(ctx_state(ctx, false), r);
-    if (e != cudaSuccess) return cuda_status(ctx, e, "unregistering host memory");
-    return SLUICE_OK;
 }
