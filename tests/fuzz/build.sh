@@ -32,7 +32,9 @@ fi
 cmake -S "$ROOT" -B "$BUILD/lib" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=None \
   -DCMAKE_C_FLAGS="$CFLAGS_COMMON -fsanitize=fuzzer-no-link" \
   -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_TESTS=OFF -DSLUICE_WERROR=OFF >/dev/null
-cmake --build "$BUILD/lib" --target sluice_static -j "$(nproc)" >/dev/null
+# The harnesses call internal functions (sl_*), which the installed libsluice.a keeps local:
+# they link the internal archive of the same objects, as the test suites do.
+cmake --build "$BUILD/lib" --target sluice_internal -j "$(nproc)" >/dev/null
 
 YAML_LIBS="$(pkg-config --libs yaml-0.1)"
 for h in "${HARNESSES[@]}"; do
@@ -41,7 +43,7 @@ for h in "${HARNESSES[@]}"; do
   if [ "$h" = io ]; then extra=("$ROOT"/cli/npy.c "$ROOT"/cli/csv.c "$ROOT"/cli/raw.c "$ROOT"/cli/input.c); fi
   "$CC" $CFLAGS_COMMON -fsanitize=fuzzer -Wall -Wextra \
     -I"$ROOT/include" -I"$ROOT/core" -I"$ROOT/kernels" -I"$ROOT" -I"$ROOT/tests/fuzz" \
-    "$ROOT/tests/fuzz/fuzz_$h.c" "${extra[@]}" "$BUILD/lib/libsluice.a" $YAML_LIBS -lpthread -lm \
+    "$ROOT/tests/fuzz/fuzz_$h.c" "${extra[@]}" "$BUILD/lib/libsluice_internal.a" $YAML_LIBS -lpthread -lm \
     -o "$BUILD/fuzz_$h"
   echo "built $BUILD/fuzz_$h"
 done
