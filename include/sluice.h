@@ -223,6 +223,9 @@ SLUICE_API sluice_status sluice_pipeline_load_file(sluice_context *ctx, const ch
 SLUICE_API sluice_status sluice_pipeline_load_string(sluice_context *ctx, const char *text,
                                                      size_t length, const char *name,
                                                      sluice_pipeline **out);
+/* Frees a pipeline (NULL is harmless). Close its sessions first, and free or finish reading
+ * the result batches they produced: a batch's column names (sluice_column.name) are the
+ * pipeline's strings, so they are not valid after the pipeline is freed. */
 SLUICE_API void sluice_pipeline_free(sluice_pipeline *pipeline);
 
 /* The pipeline's `name:`. Owned by the pipeline. */
