@@ -729,29 +729,9 @@ END_TEST
 
 /* A push that fails for lack of memory changes nothing: the next pushes give the output of
  * a stream in which the failed batch never happened. */
-typedef struct failing {
-    long budget; /* allocations left; < 0: unlimited */
-} failing;
-static void *f_alloc(size_t n, void *o) {
-    failing *f = o;
-    if (f->budget == 0) return NULL;
-    if (f->budget > 0) f->budget--;
-    return malloc(n);
-}
-static void *f_realloc(void *p, size_t n, void *o) {
-    failing *f = o;
-    if (f->budget == 0) return NULL;
-    if (f->budget > 0) f->budget--;
-    return realloc(p, n);
-}
-static void f_free(void *p, void *o) {
-    (void)o;
-    free(p);
-}
-
 START_TEST(transactional_push) {
-    failing f = {-1};
-    sluice_allocator a = {f_alloc, f_realloc, f_free, &f};
+    tu_failing f = {-1};
+    sluice_allocator a = tu_failing_allocator(&f);
     sluice_context_options o = SLUICE_CONTEXT_OPTIONS_INIT;
     o.allocator = &a;
     sluice_context *ctx;
@@ -863,9 +843,9 @@ START_TEST(no_allocation_on_the_hot_path) {
         "sluice: 1\nname: b\ninput: {x: f32}\nstages:\n  - map: {k: -x}\n"
         "  - sort: {key: k, per: batch}\n  - scan: {of: x, op: max, into: m}\noutput: [x, m]\n",
     };
-    failing f = {-1};
+    tu_failing f = {-1};
     long count = 0;
-    sluice_allocator a = {f_alloc, f_realloc, f_free, &f};
+    sluice_allocator a = tu_failing_allocator(&f);
     sluice_context_options o = SLUICE_CONTEXT_OPTIONS_INIT;
     o.allocator = &a;
     sluice_context *ctx;

@@ -339,30 +339,9 @@ END_TEST
 
 /* ---- transactions across the pieces of a cut batch ----------------------------------------- */
 
-typedef struct failing {
-    long budget; /* allocations left before one fails; < 0: never fail */
-} failing;
-
-static void *f_alloc(size_t n, void *o) {
-    failing *f = o;
-    if (f->budget == 0) return NULL;
-    if (f->budget > 0) f->budget--;
-    return malloc(n);
-}
-static void *f_realloc(void *ptr, size_t n, void *o) {
-    failing *f = o;
-    if (f->budget == 0) return NULL;
-    if (f->budget > 0) f->budget--;
-    return realloc(ptr, n);
-}
-static void f_free(void *ptr, void *o) {
-    (void)o;
-    free(ptr);
-}
-
 START_TEST(failed_piece_undoes_the_whole_batch) {
-    failing f = {-1};
-    sluice_allocator a = {f_alloc, f_realloc, f_free, &f};
+    tu_failing f = {-1};
+    sluice_allocator a = tu_failing_allocator(&f);
     sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
     co.allocator = &a;
     sluice_context *ctx;

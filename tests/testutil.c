@@ -57,6 +57,27 @@ sluice_status tu_load_fail(sluice_context *ctx, const char *yaml, char *buf, siz
     return st;
 }
 
+static void *failing_alloc(size_t n, void *o) {
+    tu_failing *f = o;
+    if (f->budget == 0) return NULL;
+    if (f->budget > 0) f->budget--;
+    return malloc(n);
+}
+static void *failing_realloc(void *ptr, size_t n, void *o) {
+    tu_failing *f = o;
+    if (f->budget == 0) return NULL;
+    if (f->budget > 0) f->budget--;
+    return realloc(ptr, n);
+}
+static void failing_free(void *ptr, void *o) {
+    (void)o;
+    free(ptr);
+}
+
+sluice_allocator tu_failing_allocator(tu_failing *f) {
+    return (sluice_allocator){failing_alloc, failing_realloc, failing_free, f};
+}
+
 int tu_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

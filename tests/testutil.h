@@ -27,6 +27,13 @@ sluice_status tu_load_fail(sluice_context *ctx, const char *yaml, char *buf, siz
 /* Prints the context's diagnostics to stderr. */
 void tu_print_diags(const sluice_context *ctx);
 
+/* An allocator whose hooks fail once `budget` allocations have been made (< 0: never),
+ * for tests of what a failed call leaves behind. Use with tu_failing_allocator(&f). */
+typedef struct tu_failing {
+    long budget; /* allocations left before one fails; < 0: never fail */
+} tu_failing;
+sluice_allocator tu_failing_allocator(tu_failing *f);
+
 /* Runs a Check suite made by `make_suite`; returns 0 when all pass (the main of a suite). */
 int tu_run_suite(Suite *s);
 
