@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sluice.h"
 
@@ -76,5 +77,9 @@ int sl_pull_ready(sluice_session *session, sluice_context *ctx,
 
 /* Seconds on a monotonic clock. */
 double sl_now(void);
+
+/* The CLOCK_REALTIME instant `ms` milliseconds from now, the deadline form
+ * pthread_cond_timedwait takes. */
+struct timespec sl_deadline_in(long ms);
 
 #endif

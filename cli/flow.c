@@ -21,6 +21,7 @@
  * caller (only its thread may call the library); [written, queued) wait to be written. Lock
  * order: a failing writer calls its callback (sl_reader_interrupt) under its own lock, so the
  * writer's lock comes before the reader's; the caller never holds both. */
+#include "cli.h"
 #include "flow.h"
 
 #include <errno.h>
@@ -334,13 +335,7 @@ bool sl_reader_stop(sl_reader *r) {
     atomic_store(&r->stop, 1);
     pthread_mutex_lock(&r->lock);
     pthread_cond_broadcast(&r->work);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 500 * 1000 * 1000;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = sl_deadline_in(500);
     while (r->running > 0) {
         if (!r->may_block) {
             pthread_cond_wait(&r->ready, &r->lock);

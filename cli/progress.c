@@ -108,13 +108,7 @@ static void *ticker_main(void *arg) {
     sl_progress *pg = arg;
     pthread_mutex_lock(&pg->lock);
     while (!pg->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 250 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = sl_deadline_in(250);
         pthread_cond_timedwait(&pg->wake, &pg->lock, &until);
         if (!pg->stop && pg->phase) print_locked(pg, false);
     }
