@@ -103,16 +103,6 @@ void sl_exec_close(sluice_session *s) {
     s->exec = NULL;
 }
 
-int64_t sl_exec_sort_rows(const sluice_session *s) {
-    int64_t rows = 0;
-    for (int gi = 0; s->exec && gi < s->plan.ngroups; gi++) {
-        const sort_buffer *b = &s->exec->buffers[gi];
-        rows += b->rows;
-        for (int r = 0; r < b->nruns; r++) rows += b->runs[r].rows;
-    }
-    return rows;
-}
-
 /* ---- transactions ----------------------------------------------------------------------- */
 
 static void txn_begin(sluice_session *s) {

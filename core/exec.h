@@ -59,7 +59,5 @@ sluice_status sl_exec_push(sluice_session *s, const sl_input *in);
 sluice_status sl_exec_flush(sluice_session *s);
 /* Forgets carries and buffered rows (sluice_session_reset). */
 sluice_status sl_exec_reset(sluice_session *s);
-/* Rows held by stream-wide sorts, summed (committed rows). */
-int64_t sl_exec_sort_rows(const sluice_session *s);
 
 #endif
