@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/sort.h"
-#include "sortkey.h"
+#include "runtime/sortkey.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-/* backend.c — the CPU backend's operations for the shared executor (core/exec.h): run a
+/* backend.c — the CPU backend's operations for the shared executor (core/runtime/exec.h): run a
  * fused group (core/cpu/fused.h) or a radix sort over a piece, in host memory, save and
  * restore the groups' carries, and make result batches. The executor does the rest (cutting,
  * walking the groups, stream-wide sort buffers, transactions).
@@ -9,12 +9,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "context.h"
+#include "common/context.h"
 #include "cpu/fused.h"
 #include "cpu/sort.h"
 #include "cpu/threads.h"
-#include "exec.h"
-#include "sortkey.h"
+#include "runtime/exec.h"
+#include "runtime/sortkey.h"
 
 typedef struct cpu_group {
     sl_group_kind kind;

@@ -15,7 +15,7 @@
  * scan) makes the tile wait for the carry before that stage and run from then on with true
  * states; it then publishes after its last stage. Tiles, not threads, fix the order of
  * combination, so results are bitwise the same for any number of threads. */
-#include "fused.h"
+#include "cpu/fused.h"
 
 #include <string.h>
 #if defined(__SSE2__)
@@ -26,8 +26,8 @@
 #define SL_HAVE_AVX512_COMPACT 1
 #endif
 
-#include "context.h"
-#include "scan.h"
+#include "common/context.h"
+#include "cpu/scan.h"
 #include "stages/kind.h"
 
 #define T SL_CPU_TILE_ROWS

@@ -6,8 +6,8 @@
 #ifndef SL_CPU_FUSED_H
 #define SL_CPU_FUSED_H
 
-#include "threads.h"
-#include "plan.h"
+#include "cpu/threads.h"
+#include "plan/plan.h"
 
 /* The tile: large enough to amortise the hand-off, small enough that a tile's columns stay
  * in L2. Measured on the shared 2-core VM: 16384 rows halved the two-thread time of 4096
@@ -27,7 +27,7 @@ typedef struct sl_cpu_fused sl_cpu_fused;
 
 /* Prepares fused plan group `group` of p, computing what the plan's liveness says is needed
  * and waiting for the carry where its carry analysis says a stage reads carried state (both
- * in core/plan.h). SLUICE_ERR_NO_MEMORY, or SLUICE_ERR_TYPE for a construct the CPU backend
+ * in core/plan/plan.h). SLUICE_ERR_NO_MEMORY, or SLUICE_ERR_TYPE for a construct the CPU backend
  * cannot run (with a diagnostic at the stage). */
 sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                                   const sl_plan *plan, int group, int nworkers, int64_t max_rows,

@@ -3,7 +3,7 @@
  * product wrap (two's complement, computed unsigned), float min/max propagate NaN and keep
  * the left operand on ties, f16 accumulates in float rounded back to f16 after every step
  * (exact: float has more than 2·11+2 bits, so the double rounding is innocuous). */
-#include "scan.h"
+#include "cpu/scan.h"
 
 #include <math.h>
 #include <string.h>

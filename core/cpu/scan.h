@@ -5,7 +5,7 @@
 #ifndef SL_CPU_SCAN_H
 #define SL_CPU_SCAN_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 /* Runs the monoid of `scan` over n rows. x[f]: the rows' values of state field f (typed as
  * scan->acc[f]); head: NULL, or head[i] != 0 restarts the state at the identity before row i;

@@ -2,7 +2,7 @@
  * its contiguous slice, one serial step turns the counts into per-(digit, worker) start
  * offsets (digit-major, worker-minor: that keeps the sort stable), then every worker scatters
  * its slice. A pass whose digit is the same for all keys is skipped. */
-#include "sort.h"
+#include "cpu/sort.h"
 
 #include <string.h>
 

@@ -1,10 +1,10 @@
 /* sort.h — the CPU backend's stable LSD radix sort over unsigned key images (see
- * core/sortkey.h for how keys of every type become images), with an optional payload (the
+ * core/runtime/sortkey.h for how keys of every type become images), with an optional payload (the
  * row permutation that moves the other columns). */
 #ifndef SL_CPU_SORT_H
 #define SL_CPU_SORT_H
 
-#include "threads.h"
+#include "cpu/threads.h"
 
 #define SL_CPU_RADIX_BITS 8
 

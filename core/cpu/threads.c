@@ -1,12 +1,12 @@
 /* threads.c — the fixed worker pool of threads.h: workers sleep on a condition variable
  * between tasks; a task is published with a generation number so each worker runs it once. */
-#include "threads.h"
+#include "cpu/threads.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
-#include "context.h"
+#include "common/context.h"
 
 #define SL_CPU_MAX_THREADS 256
 

@@ -3,7 +3,7 @@
 #ifndef SL_CPU_THREADS_H
 #define SL_CPU_THREADS_H
 
-#include "base.h"
+#include "common/base.h"
 
 typedef struct sl_cpu_pool sl_cpu_pool;
 

@@ -1,4 +1,4 @@
-/* backend.c — the CUDA backend's operations for the shared executor (core/exec.h), and the
+/* backend.c — the CUDA backend's operations for the shared executor (core/runtime/exec.h), and the
  * public sluice_cuda.h: sessions on streams, device memory (scratch, column buffers,
  * carries) sized when a session opens and grown for a batch that cannot be cut, host
  * batches staged through a ring of pinned buffers on a copy stream, sorts through
@@ -14,20 +14,20 @@
  * executor's device buffer into temporaries from the session's pool, freed when the flush
  * settles.
  *
- * Transactions (core/session.h): every fused group has two carries; a call writes the spare
+ * Transactions (core/runtime/session.h): every fused group has two carries; a call writes the spare
  * one and commit flips which one is live, so a rollback has nothing to undo. */
 #include <stddef.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
-#include "context.h"
+#include "common/context.h"
 #include "cuda/codegen.h"
 #include "cuda/fused.h"
 #include "cuda/nvrtc.h"
 #include "cuda/offsets_check.h"
 #include "cuda/sort.h"
-#include "exec.h"
+#include "runtime/exec.h"
 #include "sluice_cuda.h"
 
 /* Pinned staging ring for host batches: two slots, so the CPU fills one while the copy

@@ -3,7 +3,7 @@
  * write; which look-back phase every scan and the compaction count belong to), lay out each
  * phase's state tuple (the same layout on the host, for the carry's identity bytes, and on
  * the device, checked by static_assert), then print the kernel. */
-#include "codegen.h"
+#include "cuda/codegen.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +11,8 @@
 
 #include "../../kernels/sl_scratch.h"
 #include "../../kernels/tuning.h"
-#include "../expr.h"
-#include "fused.h"
+#include "expr/expr.h"
+#include "cuda/fused.h"
 #include "stages/kind.h"
 
 /* The expression a block's thread 0 uses to take a tile from the counter at the start of
@@ -162,7 +162,7 @@ static sluice_status analyse_scan(cg *g, int s, analysis *a) {
     if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
         (void)column_level(g, sc->segment_column, g->in_group);
     /* One look-back after what it reads and the compactions before it: the plan's
-     * carry analysis (core/plan.h). */
+     * carry analysis (core/plan/plan.h). */
     int phase = g->plan->stage_phase[s];
     if (phase > SL_CG_MAX_PHASES)
         return sl_error(g->ctx, SLUICE_ERR_LIMIT,
@@ -389,7 +389,7 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
     case SL_SCAN_OR: fn = "mon_or"; break;
     case SL_SCAN_XOR: fn = "mon_xor"; break;
     case SL_SCAN_LINREC: {
-        /* (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2), as core/monoid.c computes it */
+        /* (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2), as core/ir/monoid.c computes it */
         int a = slot->value_field[0], b = slot->value_field[1];
         const char *ta = ctype(sc->acc[0]), *tb = ctype(sc->acc[1]);
         if (f == 0)

@@ -22,7 +22,7 @@
 #ifndef SL_CUDA_CODEGEN_H
 #define SL_CUDA_CODEGEN_H
 
-#include "../plan.h"
+#include "plan/plan.h"
 
 #define SL_CG_MAX_PHASES 16
 #define SL_CG_KERNEL "sl_fused"

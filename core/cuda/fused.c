@@ -1,15 +1,15 @@
 /* fused.c — a fused plan group on the GPU: generate its kernel, get the cubin through the
  * kernel cache, load it with the runtime's library API (cudaLibraryLoadData, so the library
  * never links libcuda itself), and launch it per batch. Contract in fused.h. */
-#include "fused.h"
+#include "cuda/fused.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../../kernels/sl_scratch.h"
-#include "codegen.h"
-#include "kcache.h"
+#include "cuda/codegen.h"
+#include "cuda/kcache.h"
 
 struct sl_cuda_group {
     sl_codegen cg;

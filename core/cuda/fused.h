@@ -26,8 +26,8 @@
 #ifndef SL_CUDA_FUSED_H
 #define SL_CUDA_FUSED_H
 
-#include "../plan.h"
-#include "../session.h"
+#include "plan/plan.h"
+#include "runtime/session.h"
 
 typedef struct sl_cuda_group sl_cuda_group;
 

@@ -1,7 +1,7 @@
 /* kcache.c — on-disk cache of compiled kernels: hashing the key, validating an entry before
  * use, atomic replacement (temporary file + rename). See kcache.h for the contract. */
 #define _GNU_SOURCE
-#include "kcache.h"
+#include "cuda/kcache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../context.h"
-#include "nvrtc.h"
+#include "common/context.h"
+#include "cuda/nvrtc.h"
 
 #define SL_KCACHE_MAGIC "SLKCACH1"
 #define SL_KCACHE_MAX_ENTRY ((size_t)1 << 30)

@@ -14,7 +14,7 @@
 #ifndef SL_CUDA_KCACHE_H
 #define SL_CUDA_KCACHE_H
 
-#include "../diag.h"
+#include "common/diag.h"
 
 /* The cache directory for ctx into buf; false when caching is disabled or no directory can
  * be determined. */

@@ -5,7 +5,7 @@
  * `sluice` binary must load and run the CPU backend on a machine without the CUDA toolkit
  * (as CuPy and PyTorch do). <nvrtc.h> is included for its types and prototypes only; every
  * call goes through the function table below, resolved once. */
-#include "nvrtc.h"
+#include "cuda/nvrtc.h"
 
 #include <dlfcn.h>
 #include <nvrtc.h>

@@ -7,7 +7,7 @@
 #ifndef SL_CUDA_NVRTC_H
 #define SL_CUDA_NVRTC_H
 
-#include "../diag.h"
+#include "common/diag.h"
 
 /* Loads NVRTC once per process (thread-safe; later calls return the first outcome).
  * sl_nvrtc_available: whether it loaded. sl_nvrtc_load: SLUICE_OK, or

@@ -1,0 +1,662 @@
+/* exec.c — the shared executor (see exec.h): cutting, the walk of a piece through the plan
+ * groups, stream-wide sort buffers and their spilled runs, transactions and result batches,
+ * on top of the backend operations of core/runtime/session.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/context.h"
+#include "runtime/exec.h"
+#include "runtime/sortkey.h"
+
+/* A sorted run a stream-wide sort wrote to disk (sort_memory_bytes): rows of fixed-size
+ * records, in sorted order. */
+typedef struct spill_run {
+    FILE *f;
+    int64_t rows;
+} spill_run;
+
+/* A stream-wide sort's buffer: the columns reaching the sort (the plan group's `in`),
+ * appended piece after piece in backend memory until flush, and the runs spilled so far
+ * (older rows, in stream order: run 0 first, then the buffer). */
+typedef struct sort_buffer {
+    void **cols;            /* per column id */
+    int64_t rows, cap;
+    int64_t saved_rows;     /* rows when the current call began (transactions) */
+    spill_run *runs;
+    int nruns, runs_cap;
+} sort_buffer;
+
+struct sl_exec {
+    sort_buffer *buffers;   /* per group; used by stream-wide sort groups */
+    const void **cols[2];   /* piece column tables: [0] pushed pieces and sorted rows, [1] the
+                               pieces cut from sorted rows */
+    int64_t *offsets;       /* host: a segment-aligned piece's offsets, rebased to 0 */
+    int64_t offsets_cap;
+    size_t saved_queue_len; /* transactions */
+    int64_t saved_rows_out;
+};
+
+static void drop_runs(sort_buffer *b) {
+    for (int r = 0; r < b->nruns; r++)
+        if (b->runs[r].f) fclose(b->runs[r].f);
+    b->nruns = 0;
+}
+
+static sluice_status oom(sluice_context *ctx, const char *what) {
+    return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: %s", what);
+}
+
+static bool stream_sort(const sluice_session *s, int gi) {
+    const sl_group *g = &s->plan.groups[gi];
+    return g->kind == SL_GROUP_SORT && !s->pipeline->stages[g->first].sort.per_batch;
+}
+
+static size_t column_size(const sluice_session *s, int c) {
+    return sluice_type_size(s->pipeline->columns[c].type);
+}
+
+/* ---- open / close ----------------------------------------------------------------------- */
+
+sluice_status sl_exec_open(sluice_session *s) {
+    sluice_context *ctx = s->ctx;
+    size_t ncol = (size_t)s->pipeline->ncolumns + 1;
+    sl_exec *ex = sl_calloc(ctx, 1, sizeof *ex);
+    if (!ex) return oom(ctx, "opening a session");
+    s->exec = ex;
+    ex->buffers = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *ex->buffers);
+    ex->cols[0] = sl_calloc(ctx, ncol, sizeof(void *));
+    ex->cols[1] = sl_calloc(ctx, ncol, sizeof(void *));
+    bool ok = ex->buffers && ex->cols[0] && ex->cols[1];
+    for (int gi = 0; ok && gi < s->plan.ngroups; gi++) {
+        if (!stream_sort(s, gi)) continue;
+        ex->buffers[gi].cols = sl_calloc(ctx, ncol, sizeof(void *));
+        ok = ex->buffers[gi].cols != NULL;
+    }
+    if (!ok) {
+        sl_exec_close(s);
+        return oom(ctx, "opening a session");
+    }
+    return SLUICE_OK;
+}
+
+void sl_exec_close(sluice_session *s) {
+    sl_exec *ex = s->exec;
+    if (!ex) return;
+    sluice_context *ctx = s->ctx;
+    for (int gi = 0; ex->buffers && gi < s->plan.ngroups; gi++) {
+        sort_buffer *b = &ex->buffers[gi];
+        drop_runs(b);
+        sl_free(ctx, b->runs);
+        if (!b->cols) continue;
+        for (int c = 0; c <= s->pipeline->ncolumns; c++)
+            if (b->cols[c]) s->backend->free(s, b->cols[c]);
+        sl_free(ctx, b->cols);
+    }
+    sl_free(ctx, ex->buffers);
+    sl_free(ctx, (void *)ex->cols[0]);
+    sl_free(ctx, (void *)ex->cols[1]);
+    sl_free(ctx, ex->offsets);
+    sl_free(ctx, ex);
+    s->exec = NULL;
+}
+
+/* ---- transactions ----------------------------------------------------------------------- */
+
+static void txn_begin(sluice_session *s) {
+    sl_exec *ex = s->exec;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) ex->buffers[gi].saved_rows = ex->buffers[gi].rows;
+    ex->saved_queue_len = s->queue_len;
+    ex->saved_rows_out = s->rows_out;
+    s->backend->begin(s);
+}
+
+/* Settles the call's work and commits it, or undoes everything the call did. */
+static sluice_status txn_end(sluice_session *s, sluice_status st) {
+    sl_exec *ex = s->exec;
+    if (st == SLUICE_OK) st = s->backend->settle(s);
+    if (st == SLUICE_OK) {
+        s->backend->commit(s);
+        return SLUICE_OK;
+    }
+    s->backend->rollback(s);
+    for (int gi = 0; gi < s->plan.ngroups; gi++) ex->buffers[gi].rows = ex->buffers[gi].saved_rows;
+    while (s->queue_len > ex->saved_queue_len) {
+        sluice_batch_free(s->queue[s->queue_head + s->queue_len - 1]);
+        s->queue_len--;
+    }
+    s->rows_out = ex->saved_rows_out;
+    return st;
+}
+
+/* ---- stream-wide sort buffers ----------------------------------------------------------- */
+
+static sluice_status buffer_append(sluice_session *s, int gi, const sl_piece *piece) {
+    const sl_group *g = &s->plan.groups[gi];
+    sort_buffer *b = &s->exec->buffers[gi];
+    const sl_backend_ops *be = s->backend;
+    if (piece->rows == 0) return SLUICE_OK;
+    int64_t want = b->rows + piece->rows;
+    if (be->max_sort_rows > 0 && want > be->max_sort_rows)
+        return sl_error(s->ctx, SLUICE_ERR_LIMIT,
+                        "a stream-wide sort holds at most %lld rows on the %s backend; this "
+                        "stream reached %lld (set the session's sort_memory_bytes to spill "
+                        "sorted runs to disk, or use per: batch)",
+                        (long long)be->max_sort_rows, be->name, (long long)want);
+    for (int j = 0; j < g->nin; j++)
+        if (!piece->cols[g->in[j]])
+            return sl_error(s->ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "internal: the stream-wide sort of pipeline '%s' takes column '%s', "
+                            "which no earlier group wrote", s->pipeline->name,
+                            s->pipeline->columns[g->in[j]].name);
+    if (want > b->cap) {
+        /* Geometric growth: a stream of N rows reallocates O(log N) times in all. Rows
+         * appended by an uncommitted call are copied too (a rollback only lowers rows). */
+        int64_t cap = b->cap ? b->cap * 2 : s->max_batch_rows;
+        if (cap < want) cap = want;
+        for (int j = 0; j < g->nin; j++) {
+            int c = g->in[j];
+            size_t bytes;
+            if (sl_mul_overflows((size_t)cap, column_size(s, c), &bytes))
+                return oom(s->ctx, "rows held for a stream-wide sort");
+            void *grown = NULL;
+            SL_TRY(be->alloc(s, bytes, &grown));
+            sluice_status st = SLUICE_OK;
+            if (b->cols[c] && b->rows > 0)
+                st = be->copy(s, grown, b->cols[c], (size_t)b->rows * column_size(s, c));
+            if (st != SLUICE_OK) {
+                be->free(s, grown);
+                return st;
+            }
+            if (b->cols[c]) be->free(s, b->cols[c]);
+            b->cols[c] = grown;
+        }
+        b->cap = cap;
+    }
+    for (int j = 0; j < g->nin; j++) {
+        int c = g->in[j];
+        size_t w = column_size(s, c);
+        SL_TRY(be->copy(s, (char *)b->cols[c] + (size_t)b->rows * w, piece->cols[c],
+                        (size_t)piece->rows * w));
+    }
+    b->rows = want;
+    return SLUICE_OK;
+}
+
+/* ---- spilling a stream-wide sort (sort_memory_bytes) ----------------------------------- */
+
+/* A stream-wide sort whose held rows reach the session's budget writes them to an unlinked
+ * temporary file as one sorted run of records: the row's key images (8 bytes a key, most
+ * significant first, `bits:` applied: kernels/sl_sortkey.h, the order both backends sort
+ * by), then the columns needed after the sort. At flush what is still held becomes the last
+ * run and the runs are merged, ties going to the older run, which keeps the sort stable.
+ * Rows are spilled only between calls (before a push), so a spill never has to be undone:
+ * the rows are the same committed rows in another place. */
+
+static const sl_sort *sort_of(const sluice_session *s, int gi) {
+    return &s->pipeline->stages[s->plan.groups[gi].first].sort;
+}
+
+static size_t record_bytes(const sluice_session *s, int gi) {
+    const sl_group *g = &s->plan.groups[gi];
+    size_t r = (size_t)sort_of(s, gi)->nkeys * 8;
+    for (int j = 0; j < g->nout; j++) r += column_size(s, g->out[j]);
+    return (r + 7) & ~(size_t)7; /* whole 8-byte words: every record's images stay aligned */
+}
+
+static int compare_images(const uint64_t *a, const uint64_t *b, int nkeys) {
+    for (int k = 0; k < nkeys; k++)
+        if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
+    return 0;
+}
+
+/* Stable bottom-up merge sort of idx[0, n) by the rows' images (nkeys a row). */
+static void sort_indices(int64_t *idx, int64_t *tmp, int64_t n, const uint64_t *img, int nkeys) {
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = compare_images(img + idx[j] * nkeys, img + idx[i] * nkeys, nkeys) < 0
+                               ? idx[j++] : idx[i++];
+            while (i < mid) tmp[k++] = idx[i++];
+            while (j < hi) tmp[k++] = idx[j++];
+        }
+        memcpy(idx, tmp, (size_t)n * sizeof *idx);
+    }
+}
+
+static sluice_status io_error(sluice_session *s, const char *what) {
+    const char *dir = s->spill_dir ? s->spill_dir : getenv("TMPDIR");
+    return sl_error(s->ctx, SLUICE_ERR_IO, "%s for a stream-wide sort's spilled rows in '%s': %s",
+                    what, dir && *dir ? dir : "/tmp", strerror(errno));
+}
+
+static FILE *open_spill_file(sluice_session *s) {
+    const char *dir = s->spill_dir ? s->spill_dir : getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    size_t len = strlen(dir) + 32;
+    char *path = sl_alloc(s->ctx, len);
+    if (!path) return NULL;
+    snprintf(path, len, "%s/sluice-sort-XXXXXX", dir);
+    FILE *f = NULL;
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        unlink(path); /* gone from the directory now; freed when closed, even on a crash */
+        f = fdopen(fd, "w+b");
+        if (!f) close(fd);
+    }
+    sl_free(s->ctx, path);
+    return f;
+}
+
+#define SPILL_CHUNK 4096 /* records written or read at a time */
+
+/* Writes the rows group gi holds as a sorted run; on success it holds none. */
+static sluice_status spill(sluice_session *s, int gi) {
+    sluice_context *ctx = s->ctx;
+    sort_buffer *b = &s->exec->buffers[gi];
+    const sl_group *g = &s->plan.groups[gi];
+    const sl_sort *so = sort_of(s, gi);
+    const sl_backend_ops *be = s->backend;
+    int64_t n = b->rows;
+    if (n == 0) return SLUICE_OK;
+    int nk = so->nkeys;
+    size_t rec = record_bytes(s, gi), ncol = (size_t)s->pipeline->ncolumns + 1;
+    if (b->nruns == b->runs_cap) {
+        int cap = b->runs_cap ? 2 * b->runs_cap : 8;
+        spill_run *r = sl_realloc(ctx, b->runs, (size_t)cap * sizeof *r);
+        if (!r) return oom(ctx, "spilling a stream-wide sort");
+        b->runs = r;
+        b->runs_cap = cap;
+    }
+    const void **host = sl_calloc(ctx, ncol, sizeof *host);
+    void **owned = sl_calloc(ctx, ncol, sizeof *owned);
+    uint64_t *img = sl_alloc(ctx, (size_t)n * (size_t)nk * sizeof *img);
+    void *kimg = sl_alloc(ctx, (size_t)n * 8);
+    int64_t *idx = sl_alloc(ctx, (size_t)n * sizeof *idx), *tmp = sl_alloc(ctx, (size_t)n * sizeof *tmp);
+    unsigned char *out = sl_alloc(ctx, SPILL_CHUNK * rec);
+    sluice_status st = SLUICE_OK;
+    if (!host || !owned || !img || !kimg || !idx || !tmp || !out) st = oom(ctx, "spilling a stream-wide sort");
+    for (int j = 0; st == SLUICE_OK && j < g->nin; j++) {
+        int c = g->in[j];
+        size_t bytes = (size_t)n * column_size(s, c);
+        if (!be->to_host) {
+            host[c] = b->cols[c];
+            continue;
+        }
+        owned[c] = sl_alloc(ctx, bytes);
+        if (!owned[c]) st = oom(ctx, "spilling a stream-wide sort");
+        else st = be->to_host(s, owned[c], b->cols[c], bytes);
+        host[c] = owned[c];
+    }
+    for (int k = 0; st == SLUICE_OK && k < nk; k++) {
+        sluice_type t = s->pipeline->columns[so->keys[k]].type;
+        sl_sortkey_images(t, host[so->keys[k]], NULL, false, n, so->key_descending[k], kimg);
+        bool wide = sl_sortkey_is_wide(t);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v = wide ? ((const uint64_t *)kimg)[i] : ((const uint32_t *)kimg)[i];
+            if (nk == 1) v = (v >> so->bits_lo) & sl_sortkey_mask(so->bits_hi - so->bits_lo);
+            img[i * nk + k] = v;
+        }
+    }
+    FILE *f = NULL;
+    if (st == SLUICE_OK) {
+        for (int64_t i = 0; i < n; i++) idx[i] = i;
+        sort_indices(idx, tmp, n, img, nk);
+        f = open_spill_file(s);
+        if (!f) st = io_error(s, "cannot create a file");
+    }
+    for (int64_t at = 0; st == SLUICE_OK && at < n; at += SPILL_CHUNK) {
+        int64_t m = n - at < SPILL_CHUNK ? n - at : SPILL_CHUNK;
+        memset(out, 0, (size_t)m * rec); /* the padding too */
+        for (int64_t i = 0; i < m; i++) {
+            int64_t r = idx[at + i];
+            unsigned char *o = out + (size_t)i * rec;
+            memcpy(o, img + r * nk, (size_t)nk * 8);
+            o += (size_t)nk * 8;
+            for (int j = 0; j < g->nout; j++) {
+                size_t w = column_size(s, g->out[j]);
+                memcpy(o, (const char *)host[g->out[j]] + (size_t)r * w, w);
+                o += w;
+            }
+        }
+        if (fwrite(out, rec, (size_t)m, f) != (size_t)m) st = io_error(s, "cannot write");
+    }
+    if (st == SLUICE_OK && fflush(f) != 0) st = io_error(s, "cannot write");
+    if (st == SLUICE_OK) {
+        b->runs[b->nruns++] = (spill_run){f, n};
+        b->rows = 0;
+    } else if (f) {
+        fclose(f);
+    }
+    for (size_t c = 0; owned && c < ncol; c++) sl_free(ctx, owned[c]);
+    sl_free(ctx, owned);
+    sl_free(ctx, (void *)host);
+    sl_free(ctx, img);
+    sl_free(ctx, kimg);
+    sl_free(ctx, idx);
+    sl_free(ctx, tmp);
+    sl_free(ctx, out);
+    return st;
+}
+
+/* Before a push: every stream-wide sort holding sort_memory_bytes or more spills. */
+static sluice_status spill_over_budget(sluice_session *s) {
+    if (s->sort_memory_bytes <= 0) return SLUICE_OK;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) {
+        if (!stream_sort(s, gi)) continue;
+        const sl_group *g = &s->plan.groups[gi];
+        size_t row = 0;
+        for (int j = 0; j < g->nin; j++) row += column_size(s, g->in[j]);
+        if ((double)s->exec->buffers[gi].rows * (double)row >= (double)s->sort_memory_bytes)
+            SL_TRY(spill(s, gi));
+    }
+    return SLUICE_OK;
+}
+
+/* ---- a piece's journey ------------------------------------------------------------------ */
+
+/* Queues a piece's result batch (none for an empty piece). */
+static sluice_status emit(sluice_session *s, sl_piece *piece) {
+    if (piece->rows == 0) {
+        sluice_batch_free(piece->result);
+        piece->result = NULL;
+        return SLUICE_OK;
+    }
+    sluice_batch *b = NULL;
+    sluice_status st = s->backend->finish(s, piece, &b);
+    piece->result = NULL; /* the backend's finish owns it now */
+    if (st != SLUICE_OK) return st;
+    return sl_session_emit(s, b);
+}
+
+/* Runs groups from piece->group on: stops at a stream-wide sort (its rows are buffered) or
+ * at the end (the result is queued). */
+static sluice_status advance(sluice_session *s, sl_piece *piece) {
+    sluice_status st = SLUICE_OK;
+    while (st == SLUICE_OK && piece->group < s->plan.ngroups) {
+        if (stream_sort(s, piece->group)) {
+            st = buffer_append(s, piece->group, piece);
+            sluice_batch_free(piece->result);
+            piece->result = NULL;
+            return st;
+        }
+        st = s->backend->run_group(s, piece);
+        piece->group++;
+        piece->offsets = NULL; /* only group 0 reads the offsets */
+        piece->nsegments = -1;
+    }
+    if (st == SLUICE_OK) return emit(s, piece);
+    sluice_batch_free(piece->result);
+    piece->result = NULL;
+    return st;
+}
+
+/* ---- cutting ---------------------------------------------------------------------------- */
+
+static sluice_status reserve(sluice_session *s, int64_t rows, int64_t nsegments) {
+    if (rows <= s->max_batch_rows && nsegments <= s->max_batch_rows) return SLUICE_OK;
+    return s->backend->reserve ? s->backend->reserve(s, rows, nsegments) : SLUICE_OK;
+}
+
+/* Runs rows of a sort's output (cols, rows) through groups gi.. in pieces as the plan allows. */
+static sluice_status run_sorted(sluice_session *s, int gi, const void *const *cols, int64_t rows) {
+    const sl_group *g = &s->plan.groups[gi];
+    sl_exec *ex = s->exec;
+    int64_t step = g->cut == SL_CUT_ANYWHERE ? s->max_batch_rows : rows;
+    if (step < rows) SL_TRY(reserve(s, step, -1));
+    else SL_TRY(reserve(s, rows, -1));
+    for (int64_t at = 0; at < rows; at += step) {
+        int64_t n = rows - at < step ? rows - at : step;
+        for (int c = 0; c <= s->pipeline->ncolumns; c++)
+            ex->cols[1][c] = cols[c] ? (const char *)cols[c] + (size_t)at * column_size(s, c) : NULL;
+        sl_piece piece = {gi, n, NULL, -1, ex->cols[1], NULL, 0};
+        SL_TRY(advance(s, &piece));
+    }
+    return SLUICE_OK;
+}
+
+/* The end of the piece of segment-aligned cutting that starts at segment k0: as many whole
+ * segments as fit in max_batch_rows rows and segments (at least one). */
+static int64_t segments_that_fit(const int64_t *off, int64_t nsegments, int64_t k0, int64_t max) {
+    int64_t k1 = k0 + 1;
+    while (k1 < nsegments && off[k1 + 1] - off[k0] <= max && k1 + 1 - k0 <= max) k1++;
+    return k1;
+}
+
+static sluice_status push_piece(sluice_session *s, const sl_input *in, int64_t first,
+                                int64_t rows, const int64_t *offsets, int64_t nsegments) {
+    sl_piece piece = {0, rows, offsets, nsegments, s->exec->cols[0], NULL, 0};
+    for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = NULL;
+    SL_TRY(s->backend->load(s, in, first, &piece));
+    return advance(s, &piece);
+}
+
+static sluice_status push_impl(sluice_session *s, sl_input *in) {
+    sl_exec *ex = s->exec;
+    int64_t max = s->max_batch_rows;
+    sl_cut cut = s->plan.ngroups ? s->plan.groups[0].cut : SL_CUT_ANYWHERE;
+    int oc = s->plan.offsets_input;
+    const int64_t *off = oc >= 0 ? in->data[oc] : NULL;
+    if (oc >= 0 && in->on_device) cut = SL_CUT_NEVER; /* offsets the host cannot read */
+    if (in->rows <= max && in->nsegments <= max) cut = SL_CUT_NEVER; /* fits: one piece */
+
+    if (cut == SL_CUT_ANYWHERE) {
+        for (int64_t first = 0; first < in->rows; first += max) {
+            int64_t n = in->rows - first < max ? in->rows - first : max;
+            SL_TRY(push_piece(s, in, first, n, NULL, -1));
+        }
+        return SLUICE_OK;
+    }
+    if (cut == SL_CUT_SEGMENTS) {
+        /* Between segments: each piece starts a segment, as each batch does. */
+        int64_t largest = 0;
+        for (int64_t k0 = 0; k0 < in->nsegments;) {
+            int64_t k1 = segments_that_fit(off, in->nsegments, k0, max);
+            if (off[k1] - off[k0] > largest) largest = off[k1] - off[k0];
+            k0 = k1;
+        }
+        if (largest > max) SL_TRY(reserve(s, largest, max));
+        if (ex->offsets_cap < max + 1) {
+            int64_t *o = sl_alloc(s->ctx, (size_t)(max + 1) * sizeof *o);
+            if (!o) return oom(s->ctx, "cutting a batch between its segments");
+            sl_free(s->ctx, ex->offsets);
+            ex->offsets = o;
+            ex->offsets_cap = max + 1;
+        }
+        for (int64_t k0 = 0; k0 < in->nsegments;) {
+            int64_t k1 = segments_that_fit(off, in->nsegments, k0, max);
+            for (int64_t k = k0; k <= k1; k++) ex->offsets[k - k0] = off[k] - off[k0];
+            SL_TRY(push_piece(s, in, off[k0], off[k1] - off[k0], ex->offsets, k1 - k0));
+            k0 = k1;
+        }
+        return SLUICE_OK;
+    }
+    /* One piece: the whole batch (grown into when it is larger than max_batch_rows). */
+    SL_TRY(reserve(s, in->rows, in->nsegments));
+    return push_piece(s, in, 0, in->rows, off, in->nsegments);
+}
+
+/* ---- merging spilled runs at flush ----------------------------------------------------- */
+
+typedef struct run_reader {
+    unsigned char *buf;
+    int64_t have, at, left; /* records in buf, the next one, records not yet read */
+} run_reader;
+
+static bool reader_less(const run_reader *rd, int a, int b, size_t rec, int nk) {
+    int c = compare_images((const uint64_t *)(rd[a].buf + (size_t)rd[a].at * rec),
+                           (const uint64_t *)(rd[b].buf + (size_t)rd[b].at * rec), nk);
+    return c < 0 || (c == 0 && a < b); /* ties: the older run first (stability) */
+}
+
+static void heap_down(int *heap, int n, int i, const run_reader *rd, size_t rec, int nk) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && reader_less(rd, heap[l], heap[m], rec, nk)) m = l;
+        if (r < n && reader_less(rd, heap[r], heap[m], rec, nk)) m = r;
+        if (m == i) return;
+        int t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+static sluice_status refill(sluice_session *s, spill_run *run, run_reader *rd, size_t rec) {
+    int64_t m = rd->left < SPILL_CHUNK ? rd->left : SPILL_CHUNK;
+    if (fread(rd->buf, rec, (size_t)m, run->f) != (size_t)m) return io_error(s, "cannot read back");
+    rd->have = m;
+    rd->at = 0;
+    rd->left -= m;
+    return SLUICE_OK;
+}
+
+/* Runs `rows` merged rows (host columns in hostcols) on from group `next`: copied into the
+ * backend first when its memory is not host memory. */
+static sluice_status merged_piece(sluice_session *s, int next, void **hostcols, void **devcols,
+                                  int64_t rows) {
+    const sl_group *g = &s->plan.groups[next - 1];
+    sl_exec *ex = s->exec;
+    for (int c = 0; c <= s->pipeline->ncolumns; c++) ex->cols[1][c] = NULL;
+    for (int j = 0; j < g->nout; j++) {
+        int c = g->out[j];
+        if (s->backend->from_host) {
+            SL_TRY(s->backend->from_host(s, devcols[c], hostcols[c], (size_t)rows * column_size(s, c)));
+            ex->cols[1][c] = devcols[c];
+        } else {
+            ex->cols[1][c] = hostcols[c];
+        }
+    }
+    sl_piece piece = {next, rows, NULL, -1, ex->cols[1], NULL, 0};
+    return advance(s, &piece);
+}
+
+static sluice_status merge_runs(sluice_session *s, int gi) {
+    sluice_context *ctx = s->ctx;
+    sort_buffer *b = &s->exec->buffers[gi];
+    const sl_group *g = &s->plan.groups[gi];
+    const sl_backend_ops *be = s->backend;
+    int nk = sort_of(s, gi)->nkeys, nr = b->nruns, next = gi + 1;
+    size_t rec = record_bytes(s, gi), ncol = (size_t)s->pipeline->ncolumns + 1;
+    int64_t total = 0;
+    for (int r = 0; r < nr; r++) total += b->runs[r].rows;
+    /* Pieces of max_batch_rows, unless the groups after need the sorted stream whole. */
+    bool whole = next < s->plan.ngroups && s->plan.groups[next].cut == SL_CUT_NEVER;
+    int64_t chunk = whole ? total : s->max_batch_rows;
+    if (chunk > total) chunk = total;
+    if (chunk > s->max_batch_rows) SL_TRY(reserve(s, chunk, -1));
+    run_reader *rd = sl_calloc(ctx, (size_t)nr, sizeof *rd);
+    int *heap = sl_calloc(ctx, (size_t)nr, sizeof *heap);
+    void **hostcols = sl_calloc(ctx, ncol, sizeof *hostcols), **devcols = sl_calloc(ctx, ncol, sizeof *devcols);
+    sluice_status st = SLUICE_OK;
+    if (!rd || !heap || !hostcols || !devcols) st = oom(ctx, "merging a stream-wide sort's runs");
+    for (int j = 0; st == SLUICE_OK && j < g->nout; j++) {
+        int c = g->out[j];
+        size_t bytes = (size_t)chunk * column_size(s, c);
+        hostcols[c] = sl_alloc(ctx, bytes ? bytes : 1);
+        if (!hostcols[c]) st = oom(ctx, "merging a stream-wide sort's runs");
+        else if (be->from_host) st = be->alloc(s, bytes ? bytes : 1, &devcols[c]);
+    }
+    int nheap = 0;
+    for (int r = 0; st == SLUICE_OK && r < nr; r++) {
+        rd[r].buf = sl_alloc(ctx, SPILL_CHUNK * rec);
+        if (!rd[r].buf) {
+            st = oom(ctx, "merging a stream-wide sort's runs");
+            break;
+        }
+        rd[r].left = b->runs[r].rows;
+        if (fseek(b->runs[r].f, 0, SEEK_SET) != 0) st = io_error(s, "cannot read back");
+        if (st == SLUICE_OK && rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
+        if (st == SLUICE_OK && rd[r].have > 0) heap[nheap++] = r;
+    }
+    for (int i = nheap / 2 - 1; st == SLUICE_OK && i >= 0; i--) heap_down(heap, nheap, i, rd, rec, nk);
+    int64_t rows = 0;
+    while (st == SLUICE_OK && nheap > 0) {
+        int r = heap[0];
+        const unsigned char *o = rd[r].buf + (size_t)rd[r].at * rec + (size_t)nk * 8;
+        for (int j = 0; j < g->nout; j++) {
+            size_t w = column_size(s, g->out[j]);
+            memcpy((char *)hostcols[g->out[j]] + (size_t)rows * w, o, w);
+            o += w;
+        }
+        rows++;
+        if (++rd[r].at == rd[r].have) {
+            if (rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
+            else heap[0] = heap[--nheap];
+        }
+        if (st == SLUICE_OK) heap_down(heap, nheap, 0, rd, rec, nk);
+        if (st == SLUICE_OK && (rows == chunk || nheap == 0)) {
+            st = merged_piece(s, next, hostcols, devcols, rows);
+            rows = 0;
+        }
+    }
+    for (int r = 0; rd && r < nr; r++) sl_free(ctx, rd[r].buf);
+    for (size_t c = 0; hostcols && c < ncol; c++) {
+        sl_free(ctx, hostcols[c]);
+        if (devcols && devcols[c]) be->free(s, devcols[c]);
+    }
+    sl_free(ctx, rd);
+    sl_free(ctx, heap);
+    sl_free(ctx, hostcols);
+    sl_free(ctx, devcols);
+    return st;
+}
+
+/* ---- the calls -------------------------------------------------------------------------- */
+
+sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
+    sl_input in = *input;
+    if (s->backend->check_input) SL_TRY(s->backend->check_input(s, &in));
+    SL_TRY(spill_over_budget(s)); /* committed rows only: nothing to undo if the push fails */
+    txn_begin(s);
+    return txn_end(s, push_impl(s, &in));
+}
+
+static sluice_status flush_impl(sluice_session *s) {
+    sl_exec *ex = s->exec;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) {
+        sort_buffer *b = &ex->buffers[gi];
+        if (!stream_sort(s, gi)) continue;
+        if (b->nruns > 0) {
+            /* Spilled before: what is held joins the runs, which merge in sorted order. */
+            SL_TRY(spill(s, gi));
+            SL_TRY(merge_runs(s, gi));
+            continue;
+        }
+        if (b->rows == 0) continue;
+        int64_t n = b->rows;
+        b->rows = 0; /* consumed (restored by a rollback) */
+        sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0};
+        for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = b->cols[c];
+        /* The sort itself is the backend's to size (it holds the whole stream). */
+        sluice_status st = s->backend->run_group(s, &piece);
+        if (st != SLUICE_OK || gi + 1 < s->plan.ngroups) {
+            sluice_batch_free(piece.result);
+            piece.result = NULL;
+        }
+        SL_TRY(st);
+        if (gi + 1 == s->plan.ngroups) SL_TRY(emit(s, &piece));
+        else SL_TRY(run_sorted(s, gi + 1, piece.cols, piece.rows));
+    }
+    return SLUICE_OK;
+}
+
+sluice_status sl_exec_flush(sluice_session *s) {
+    txn_begin(s);
+    SL_TRY(txn_end(s, flush_impl(s)));
+    for (int gi = 0; gi < s->plan.ngroups; gi++) drop_runs(&s->exec->buffers[gi]); /* consumed */
+    return SLUICE_OK;
+}
+
+sluice_status sl_exec_reset(sluice_session *s) {
+    SL_TRY(s->backend->reset(s));
+    for (int gi = 0; gi < s->plan.ngroups; gi++) {
+        s->exec->buffers[gi].rows = 0;
+        drop_runs(&s->exec->buffers[gi]);
+    }
+    return SLUICE_OK;
+}

@@ -1,0 +1,135 @@
+/* session.h — the session object shared by all backends, the validated input, result
+ * batches, and the backend interface (one table of operations per backend).
+ *
+ * Flow: sluice_session_push (core/runtime/session.c) validates the caller's columns against the
+ * pipeline and hands an sl_input to the shared executor (core/runtime/exec.h), which cuts it into
+ * pieces, walks the plan groups calling the backend's operations, buffers stream-wide sorts
+ * and queues finished result batches with sl_session_emit. */
+#ifndef SL_SESSION_H
+#define SL_SESSION_H
+
+#include "plan/plan.h"
+
+/* A validated batch: data[i] is input column i's data (pipeline input order), rows the row
+ * count; for an offsets input, data[i] holds nsegments+1 int64 values (checked: start at 0,
+ * non-decreasing, end at rows). Memory is the caller's: host unless on_device. */
+typedef struct sl_input {
+    int64_t rows;
+    const void *const *data;
+    int64_t nsegments;     /* -1 when the pipeline has no offsets input */
+    bool on_device;
+} sl_input;
+
+typedef struct sl_backend_ops sl_backend_ops;
+typedef struct sl_piece sl_piece; /* core/runtime/exec.h */
+typedef struct sl_exec sl_exec;   /* core/runtime/exec.h */
+
+struct sluice_session {
+    sl_owned link;           /* in ctx's list while open */
+    sluice_context *ctx;
+    sluice_pipeline *pipeline;
+    const sl_backend_ops *backend;
+    sl_plan plan;
+    sl_exec *exec;           /* the shared executor's state (core/runtime/exec.c) */
+    sl_value *params;        /* current value of each pipeline param */
+    int64_t max_batch_rows;
+    int64_t sort_memory_bytes; /* stream-sort budget before spilling (0: none; exec.c) */
+    char *spill_dir;           /* where spilled runs go; NULL: $TMPDIR, else /tmp */
+    bool flushed;
+    int64_t rows_in, rows_out;
+
+    /* pending result batches, FIFO */
+    sluice_batch **queue;
+    size_t queue_head, queue_len, queue_cap;
+
+    void *impl;              /* the backend's state */
+    void *cuda_stream;       /* CUDA: the caller's cudaStream_t, NULL for the default */
+    bool outputs_on_device;  /* CUDA: leave result columns in device memory */
+};
+
+/* A result batch: columns in pipeline output order. */
+struct sluice_batch {
+    sl_owned link;           /* in ctx's list once handed to the caller */
+    sluice_context *ctx;
+    int64_t rows;
+    size_t ncolumns;
+    sluice_column *columns;
+    void **owned;            /* per column: memory to free (host aligned or device) */
+    bool on_device;
+    void (*free_device)(void *ptr); /* set when on_device */
+};
+
+/* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
+ * per column (64-byte aligned, from the context's allocator). NULL on allocation failure. */
+sluice_batch *sl_batch_new_host(sluice_context *ctx, const sluice_pipeline *p, int64_t rows);
+/* Concatenates host result batches of one pipeline into a new batch (sluice_run). */
+sluice_status sl_batch_concat(sluice_context *ctx, const sluice_pipeline *p, sluice_batch **parts,
+                              size_t nparts, sluice_batch **out);
+/* Appends a finished batch to the session's output queue (takes ownership; on allocation
+ * failure frees it and returns SLUICE_ERR_NO_MEMORY). */
+sluice_status sl_session_emit(sluice_session *s, sluice_batch *b);
+
+/* Validates and pushes a batch; on_device: the column pointers are device memory (CUDA). */
+sluice_status sl_session_push(sluice_session *s, const sluice_column *columns, size_t count,
+                              bool on_device);
+
+/* The backend interface: what the shared executor (core/runtime/exec.h) asks of a backend. Every
+ * function gets a session whose plan and params are set; "backend memory" is host memory on
+ * the CPU and device memory on CUDA. Unless said otherwise an operation may only enqueue its
+ * work (the CUDA backend runs on a stream); `settle` is where the backend makes sure
+ * everything enqueued has run, and reports a failure found there. */
+struct sl_backend_ops {
+    sluice_backend id;
+    const char *name;
+    bool (*available)(void);
+    sl_backend_caps caps;      /* checked against the plan at open (sl_plan_check) */
+    int64_t max_sort_rows;     /* rows a stream-wide sort may hold; 0: no limit */
+    sluice_status (*open)(sluice_session *s);  /* sizes and allocates scratch; sets s->impl */
+    void (*close)(sluice_session *s);
+
+    /* Backend memory for stream-sort buffers: alloc, free, copy within it. */
+    sluice_status (*alloc)(sluice_session *s, size_t bytes, void **out);
+    void (*free)(sluice_session *s, void *ptr);
+    sluice_status (*copy)(sluice_session *s, void *dst, const void *src, size_t bytes);
+    /* NULL when backend memory is host memory; else copies between it and host memory,
+     * complete when the call returns (spilling a stream-wide sort, reading it back). */
+    sluice_status (*to_host)(sluice_session *s, void *host, const void *src, size_t bytes);
+    sluice_status (*from_host)(sluice_session *s, void *dst, const void *host, size_t bytes);
+
+    /* NULL, or checks a batch the host could not (device offsets) and sets in->rows when
+     * only the offsets give it. Called before anything else of a push. */
+    sluice_status (*check_input)(sluice_session *s, sl_input *in);
+    /* NULL, or makes the per-batch buffers hold a piece of `rows` rows and `nsegments`
+     * segments: called before a piece larger than max_batch_rows (a batch that cannot be
+     * cut). Buffers may stay that large. */
+    sluice_status (*reserve)(sluice_session *s, int64_t rows, int64_t nsegments);
+    /* Puts rows [first, first + piece->rows) of the pushed batch where the backend computes
+     * and sets piece->cols of the inputs; piece->offsets is the piece's offsets in host
+     * memory (rebased to 0) when in is on the host, or in->data's device offsets of a whole
+     * batch. Called once per piece of a pushed batch, before group 0. */
+    sluice_status (*load)(sluice_session *s, const sl_input *in, int64_t first, sl_piece *piece);
+    /* Runs plan group piece->group (a fused group, or a sort `per: batch` or at flush) over
+     * the piece: replaces piece->cols with what the group leaves and piece->rows with its
+     * rows out. When it is the last group the backend may write the result in place
+     * (piece->result). */
+    sluice_status (*run_group)(sluice_session *s, sl_piece *piece);
+    /* The piece's result batch: piece->rows rows of every output column (piece->result is
+     * taken over, or a new batch made from piece->cols). */
+    sluice_status (*finish)(sluice_session *s, sl_piece *piece, sluice_batch **out);
+
+    /* Transactions: begin before a push or flush touches anything; settle when its work is
+     * issued (waits for it where it must, reports a failure found then); then exactly one of
+     * commit (the call succeeded) or rollback (carries back to what begin saw). reset: every
+     * carry to its identity. */
+    void (*begin)(sluice_session *s);
+    sluice_status (*settle)(sluice_session *s);
+    void (*commit)(sluice_session *s);
+    void (*rollback)(sluice_session *s);
+    sluice_status (*reset)(sluice_session *s);
+};
+
+extern const sl_backend_ops sl_cpu_backend;
+/* NULL in builds without CUDA (SLUICE_WITH_CUDA off). */
+const sl_backend_ops *sl_cuda_backend(void);
+
+#endif
