@@ -1,5 +1,5 @@
 // offsets_check.cu — validates an offsets input that lives in device memory (the host
-// check of core/session.c cannot read it): starts at 0, never decreases, ends at the row
+// check of core/runtime/session.c cannot read it): starts at 0, never decreases, ends at the row
 // count. One pass over the k+1 offsets; the verdict is a bit mask the host reads back with
 // the push's other counts.
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 /* sl_monoid.cuh — the builtin scan operators' combines on the device, with exactly the
- * results core/monoid.c gives on the CPU: integer accumulators wrap at their width, float
+ * results core/ir/monoid.c gives on the CPU: integer accumulators wrap at their width, float
  * ones round once per operation (explicit _rn intrinsics, never contracted into an FMA),
  * min/max propagate NaN (the left one when both are NaN) and keep the left operand on ties.
  * Generated kernels call these from their state's combine; declared operators are emitted

@@ -1,7 +1,7 @@
 /* sl_ops.h — the one definition of every expression operation: arithmetic, comparisons,
  * bitwise ops and shifts, calls, casts, f16 conversion (and typed sort-key images, defined in
  * sl_sortkey.h), as small inline functions that compile as C99 (the CPU evaluator,
- * core/expr_eval.c) and as CUDA C++ under nvcc or NVRTC (generated kernels, which include this
+ * core/expr/expr_eval.c) and as CUDA C++ under nvcc or NVRTC (generated kernels, which include this
  * file as text).
  *
  * Why one file: the CPU and the GPU must give the same result for every input, including the

@@ -5,7 +5,7 @@
 #ifndef SL_STAGE_KIND_H
 #define SL_STAGE_KIND_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 /* How a stage moves rows, which decides how the planner groups it. */
 typedef enum sl_stage_shape {
@@ -16,7 +16,7 @@ typedef enum sl_stage_shape {
                              a fused group ends before it, and it is a group of its own */
 } sl_stage_shape;
 
-/* The planner's forward walk over a fused group for carry levels (core/plan.h: a value's
+/* The planner's forward walk over a fused group for carry levels (core/plan/plan.h: a value's
  * level is 0 when it is known within its tile, n when it needs the n-th chained carry). */
 typedef struct sl_level_walk {
     int *level;            /* [column]: level of each column made so far in the group */

@@ -4,7 +4,7 @@
 #ifndef SL_STAGE_REGISTRY_H
 #define SL_STAGE_REGISTRY_H
 
-#include "loader.h"
+#include "front/loader.h"
 
 /* Parses the body of one stage (the value under its kind key). `kind_loc` is where the
  * stage's kind is written; problems are recorded as diagnostics, and the parser defines the

@@ -1,12 +1,12 @@
 /* scan.c — the `scan` stage (and the body of `segmented_scan`): a prefix scan of a row
  * expression under a builtin operator (sum prod min max and or xor count), the linear
  * recurrence linrec (a, b), or an operator declared in the file. Types each state field's
- * accumulator by the rules of pipelines/SCHEMA.md (core/monoid.c), checks `acc` overrides, casts `of`
+ * accumulator by the rules of pipelines/SCHEMA.md (core/ir/monoid.c), checks `acc` overrides, casts `of`
  * to the accumulator, and defines the `into` column(s) with the accumulator's type. */
 #include <stdio.h>
 #include <string.h>
 
-#include "monoid.h"
+#include "ir/monoid.h"
 #include "stages/kind.h"
 #include "stages/registry.h"
 

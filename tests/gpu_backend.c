@@ -16,7 +16,7 @@
 
 #include "sluice_cuda.h"
 #include "testutil.h"
-#include "types.h"
+#include "common/types.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define CUDA_OK(call) ck_assert_int_eq((int)(call), (int)cudaSuccess)

@@ -15,9 +15,9 @@
 #if __has_include(<cuda_runtime_api.h>)
 #include <cuda_runtime_api.h>
 
-#include "context.h"
+#include "common/context.h"
 #include "cuda/fused.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 static int device_arch(void) {
     int dev = 0, major = 0, minor = 0;

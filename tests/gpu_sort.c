@@ -13,7 +13,7 @@
 
 #include "cuda/sort.h"
 #include "testutil.h"
-#include "types.h"
+#include "common/types.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

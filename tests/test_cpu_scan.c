@@ -11,7 +11,7 @@
 #include "cpu/fused.h"
 #include "cpu/scan.h"
 #include "testutil.h"
-#include "types.h"
+#include "common/types.h"
 
 #define TILE SL_CPU_TILE_ROWS
 

@@ -10,9 +10,9 @@
 
 #include "cpu/sort.h"
 #include "cpu/threads.h"
-#include "sortkey.h"
+#include "runtime/sortkey.h"
 #include "testutil.h"
-#include "types.h"
+#include "common/types.h"
 
 #define EXPECT(cond, ...)                                                                \
     do {                                                                                 \

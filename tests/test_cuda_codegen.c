@@ -13,11 +13,11 @@
 #include "testutil.h"
 
 #if __has_include(<nvrtc.h>)
-#include "context.h"
+#include "common/context.h"
 #include "cuda/codegen.h"
 #include "cuda/kcache.h"
 #include "cuda/nvrtc.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #define ARCH 90
 

@@ -5,7 +5,7 @@
  * column no earlier group wrote and that every output exists at the end. On the H200 such a
  * mismatch was a NULL column pointer ("input 2 of a fused GPU group is NULL"): this catches
  * the class in CI. It also checks that the generated kernel's layout is exactly the physical
- * plan's (core/plan.h) input, output and pass-through lists and carry phases: one liveness
+ * plan's (core/plan/plan.h) input, output and pass-through lists and carry phases: one liveness
  * and one carry analysis for every backend. Pipelines: the shipped ones, ones built to stress
  * liveness, and random ones. Skips (77) in builds without CUDA. */
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #if __has_include(<nvrtc.h>)
 #include "cuda/codegen.h"
 #include "cuda/fused.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,4 +1,4 @@
-/* test_exec.c — the physical plan (core/plan.h) and the shared executor (core/exec.h) on the
+/* test_exec.c — the physical plan (core/plan/plan.h) and the shared executor (core/runtime/exec.h) on the
  * CPU backend: the plan's liveness, carry levels, group columns and cut kinds on pipelines
  * built to exercise them; the documented semantics of batches larger than max_batch_rows
  * (sluice.h) — cut anywhere, between segments of an offsets input, or run whole — each
@@ -11,8 +11,8 @@
 
 #include "testutil.h"
 
-#include "context.h"
-#include "plan.h"
+#include "common/context.h"
+#include "plan/plan.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 

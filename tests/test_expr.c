@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "context.h"
-#include "expr.h"
+#include "common/context.h"
+#include "expr/expr.h"
 #include "sl_ops.h"
 #include "testutil.h"
 

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ir.h"
-#include "monoid.h"
+#include "ir/ir.h"
+#include "ir/monoid.h"
 #include "testutil.h"
 
 static sluice_context *ctx;

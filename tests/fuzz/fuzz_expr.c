@@ -1,4 +1,4 @@
-/* fuzz_expr.c — libFuzzer harness for the expression language (core/expr.h). The input's
+/* fuzz_expr.c — libFuzzer harness for the expression language (core/expr/expr.h). The input's
  * first byte picks the scope and the length of the tile, the rest is an expression over a
  * fixed set of columns of every type, three params, and (scope 1) the l./r. fields of an
  * operator's combine. An expression that parses is compiled and run over a tile of edge
@@ -10,9 +10,9 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "context.h"
-#include "expr.h"
-#include "types.h"
+#include "common/context.h"
+#include "expr/expr.h"
+#include "common/types.h"
 
 #define FZ_TILE_MAX 67
 

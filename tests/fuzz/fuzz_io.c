@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "types.h"
+#include "common/types.h"
 #include "cli/csv.h"
 #include "cli/input.h"
 #include "cli/npy.h"
