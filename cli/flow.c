@@ -1,4 +1,4 @@
-/* flow.c — reader threads ahead of the session and a writer thread behind it (see flow.h).
+/* flow.c — reader threads ahead of the session and writer threads behind it (see flow.h).
  *
  * What reading ahead means. A batch of column files is a window of their mappings: the
  * readers read its pages in (MADV_POPULATE_READ), so that pushing it costs the session no
@@ -6,7 +6,10 @@
  * cannot be pushed as it is (a .npy header that misaligns the data), and for CSV values and
  * rebased offsets, the batch is read into the slot's own page-aligned buffers. From
  * /dev/shm, reading pages in costs about 40% of reading them into buffers (pread copies),
- * and the session reads the same bytes either way.
+ * and a CPU session reads the same bytes either way. A device session is different: it
+ * copies pageable memory through a staging buffer, a CPU copy on the session's thread, but
+ * reads its pinned memory by DMA; so for it the readers pread into pinned slot buffers
+ * (sl_reader_memory) and that one copy is spread over the readers, ahead of the session.
  *
  * The reader ring. Batches are numbered in stream order. Slots [released, published) hold
  * batches the caller has not handed back yet (the one it is pushing included); the next
@@ -18,9 +21,12 @@
  * exactly where a sequential run would, and no batch is read after it.
  *
  * The writer queue. Result batches [freed, written) are written and wait to be freed by the
- * caller (only its thread may call the library); [written, queued) wait to be written. Lock
- * order: a failing writer calls its callback (sl_reader_interrupt) under its own lock, so the
- * writer's lock comes before the reader's; the caller never holds both. */
+ * caller (only its thread may call the library); [written, queued) wait to be written, in
+ * chunks that the writer threads take in stream order (next_batch, next_col, next_at) and
+ * write where sl_output_place put them when the batch was queued; a batch counts as written
+ * once its last chunk is, and batches are written in stream order. Lock order: a failing
+ * writer calls its callback (sl_reader_interrupt) under its own lock, so the writer's lock
+ * comes before the reader's; the caller never holds both. */
 #include "cli.h"
 #include "flow.h"
 
@@ -53,6 +59,7 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
 
 typedef struct read_slot {
     sl_buffer *bufs;   /* one per input column: CSV values, offsets, misaligned columns */
+    sl_buffer *dma;    /* one per input column, with sl_reader_memory: the device's memory */
     const void **data; /* one per input column: its buffer, or the window of the mapping */
     sl_input_window w;
     int64_t rows, bytes_read;
@@ -63,12 +70,13 @@ typedef struct read_slot {
 typedef struct read_chunk {
     size_t col;
     int64_t first, count; /* elements of the file */
-    size_t byte_offset;   /* where they go in the slot's buffer */
-    bool in_place;        /* the window of the mapping: its pages are read in */
+    unsigned char *dst;   /* where they go; NULL: the window of the mapping, whose pages are
+                             read in */
 } read_chunk;
 
 struct sl_reader {
     sl_input *in;
+    sl_reader_memory mem; /* alloc NULL: none */
     size_t ncols;
     int64_t batch_rows;
     bool csv, may_block;
@@ -141,18 +149,20 @@ static int plan(sl_reader *r, read_slot *s, int64_t keep_from, size_t *nchunks) 
         bool offsets = info->role == SLUICE_ROLE_OFFSETS;
         int64_t n = offsets ? s->w.segs + 1 : s->w.rows;
         size_t elem = sluice_type_size(info->type);
-        /* Pushed from the mapping where the file allows it (no copy: the readers only read
-         * its pages in), else read into the slot's buffer. With a pinned allocation in the
-         * public API, reading into pinned buffers would let a device copy them directly. */
-        s->data[i] = offsets ? NULL : sl_input_mapped(r->in, i, s->w.first_row);
+        /* Into the slot's device memory when there is some and the batch fits (the device
+         * then copies it by DMA); else pushed from the mapping where the file allows it (no
+         * copy: the readers only read its pages in); else read into the slot's buffer. */
+        bool dma = !offsets && s->dma && s->dma[i].data && (size_t)n * elem <= s->dma[i].cap;
+        s->data[i] = offsets || dma ? NULL : sl_input_mapped(r->in, i, s->w.first_row);
         bool in_place = s->data[i] != NULL;
-        if (!in_place && sl_buffer_reserve(&s->bufs[i], (size_t)n * elem, 0) != 0) {
+        if (!in_place && !dma && sl_buffer_reserve(&s->bufs[i], (size_t)n * elem, 0) != 0) {
             s->failed = true;
             sl_errf(s->err, sizeof s->err, "out of memory for a batch of %" PRId64 " rows",
                     s->w.rows);
             return -1;
         }
-        if (!in_place) s->data[i] = s->bufs[i].data;
+        unsigned char *dst = in_place ? NULL : dma ? s->dma[i].data : s->bufs[i].data;
+        if (!in_place) s->data[i] = dst;
         if (offsets) {
             sl_input_window_offsets(r->in, &s->w, s->bufs[i].data);
             continue;
@@ -160,7 +170,7 @@ static int plan(sl_reader *r, read_slot *s, int64_t keep_from, size_t *nchunks) 
         int64_t per = CHUNK_BYTES / (int64_t)elem;
         for (int64_t at = 0; at < n; at += per) {
             read_chunk c = {i, s->w.first_row + at, n - at < per ? n - at : per,
-                            (size_t)at * elem, in_place};
+                            dst ? dst + (size_t)at * elem : NULL};
             if (add_chunk(r, nchunks, c) != 0) {
                 s->failed = true;
                 sl_errf(s->err, sizeof s->err, "out of memory");
@@ -181,12 +191,9 @@ static void *reader_main(void *arg) {
             read_chunk c = r->chunks[r->chunk_next++];
             pthread_mutex_unlock(&r->lock);
             char err[sizeof s->err];
-            int rc = c.in_place
-                         ? sl_input_populate(r->in, c.col, c.first, c.count, err, sizeof err)
-                         : sl_input_read_rows(r->in, c.col, c.first, c.count,
-                                              (unsigned char *)s->bufs[c.col].data +
-                                                  c.byte_offset,
-                                              err, sizeof err);
+            int rc = c.dst ? sl_input_read_rows(r->in, c.col, c.first, c.count, c.dst, err,
+                                                sizeof err)
+                           : sl_input_populate(r->in, c.col, c.first, c.count, err, sizeof err);
             pthread_mutex_lock(&r->lock);
             if (rc != 0 && !s->failed) {
                 s->failed = true;
@@ -232,7 +239,10 @@ static void free_reader(sl_reader *r) {
     for (int k = 0; r->slots && k < r->depth; k++) {
         for (size_t i = 0; r->slots[k].bufs && i < r->ncols; i++)
             sl_buffer_free(&r->slots[k].bufs[i]);
+        for (size_t i = 0; r->slots[k].dma && i < r->ncols; i++)
+            if (r->slots[k].dma[i].data) r->mem.release(r->mem.arg, r->slots[k].dma[i].data);
         free(r->slots[k].bufs);
+        free(r->slots[k].dma);
         free(r->slots[k].data);
     }
     free(r->slots);
@@ -244,8 +254,28 @@ static void free_reader(sl_reader *r) {
     free(r);
 }
 
+/* With r->mem: every slot's memory for the columns read into it, batch_rows rows each (at
+ * most the input's rows). A column that gets none is read as without it. */
+static bool alloc_dma(sl_reader *r) {
+    int64_t rows = r->batch_rows, total = sl_input_total_rows(r->in);
+    if (total >= 0 && total < rows) rows = total;
+    for (int k = 0; k < r->depth; k++) {
+        read_slot *s = &r->slots[k];
+        s->dma = calloc(r->ncols ? r->ncols : 1, sizeof *s->dma);
+        if (!s->dma) return false;
+        for (size_t i = 0; i < r->ncols && rows > 0; i++) {
+            const sluice_column_info *info = sl_input_column(r->in, i);
+            if (info->role == SLUICE_ROLE_OFFSETS) continue;
+            size_t bytes = (size_t)rows * sluice_type_size(info->type);
+            s->dma[i].data = r->mem.alloc(r->mem.arg, bytes);
+            s->dma[i].cap = s->dma[i].data ? bytes : 0;
+        }
+    }
+    return true;
+}
+
 int sl_reader_start(sl_reader **out, sl_input *in, int64_t batch_rows, int threads, int depth,
-                    char *err, size_t errcap) {
+                    const sl_reader_memory *mem, char *err, size_t errcap) {
     *out = NULL;
     sl_reader *r = calloc(1, sizeof *r);
     if (!r) return sl_errf(err, errcap, "out of memory");
@@ -267,6 +297,10 @@ int sl_reader_start(sl_reader **out, sl_input *in, int64_t batch_rows, int threa
         r->slots[k].bufs = calloc(r->ncols ? r->ncols : 1, sizeof *r->slots[k].bufs);
         r->slots[k].data = calloc(r->ncols ? r->ncols : 1, sizeof *r->slots[k].data);
         ok = r->slots[k].bufs && r->slots[k].data;
+    }
+    if (ok && mem && mem->alloc && !r->csv) {
+        r->mem = *mem;
+        ok = alloc_dma(r);
     }
     if (!ok) {
         free_reader(r);
@@ -354,9 +388,15 @@ bool sl_reader_stop(sl_reader *r) {
 
 /* ---- writing behind ----------------------------------------------------------------------- */
 
+/* A batch's columns are written in chunks of at most this many bytes, each by whichever
+ * writer thread takes it, at the place sl_output_place gave it in its file. */
+#define WRITE_CHUNK_BYTES ((size_t)4 << 20)
+
 typedef struct write_entry {
     sluice_batch *batch;
     sluice_column *cols; /* one per output column */
+    uint64_t *pos;       /* one per output column: where it goes in its file */
+    size_t chunks_left;  /* chunks not yet written */
 } write_entry;
 
 struct sl_writer {
@@ -364,42 +404,92 @@ struct sl_writer {
     size_t ncols;
     int depth;
     write_entry *ring;
-    pthread_t thread;
+    int nthreads;
+    pthread_t *threads;
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* the writer waits here for a batch */
+    pthread_cond_t work;  /* the writers wait here for a chunk */
     pthread_cond_t space; /* the caller waits here for room, or for the queue to empty */
     atomic_int_least64_t rows;
     /* Under lock: */
     void (*on_fail)(void *arg);
     void *on_fail_arg;
     uint64_t freed, written, queued;
+    /* The next chunk to hand out: batch next_batch (in [written, queued]), column next_col,
+     * from byte next_at. */
+    uint64_t next_batch;
+    size_t next_col, next_at;
     bool closing, aborting, failed;
     char err[1024];
 };
+
+/* Batches whose every chunk is written, in stream order, count as written. Lock held. */
+static void advance_written(sl_writer *w) {
+    bool moved = false;
+    while (w->written < w->queued && w->ring[w->written % (uint64_t)w->depth].chunks_left == 0) {
+        const write_entry *e = &w->ring[w->written % (uint64_t)w->depth];
+        atomic_fetch_add(&w->rows, w->ncols ? e->cols[0].length : 0);
+        w->written++;
+        moved = true;
+    }
+    if (moved) pthread_cond_broadcast(&w->space);
+}
+
+/* Takes the next chunk to write, if any. Lock held. */
+static bool take_chunk(sl_writer *w, write_entry **entry, size_t *col, size_t *at, size_t *len) {
+    while (w->next_batch < w->queued) {
+        write_entry *e = &w->ring[w->next_batch % (uint64_t)w->depth];
+        while (w->next_col < w->ncols) {
+            const sluice_column *c = &e->cols[w->next_col];
+            size_t bytes = (size_t)c->length * sluice_type_size(c->type);
+            if (w->next_at < bytes) {
+                *entry = e;
+                *col = w->next_col;
+                *at = w->next_at;
+                *len = bytes - w->next_at < WRITE_CHUNK_BYTES ? bytes - w->next_at
+                                                              : WRITE_CHUNK_BYTES;
+                w->next_at += *len;
+                return true;
+            }
+            w->next_col++;
+            w->next_at = 0;
+        }
+        w->next_batch++;
+        w->next_col = 0;
+        w->next_at = 0;
+    }
+    return false;
+}
 
 static void *writer_main(void *arg) {
     sl_writer *w = arg;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (w->written == w->queued && !w->closing && !w->aborting)
+        write_entry *e;
+        size_t col, at, len;
+        if (w->aborting || w->failed) break;
+        if (!take_chunk(w, &e, &col, &at, &len)) {
+            if (w->closing) break; /* nothing more will come; the others finish their own */
             pthread_cond_wait(&w->work, &w->lock);
-        if (w->aborting || w->written == w->queued) break;
-        const write_entry *e = &w->ring[w->written % (uint64_t)w->depth];
+            continue;
+        }
         pthread_mutex_unlock(&w->lock);
         char err[sizeof w->err];
-        int rc = sl_output_append_columns(w->out, e->cols, err, sizeof err);
+        int rc = sl_output_write_at(w->out, col, e->pos[col] + at,
+                                    (const char *)e->cols[col].data + at, len, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (rc != 0) {
-            w->failed = true;
-            memcpy(w->err, err, sizeof err);
-            pthread_cond_broadcast(&w->space);
-            /* Under the lock, so that sl_writer_on_fail can retire the callback. */
-            if (w->on_fail) w->on_fail(w->on_fail_arg);
+            if (!w->failed) {
+                w->failed = true;
+                memcpy(w->err, err, sizeof err);
+                pthread_cond_broadcast(&w->space);
+                pthread_cond_broadcast(&w->work);
+                /* Under the lock, so that sl_writer_on_fail can retire the callback. */
+                if (w->on_fail) w->on_fail(w->on_fail_arg);
+            }
             break;
         }
-        w->written++;
-        atomic_fetch_add(&w->rows, w->ncols ? e->cols[0].length : 0);
-        pthread_cond_broadcast(&w->space);
+        e->chunks_left--;
+        advance_written(w);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -422,16 +512,28 @@ static void free_writer(sl_writer *w) {
     for (int k = 0; w->ring && k < w->depth; k++) {
         sluice_batch_free(w->ring[k].batch);
         free(w->ring[k].cols);
+        free(w->ring[k].pos);
     }
     free(w->ring);
+    free(w->threads);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->work);
     pthread_cond_destroy(&w->space);
     free(w);
 }
 
-int sl_writer_start(sl_writer **out, sl_output *o, int depth, void (*on_fail)(void *arg),
-                    void *arg, char *err, size_t errcap) {
+/* Ends the threads (after what they were told to do) and frees everything. Returns the
+ * writer's error state. */
+static bool end_writer(sl_writer *w, char *err, size_t errcap) {
+    for (int t = 0; t < w->nthreads; t++) pthread_join(w->threads[t], NULL);
+    bool failed = w->failed;
+    if (failed) sl_errf(err, errcap, "%s", w->err);
+    free_writer(w);
+    return failed;
+}
+
+int sl_writer_start(sl_writer **out, sl_output *o, int depth, int threads,
+                    void (*on_fail)(void *arg), void *arg, char *err, size_t errcap) {
     *out = NULL;
     sl_writer *w = calloc(1, sizeof *w);
     if (!w) return sl_errf(err, errcap, "out of memory");
@@ -444,19 +546,29 @@ int sl_writer_start(sl_writer **out, sl_output *o, int depth, void (*on_fail)(vo
     w->ncols = sl_output_column_count(o);
     w->depth = depth < 1 ? 1 : depth;
     w->ring = calloc((size_t)w->depth, sizeof *w->ring);
-    bool ok = w->ring != NULL;
+    w->threads = calloc(threads < 1 ? 1 : (size_t)threads, sizeof *w->threads);
+    bool ok = w->ring && w->threads;
     for (int k = 0; ok && k < w->depth; k++) {
         w->ring[k].cols = calloc(w->ncols ? w->ncols : 1, sizeof *w->ring[k].cols);
-        ok = w->ring[k].cols != NULL;
+        w->ring[k].pos = calloc(w->ncols ? w->ncols : 1, sizeof *w->ring[k].pos);
+        ok = w->ring[k].cols && w->ring[k].pos;
     }
     if (!ok) {
         free_writer(w);
         return sl_errf(err, errcap, "out of memory");
     }
-    int rc = start_thread(&w->thread, writer_main, w);
-    if (rc != 0) {
-        free_writer(w);
-        return sl_errf(err, errcap, "cannot start the writer thread: %s", strerror(rc));
+    for (int t = 0; t < (threads < 1 ? 1 : threads); t++) {
+        int rc = start_thread(&w->threads[t], writer_main, w);
+        if (rc != 0) {
+            sl_errf(err, errcap, "cannot start a writer thread: %s", strerror(rc));
+            pthread_mutex_lock(&w->lock);
+            w->aborting = true;
+            pthread_cond_broadcast(&w->work);
+            pthread_mutex_unlock(&w->lock);
+            end_writer(w, NULL, 0);
+            return -1;
+        }
+        w->nthreads++;
     }
     *out = w;
     return 0;
@@ -477,9 +589,17 @@ int sl_writer_put(sl_writer *w, sluice_batch *b, const sluice_column *cols, char
     }
     write_entry *e = &w->ring[w->queued % (uint64_t)w->depth];
     e->batch = b;
+    e->chunks_left = 0;
     if (w->ncols) memcpy(e->cols, cols, w->ncols * sizeof *cols);
+    for (size_t i = 0; i < w->ncols; i++) {
+        size_t bytes = (size_t)cols[i].length * sluice_type_size(cols[i].type);
+        e->chunks_left += (bytes + WRITE_CHUNK_BYTES - 1) / WRITE_CHUNK_BYTES;
+    }
+    /* Only this thread places batches, in stream order: the files' layout is fixed here. */
+    sl_output_place(w->out, cols, e->pos);
     w->queued++;
-    pthread_cond_signal(&w->work);
+    advance_written(w); /* a batch of empty columns has nothing to write */
+    pthread_cond_broadcast(&w->work);
     pthread_mutex_unlock(&w->lock);
     return 0;
 }
@@ -504,21 +624,11 @@ int64_t sl_writer_rows(const sl_writer *w) {
     return atomic_load(&w->rows);
 }
 
-/* Ends the thread (after what it was told to do) and frees everything. Returns the writer's
- * error state. */
-static bool end_writer(sl_writer *w, char *err, size_t errcap) {
-    pthread_join(w->thread, NULL);
-    bool failed = w->failed;
-    if (failed) sl_errf(err, errcap, "%s", w->err);
-    free_writer(w);
-    return failed;
-}
-
 int sl_writer_finish(sl_writer *w, void (*progress)(void *arg), void *arg, char *err,
                      size_t errcap) {
     pthread_mutex_lock(&w->lock);
     w->closing = true;
-    pthread_cond_signal(&w->work);
+    pthread_cond_broadcast(&w->work);
     while (!w->failed && w->written < w->queued) {
         uint64_t before = w->written;
         pthread_cond_wait(&w->space, &w->lock);
@@ -537,7 +647,7 @@ void sl_writer_abort(sl_writer *w) {
     if (!w) return;
     pthread_mutex_lock(&w->lock);
     w->aborting = true;
-    pthread_cond_signal(&w->work);
+    pthread_cond_broadcast(&w->work);
     pthread_mutex_unlock(&w->lock);
     end_writer(w, NULL, 0);
 }

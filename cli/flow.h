@@ -28,14 +28,27 @@
 
 typedef struct sl_reader sl_reader;
 
+/* Memory a device reads by DMA (a CUDA session's pinned memory, sluice_cuda_host_alloc):
+ * alloc returns `bytes` of it or NULL, release gives it back. Both are called on the thread
+ * that calls sl_reader_start and sl_reader_stop (the one that may call the library). */
+typedef struct sl_reader_memory {
+    void *(*alloc)(void *arg, size_t bytes);
+    void (*release)(void *arg, void *p);
+    void *arg;
+} sl_reader_memory;
+
 /* Starts `threads` reader threads (at least 1; a CSV input, read in order, uses 1) preparing
  * a ring of `depth` (at least 2) batches of at most batch_rows rows from `in`, cut as
  * sl_input_next cuts them: windows of the column files' mappings with their pages read in,
- * or page-aligned host buffers (CSV values, offsets, misaligned columns; the public API has
- * no pinned allocation yet). The readers use `in` until sl_reader_stop. Returns 0, or -1
- * with the reason in err. */
+ * or page-aligned host buffers (CSV values, offsets, misaligned columns). With `mem` (NULL:
+ * none), every slot gets a buffer of batch_rows rows of that memory per column of the files
+ * (offsets excepted), allocated here, and the readers read the column files into it (pread,
+ * in chunks shared by every reader) instead of reading the mapping's pages in: a device then
+ * copies the batch without a staging copy; a batch larger than the buffer (one long segment)
+ * or a column whose buffer could not be had is read as without `mem`. The readers use `in`
+ * until sl_reader_stop. Returns 0, or -1 with the reason in err. */
 int sl_reader_start(sl_reader **out, sl_input *in, int64_t batch_rows, int threads, int depth,
-                    char *err, size_t errcap);
+                    const sl_reader_memory *mem, char *err, size_t errcap);
 /* The next batch in stream order; first hands the batch of the previous call back to the
  * ring (so its columns must be finished with: sluice_session_push reads them during the call
  * only). Waits for the readers when they are behind. Returns 1 with cols (one per input,
@@ -58,13 +71,17 @@ bool sl_reader_stop(sl_reader *r);
 
 typedef struct sl_writer sl_writer;
 
-/* Starts the writer thread appending to `out`, which it uses until sl_writer_finish or
- * sl_writer_abort; at most `depth` (at least 1) batches are queued or being written. When a
- * write fails, the writer thread calls on_fail(arg) (unless NULL; see sl_writer_on_fail), so
- * that a caller waiting elsewhere (sl_reader_interrupt) learns of it at once. Returns 0, or
- * -1 with the reason in err. */
-int sl_writer_start(sl_writer **out, sl_output *o, int depth, void (*on_fail)(void *arg),
-                    void *arg, char *err, size_t errcap);
+/* Starts `threads` (at least 1) writer threads filling `out` (sl_output_place and
+ * sl_output_write_at), which they use until sl_writer_finish or sl_writer_abort; at most
+ * `depth` (at least 1) batches are queued or being written. Each batch's columns are cut
+ * into chunks of a few megabytes that any writer takes, so one column is written by several
+ * threads and several columns at once; where each chunk goes in its file is fixed when the
+ * batch is queued, so the files never depend on the threads' timing. When a write fails, the
+ * failing thread calls on_fail(arg) (unless NULL; see sl_writer_on_fail), so that a caller
+ * waiting elsewhere (sl_reader_interrupt) learns of it at once. Returns 0, or -1 with the
+ * reason in err. */
+int sl_writer_start(sl_writer **out, sl_output *o, int depth, int threads,
+                    void (*on_fail)(void *arg), void *arg, char *err, size_t errcap);
 /* Replaces the failure callback; once it returns, the old one is not running and will not be
  * called (so what its arg points at may go). */
 void sl_writer_on_fail(sl_writer *w, void (*on_fail)(void *arg), void *arg);
@@ -77,10 +94,10 @@ int sl_writer_check(sl_writer *w, char *err, size_t errcap);
  * the writer failed and writes nothing more). */
 int sl_writer_put(sl_writer *w, sluice_batch *b, const sluice_column *cols, char *err,
                   size_t errcap);
-/* Rows written so far; safe from any thread. */
+/* Rows written so far (of whole batches); safe from any thread. */
 int64_t sl_writer_rows(const sl_writer *w);
 /* Waits until every queued batch is written, calling progress(arg) after each one on the
- * calling thread (progress may be NULL); stops the thread and frees every batch and the
+ * calling thread (progress may be NULL); stops the threads and frees every batch and the
  * writer. Returns 0, or -1 with the first write error in err. */
 int sl_writer_finish(sl_writer *w, void (*progress)(void *arg), void *arg, char *err,
                      size_t errcap);

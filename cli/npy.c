@@ -307,6 +307,33 @@ int sl_npy_writer_append(sl_npy_writer *w, const void *data, int64_t count, char
     return 0;
 }
 
+uint64_t sl_npy_writer_place(sl_npy_writer *w, int64_t count) {
+    /* The header leaves the stream's buffer first, so the data written beside it with pwrite
+     * never race a buffered write. */
+    if (w->length == 0 && w->file) fflush(w->file);
+    uint64_t pos = SL_NPY_HEADER_SIZE + (uint64_t)w->length * sluice_type_size(w->type);
+    if (count > 0) w->length += count;
+    return pos;
+}
+
+int sl_npy_writer_write_at(const sl_npy_writer *w, uint64_t pos, const void *data, size_t bytes,
+                           char *err, size_t errcap) {
+    if (!w->file) return sl_errf(err, errcap, "column writer is not open");
+    int fd = fileno(w->file);
+    const char *p = data;
+    while (bytes > 0) {
+        ssize_t n = pwrite(fd, p, bytes, (off_t)pos);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return sl_errf(err, errcap, "%s: write failed: %s", w->path,
+                           strerror(n < 0 ? errno : ENOSPC));
+        p += n;
+        pos += (uint64_t)n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
 int sl_npy_writer_close(sl_npy_writer *w, char *err, size_t errcap) {
     if (!w->file) {
         free(w->path);

@@ -63,6 +63,15 @@ int sl_npy_writer_open_fd(sl_npy_writer *w, int fd, const char *path, sluice_typ
 /* Appends `count` elements. Returns 0, or -1 (write error, reason in err). */
 int sl_npy_writer_append(sl_npy_writer *w, const void *data, int64_t count, char *err,
                          size_t errcap);
+/* Filling a column from several threads: instead of append (never both on one writer),
+ * sl_npy_writer_place, called on one thread in stream order, takes the file position where
+ * the next `count` elements go (the length grows as if they were appended), and
+ * sl_npy_writer_write_at writes bytes at such a position from any thread, several at once
+ * (pwrite), so the file's layout never depends on which write finishes first. write_at
+ * returns 0, or -1 with the reason in err (a full disk shows here, not at close). */
+uint64_t sl_npy_writer_place(sl_npy_writer *w, int64_t count);
+int sl_npy_writer_write_at(const sl_npy_writer *w, uint64_t pos, const void *data, size_t bytes,
+                           char *err, size_t errcap);
 /* Patches the header, flushes (and with `sync`, fsyncs) and closes. Returns 0, or -1 with the
  * reason in err: a full disk or a file size limit may only show here, when the buffered
  * data are written. The writer is closed either way; closing a writer that was never opened

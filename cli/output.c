@@ -195,12 +195,14 @@ int sl_output_columns(const sl_output *o, const sluice_batch *batch, sluice_colu
     return 0;
 }
 
-int sl_output_append_columns(sl_output *o, const sluice_column *cols, char *err, size_t errcap) {
+void sl_output_place(sl_output *o, const sluice_column *cols, uint64_t *pos) {
     for (size_t i = 0; i < o->ncols; i++)
-        if (sl_npy_writer_append(&o->cols[i].writer, cols[i].data, cols[i].length, err,
-                                 errcap) != 0)
-            return -1;
-    return 0;
+        pos[i] = sl_npy_writer_place(&o->cols[i].writer, cols[i].length);
+}
+
+int sl_output_write_at(sl_output *o, size_t col, uint64_t pos, const void *data, size_t bytes,
+                       char *err, size_t errcap) {
+    return sl_npy_writer_write_at(&o->cols[col].writer, pos, data, bytes, err, errcap);
 }
 
 int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap) {
@@ -208,7 +210,8 @@ int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t 
     sluice_column *cols = o->ncols <= 16 ? small : malloc(o->ncols * sizeof *cols);
     if (!cols) return sl_errf(err, errcap, "out of memory");
     int rc = sl_output_columns(o, batch, cols, err, errcap);
-    if (rc == 0) rc = sl_output_append_columns(o, cols, err, errcap);
+    for (size_t i = 0; rc == 0 && i < o->ncols; i++)
+        rc = sl_npy_writer_append(&o->cols[i].writer, cols[i].data, cols[i].length, err, errcap);
     if (cols != small) free(cols);
     return rc;
 }

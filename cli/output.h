@@ -27,15 +27,20 @@ int sl_output_open(sl_output **out, const sluice_pipeline *pipeline, const char 
 /* Appends a result batch to the temporaries. Returns 0, or -1 (write error, or the batch
  * lacks a column). */
 int sl_output_append(sl_output *o, const sluice_batch *batch, char *err, size_t errcap);
-/* The same in two halves, for a writer thread that must not call the library (cli/flow.h):
+/* The same in parts, for writer threads that must not call the library (cli/flow.h):
  * sl_output_columns, on the thread that owns the batch, fills cols (one per output column,
  * sl_output_column_count of them) with the batch's columns, checked against the pipeline's
- * outputs; sl_output_append_columns then writes them, from any one thread at a time. Each
- * returns 0, or -1 with the reason in err. */
+ * outputs, and returns 0, or -1 with the reason in err; sl_output_place, on that thread too
+ * and in batch order, takes where each column of the batch goes in its file (pos, one per
+ * column); sl_output_write_at then writes `bytes` of column `col` at a position, from
+ * several threads at once, and returns 0, or -1 with the reason in err. An output is filled
+ * either this way or by sl_output_append, never both. */
 size_t sl_output_column_count(const sl_output *o);
 int sl_output_columns(const sl_output *o, const sluice_batch *batch, sluice_column *cols,
                       char *err, size_t errcap);
-int sl_output_append_columns(sl_output *o, const sluice_column *cols, char *err, size_t errcap);
+void sl_output_place(sl_output *o, const sluice_column *cols, uint64_t *pos);
+int sl_output_write_at(sl_output *o, size_t col, uint64_t pos, const void *data, size_t bytes,
+                       char *err, size_t errcap);
 /* Rows written so far (0 when the pipeline has no outputs). */
 int64_t sl_output_rows(const sl_output *o);
 /* Bytes of column data written so far, headers not counted. */

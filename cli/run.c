@@ -2,7 +2,7 @@
  * through a pipeline in batches and writes every output column to OUTDIR/COLUMN.npy, all or
  * nothing: the results go to temporary files that only a successful run renames into place
  * (output.c), and SIGINT/SIGTERM/SIGHUP remove them before the process ends. Reading and
- * writing overlap the session's work (flow.c: reader threads ahead, a writer thread behind);
+ * writing overlap the session's work (flow.c: reader threads ahead, writer threads behind);
  * --io-threads 0 --write-behind off does the three in turn on one thread. */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +21,9 @@
 #include "input.h"
 #include "output.h"
 #include "progress.h"
+#ifdef SLUICE_WITH_CUDA
+#include "sluice_cuda.h"
+#endif
 
 #define DEFAULT_BATCH_ROWS (INT64_C(1) << 22)
 /* Input batches in the reader ring (one being pushed, the others read ahead), and result
@@ -366,14 +369,46 @@ static bool sorts_whole_stream(const sluice_pipeline *p, sluice_context *ctx,
     return found;
 }
 
-/* Reader threads for column files when --io-threads does not say: a quarter of the cores
- * (the session's workers want the rest), 1 to 4. Reading pages in from the page cache runs
- * at about 12 GB/s a thread, so a few keep ahead of a GPU's copy engines; a CSV is parsed by
- * one. */
-static int auto_io_threads(void) {
+/* Reader threads for column files when --io-threads does not say. A CPU session: a quarter
+ * of the cores (the session's workers want the rest), 1 to 4; reading pages in from the page
+ * cache runs at about 12 GB/s a thread. A device session leaves the cores to the I/O, and its
+ * readers copy every byte into pinned memory (a few GB/s a thread from the page cache, where
+ * the bus takes about 50 GB/s): half the cores, 1 to 8. A CSV is parsed by one. */
+static int auto_io_threads(const sluice_session *s) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long n = cores / 4;
-    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+    bool device = sluice_session_backend(s) != SLUICE_BACKEND_CPU;
+    long n = device ? cores / 2 : cores / 4;
+    long most = device ? 8 : 4;
+    return n < 1 ? 1 : n > most ? (int)most : (int)n;
+}
+
+/* Writer threads behind the session (with a writer at all): as many as the readers (writing
+ * to the page cache costs about what reading from it does), at least one. */
+static int writer_threads(const run_args *a, const sluice_session *s) {
+    int n = a->io_threads < 0 ? auto_io_threads(s) : (int)a->io_threads;
+    return n < 1 ? 1 : n;
+}
+
+#ifdef SLUICE_WITH_CUDA
+/* The readers' slot buffers of a CUDA session: pinned, so the device reads them by DMA. */
+static void *pinned_alloc(void *ctx, size_t bytes) {
+    void *p = NULL;
+    return sluice_cuda_host_alloc(ctx, bytes, &p) == SLUICE_OK ? p : NULL;
+}
+static void pinned_release(void *ctx, void *p) { sluice_cuda_host_free(ctx, p); }
+#endif
+
+/* The memory the readers read into: pinned for a CUDA session, else none of their own. */
+static const sl_reader_memory *reader_memory(const run_state *r, sl_reader_memory *mem) {
+#ifdef SLUICE_WITH_CUDA
+    if (sluice_session_backend(r->session) == SLUICE_BACKEND_CUDA) {
+        *mem = (sl_reader_memory){pinned_alloc, pinned_release, r->ctx};
+        return mem;
+    }
+#endif
+    (void)r;
+    (void)mem;
+    return NULL;
 }
 
 /* Whether results are written by a thread of their own. Auto: yes, unless the session runs
@@ -396,15 +431,16 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
     char err[1024];
     size_t ninputs = sluice_pipeline_input_count(p);
     sl_reader *reader = NULL;
-    int threads = a->io_threads < 0 ? auto_io_threads() : (int)a->io_threads;
+    int threads = a->io_threads < 0 ? auto_io_threads(r->session) : (int)a->io_threads;
+    sl_reader_memory mem;
     if (threads > 0 || use_writer_thread(a, r->session)) {
         /* A failed write interrupts a wait for the readers (which may be reading a pipe
          * that delivers nothing for a long while): the run ends at once, as in turn. */
-        if ((threads > 0 && sl_reader_start(&reader, r->in, a->batch_rows, threads,
-                                            RING_DEPTH, err, sizeof err) != 0) ||
+        if ((threads > 0 && sl_reader_start(&reader, r->in, a->batch_rows, threads, RING_DEPTH,
+                                            reader_memory(r, &mem), err, sizeof err) != 0) ||
             (use_writer_thread(a, r->session) &&
-             sl_writer_start(&r->writer, r->out, WRITE_DEPTH, reader ? interrupt_reader : NULL,
-                             reader, err, sizeof err) != 0)) {
+             sl_writer_start(&r->writer, r->out, WRITE_DEPTH, writer_threads(a, r->session),
+                             reader ? interrupt_reader : NULL, reader, err, sizeof err) != 0)) {
             end_progress(r);
             if (!sl_reader_stop(reader)) r->in_abandoned = true;
             return sl_fail("%s", err);
@@ -612,9 +648,11 @@ const sl_command sl_command_run = {
     "                      A warning says when N rows would not fit in the memory available.\n"
     "  --threads N         CPU backend worker threads (default 0: one per core)\n"
     "  --io-threads N      threads reading column files ahead of the pipeline, up to 2\n"
-    "                      batches ahead (default: a quarter of the cores, 1 to 4; a CSV\n"
-    "                      is read by one); 0: each batch is read when it is pushed\n"
-    "  --write-behind W    on: a thread writes the results while the pipeline works on the\n"
+    "                      batches ahead, and writing results behind it (default: a quarter\n"
+    "                      of the cores, 1 to 4; on the CUDA backend half the cores, 1 to 8,\n"
+    "                      reading into pinned memory the GPU copies directly; a CSV is\n"
+    "                      read by one); 0: each batch is read when it is pushed\n"
+    "  --write-behind W    on: threads write the results while the pipeline works on the\n"
     "                      next batch (up to 2 result batches wait); off: each batch is\n"
     "                      written when it is ready; auto (default): on, except for the\n"
     "                      CPU backend on a machine of at most 2 cores, where it is slower.\n"
