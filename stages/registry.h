@@ -4,7 +4,7 @@
 #ifndef SL_STAGE_REGISTRY_H
 #define SL_STAGE_REGISTRY_H
 
-#include "front/loader.h"
+#include "front/loader_operators.h"
 
 /* Parses the body of one stage (the value under its kind key). `kind_loc` is where the
  * stage's kind is written; problems are recorded as diagnostics, and the parser defines the
@@ -32,11 +32,20 @@ void sl_stage_parse_filter(sl_loader *L, const ld_node *body, sl_srcloc kind_loc
 void sl_stage_parse_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc);
 void sl_stage_parse_segmented_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc);
 void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc);
+void sl_stage_parse_reduce(sl_loader *L, const ld_node *body, sl_srcloc kind_loc);
 
 /* Shared by scan and segmented_scan (stages/scan.c): parses a scan body; `segmented` adds
  * the `segments` key. */
 void sl_stage_parse_any_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc,
                              bool segmented);
+/* Shared by scan and reduce (stages/scan.c): parses a scan body's op, of, a, b, acc and
+ * into (not kind, reset or segments) into *scan, defining the into column(s) (poisoned when
+ * the value failed). Returns false after diagnostics. */
+bool sl_stage_parse_scan_value(sl_loader *L, const ld_node *body, sl_srcloc loc, sl_scan *scan);
+/* Shared by segmented_scan and reduce (stages/scan.c): `segments` (an offsets input valid
+ * before any stage that changes the rows, a bool head-flag column, or {key: COLUMN}) into
+ * scan->segments and scan->segment_column. Returns false after a diagnostic. */
+bool sl_stage_parse_segments(sl_loader *L, const ld_node *seg, sl_scan *scan);
 /* Shared by compact and filter (stages/compact.c): appends a COMPACT stage keeping the rows
  * where column `by` is true and, of the live columns, those in keep (NULL: all). */
 void sl_stage_add_compact(sl_loader *L, const char *kind_name, sl_srcloc loc, int by,

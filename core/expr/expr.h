@@ -72,6 +72,9 @@ sluice_status sl_expr_parse(sluice_context *ctx, const char *text, size_t length
 void sl_expr_free(sluice_context *ctx, sl_expr *e);
 /* A literal node (for defaults the loader synthesises, e.g. count's `of: 1`). */
 sl_expr *sl_expr_new_literal(sluice_context *ctx, sl_value v);
+/* e as type t: a literal is converted in place, anything else gets a cast node above it.
+ * NULL when that node cannot be allocated; e is then untouched and still the caller's. */
+sl_expr *sl_expr_as_type(sluice_context *ctx, sl_expr *e, sluice_type t);
 /* Wraps e in a cast to t unless it already has type t (NULL on allocation failure; e is
  * then freed). */
 sl_expr *sl_expr_cast_to(sluice_context *ctx, sl_expr *e, sluice_type t);

@@ -1,6 +1,6 @@
 /* expr_parse.c — the expression language's front end: lexer, precedence-climbing parser and
- * type checker (one pass: each node is typed as it is built), constant folding, and the small
- * tree utilities of core/expr/expr.h.
+ * type checker (one pass: each node is typed as it is built), and constant folding. The tree
+ * utilities it shares with the evaluator are core/expr/expr_tree.c.
  *
  * Typing rules (the full text with examples is pipelines/EXPRESSIONS.md):
  *   - Literals are untyped constants, as in Go: `x > 0` with x: f32 compares in f32 and
@@ -308,65 +308,6 @@ static sl_expr *new_node(parser *p, sl_expr_kind kind, size_t pos) {
     return e;
 }
 
-void sl_expr_free(sluice_context *ctx, sl_expr *e) {
-    if (!e) return;
-    sl_expr_free(ctx, e->a);
-    sl_expr_free(ctx, e->b);
-    sl_expr_free(ctx, e->c);
-    sl_free(ctx, e);
-}
-
-sl_expr *sl_expr_new_literal(sluice_context *ctx, sl_value v) {
-    sl_expr *e = sl_calloc(ctx, 1, sizeof *e);
-    if (!e) return NULL;
-    e->kind = SL_EXPR_LITERAL;
-    e->type = v.type;
-    e->value = v;
-    e->index = -1;
-    return e;
-}
-
-/* e as type t: a literal is converted in place, anything else gets a cast node above it.
- * NULL when that node cannot be allocated; e is then untouched and still the caller's. */
-static sl_expr *as_type(sluice_context *ctx, sl_expr *e, sluice_type t) {
-    if (e->type == t) return e;
-    if (e->kind == SL_EXPR_LITERAL) { /* fold: a literal of the new type */
-        e->value = sl_value_cast(e->value, t);
-        e->type = t;
-        return e;
-    }
-    sl_expr *c = sl_calloc(ctx, 1, sizeof *c);
-    if (!c) return NULL;
-    c->kind = SL_EXPR_CAST;
-    c->type = t;
-    c->a = e;
-    c->loc = e->loc;
-    c->index = -1;
-    return c;
-}
-
-sl_expr *sl_expr_cast_to(sluice_context *ctx, sl_expr *e, sluice_type t) {
-    if (!e) return NULL;
-    sl_expr *c = as_type(ctx, e, t);
-    if (!c) sl_expr_free(ctx, e);
-    return c;
-}
-
-bool sl_expr_is_constant(const sl_expr *e) {
-    if (!e) return true;
-    if (e->kind == SL_EXPR_COLUMN || e->kind == SL_EXPR_FIELD) return false;
-    return sl_expr_is_constant(e->a) && sl_expr_is_constant(e->b) && sl_expr_is_constant(e->c);
-}
-
-void sl_expr_visit_columns(const sl_expr *e, void (*fn)(void *payload, int column),
-                           void *payload) {
-    if (!e) return;
-    if (e->kind == SL_EXPR_COLUMN) fn(payload, e->index);
-    sl_expr_visit_columns(e->a, fn, payload);
-    sl_expr_visit_columns(e->b, fn, payload);
-    sl_expr_visit_columns(e->c, fn, payload);
-}
-
 /* ---- untyped constants ------------------------------------------------------------------- */
 
 /* Integer constants are exact in [-2^63, 2^64): held as __int128 while folding, stored in a
@@ -483,7 +424,7 @@ static sluice_type arith_common(sluice_type a, sluice_type b) {
 static sl_expr *convert(parser *p, sl_expr *e, sluice_type t, int *depth) {
     /* Not sl_expr_cast_to, which frees e when it runs out of memory: every caller still
      * owns e after a failure and frees it itself. */
-    sl_expr *c = as_type(p->ctx, e, t);
+    sl_expr *c = sl_expr_as_type(p->ctx, e, t);
     if (!c) {
         fail_at(p, 0, SLUICE_ERR_NO_MEMORY, "out of memory while parsing an expression");
         return NULL;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/context.h"
-#include "front/loader.h"
+#include "front/loader_operators.h"
 #include "stages/registry.h"
 
 /* ---- top-level sections ----------------------------------------------------------------- */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "front/loader.h"
+#include "front/loader_operators.h"
 #include "ir/monoid.h"
 
 #define CHECK_TRIALS 64

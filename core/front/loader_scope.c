@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/context.h"
-#include "front/loader.h"
+#include "front/loader_scope.h"
 #include "stages/registry.h"
 
 /* ---- diagnostics ----------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
 #include <yaml.h>
 
 #include "common/context.h"
-#include "front/loader.h"
+#include "front/loader_yaml.h"
 
 static sl_srcloc mark_loc(yaml_mark_t m) {
     return (sl_srcloc){(int)m.line + 1, (int)m.column + 1};

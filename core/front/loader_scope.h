@@ -1,55 +1,19 @@
-/* loader.h — the pipeline loader's internal interface, shared by core/front/loader*.c and the stage
- * parsers in stages/: the YAML node tree with source positions, the loader's state while it
- * builds a sluice_pipeline, and the checks every part of the schema uses (known keys, live
- * columns, types, expressions), each of which records its own diagnostic. */
-#ifndef SL_LOADER_H
-#define SL_LOADER_H
+/* loader_scope.h — the loader's state while it builds a sluice_pipeline, and the checks every
+ * part of the schema uses (known keys, values, live columns, types, expressions), each of which
+ * records its own diagnostic. Shared by the loader (core/front/loader*.c) and the stage
+ * parsers in stages/; defined in core/front/loader_scope.c. */
+#ifndef SL_LOADER_SCOPE_H
+#define SL_LOADER_SCOPE_H
 
-#include "ir/ir.h"
+#include "front/loader_yaml.h"
 
 /* Hostile-input limits (documented in pipelines/SCHEMA.md). The file-size limit lives in
  * core/front/pipeline.c, which refuses oversized text before it reaches the loader. */
-#define SL_MAX_YAML_DEPTH 32
 #define SL_MAX_COLUMNS 1024
 #define SL_MAX_STAGES 256
 #define SL_MAX_PARAMS 256
-#define SL_MAX_OPERATORS 64
 /* The context keeps this many diagnostics (core/common/diag.c); a load stops checking past it. */
 #define SL_MAX_LOAD_DIAGNOSTICS 100
-
-/* ---- the YAML tree -------------------------------------------------------------------- */
-
-typedef enum ld_kind { LD_SCALAR, LD_SEQUENCE, LD_MAPPING } ld_kind;
-
-typedef struct ld_node {
-    ld_kind kind;
-    sl_srcloc loc;          /* where the node starts (1-based) */
-    char *text;             /* scalar: its value, NUL-terminated */
-    size_t len;
-    bool quoted;            /* scalar written quoted or as a block: not plain */
-    sl_srcloc text_loc;     /* scalar: where its first character of text is in the file
-                               (after an opening quote; a block's first content line) */
-    int count;              /* sequence: items; mapping: pairs */
-    struct ld_node **items; /* sequence: count items; mapping: key, value, key, value … */
-} ld_node;
-
-/* Reads YAML text into a tree (core/front/loader_yaml.c). Rejects syntax errors, documents other
- * than exactly one, anchors/aliases, non-scalar mapping keys, nesting deeper than
- * SL_MAX_YAML_DEPTH and duplicate keys (the later one is reported and dropped), recording a
- * diagnostic for each. On success *root is the document's root node, NULL for a text with
- * no document. On failure *root is NULL and the diagnostics say why. Duplicate keys are
- * reported without failing: the tree stays usable so later checks can run. */
-sluice_status ld_yaml_read(sluice_context *ctx, const char *text, size_t length, ld_node **root);
-void ld_node_free(sluice_context *ctx, ld_node *n);
-
-static inline const ld_node *ld_key(const ld_node *map, int i) { return map->items[2 * i]; }
-static inline const ld_node *ld_val(const ld_node *map, int i) { return map->items[2 * i + 1]; }
-/* The value of key `name` in a mapping, NULL when absent. */
-const ld_node *ld_get(const ld_node *map, const char *name);
-/* A plain empty scalar, `~` or `null`. */
-bool ld_is_null(const ld_node *n);
-/* "a mapping", "a list", "a text \"…\"" for messages. */
-const char *ld_shape(const ld_node *n);
 
 /* ---- the loader's state --------------------------------------------------------------- */
 
@@ -148,16 +112,5 @@ void ld_snapshot_live(sl_loader *L);
  * operator's combine, its l./r. fields). Returns NULL on failure; *poisoned (may be NULL) is
  * set when the failure came only from a poisoned column, whose diagnostics are withdrawn. */
 sl_expr *ld_expr(sl_loader *L, const ld_node *n, bool *poisoned);
-
-/* Declared operators (core/front/loader_operators.c). */
-void ld_parse_operators(sl_loader *L, const ld_node *operators);
-const sl_operator *ld_find_operator(const sl_loader *L, const char *name);
-/* The index of state field `name` of op, -1 when it has none. */
-int ld_operator_field(const sl_operator *op, const char *name);
-/* Reports each key of mapping m (`what`: "of", "the identity" …) that is not a state field
- * of op (UNKNOWN_KEY, with did-you-mean) and, with require_all, each field m lacks
- * (MISSING_KEY). */
-bool ld_check_fields(sl_loader *L, const sl_operator *op, const ld_node *m, const char *what,
-                     bool require_all);
 
 #endif
