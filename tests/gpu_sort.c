@@ -1,4 +1,4 @@
-/* gpu_sort.c — the GPU radix sort (kernels/sort.cu through core/cuda/sort.h) against a plain
+/* gpu_sort.c — the GPU radix sort (core/cuda/sort.cu through core/cuda/sort.h) against a plain
  * stable sort on the host: every key type, ascending and descending, bits ranges, several
  * keys (packed and in several passes), each with its own order, each strategy (keys only,
  * one 4-byte value, a permutation with gathers), sizes 0, 1, 31, 32, 33, tile edges ±1,

@@ -1,4 +1,4 @@
-/* offsets_check.h — checking an offsets input in device memory (kernels/offsets_check.cu). */
+/* offsets_check.h — checking an offsets input in device memory (core/cuda/offsets_check.cu). */
 #ifndef SL_CUDA_OFFSETS_CHECK_H
 #define SL_CUDA_OFFSETS_CHECK_H
 

@@ -1,5 +1,5 @@
 /* sort.h — the `sort` stage on the GPU: key columns mapped to unsigned images that order
- * the same way, CUB's DeviceRadixSort (compiled once by nvcc in kernels/sort.cu), and the
+ * the same way, CUB's DeviceRadixSort (compiled once by nvcc in core/cuda/sort.cu), and the
  * other columns moved with the keys.
  *
  * Key images are kernels/sl_sortkey.h's, the ones the CPU backend sorts by (unsigned: the

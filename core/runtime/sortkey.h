@@ -5,7 +5,7 @@
  * defined once, for the CPU and the GPU, in kernels/sl_sortkey.h; this file only applies it.
  *
  * Images of types up to 32 bits are held in uint32_t (the bits above the key's width are 0),
- * of 64-bit types in uint64_t. Also included by kernels/sort.cu (C++) for sl_sortkey_kind. */
+ * of 64-bit types in uint64_t. Also included by core/cuda/sort.cu (C++) for sl_sortkey_kind. */
 #ifndef SL_SORTKEY_H
 #define SL_SORTKEY_H
 
