@@ -150,7 +150,8 @@ def export_cases(args):
     idx = args.start
     count = args.cases if args.cases is not None else 100
     for idx in range(args.start, args.start + count):
-        case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
+        case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid,
+                                  args.reduce == 'on')
         name = 'case_%d_%d' % (args.seed, idx)
         write_case(case, data, os.path.join(d, name))
         a = ' '.join(driver_args(case))
@@ -377,6 +378,13 @@ def stage_reads(st):
             r.add(st['segments'][1])
     elif k == 'sort':
         r.update(st['keys'])
+    elif k == 'reduce':
+        for v in st['values']:
+            for key in ('of', 'a', 'b'):
+                if v.get(key) is not None:
+                    refs(v[key], r)
+        if st['segments'] is not None:
+            r.add(st['segments'][1])
     return r
 
 
@@ -397,6 +405,8 @@ def validate(case):
             continue
         seg = st.get('segments') or [None, None]
         offs = {seg[1]} if seg[0] == 'offsets' else set()
+        if k == 'reduce' and seg[0] == 'offsets' and (not offsets_ok or seg[1] not in inputs):
+            return False
         if not (stage_reads(st) - offs) <= set(live) | params:
             return False
         if k in ('filter', 'compact'):
@@ -417,6 +427,18 @@ def validate(case):
                 elif col not in live:
                     return False
             live += list(st['into'].values()) if isinstance(st['into'], dict) else [st['into']]
+        elif k == 'reduce':
+            if st['per'] == 'batch' and not batch_ok:
+                return False
+            if seg[0] in ('flag', 'key') and seg[1] not in live:
+                return False
+            live = ([seg[1]] if seg[0] == 'key' else []) + \
+                ([st['index']] if st['index'] is not None else [])
+            for v in st['values']:
+                live += list(v['into'].values()) if isinstance(v['into'], dict) else [v['into']]
+            offsets_ok = False
+            if st['per'] != 'batch' and seg[0] != 'offsets':
+                batch_ok = False       # its rows are emitted later or at flush: no push
         elif k == 'sort':
             if st['per'] == 'batch' and not batch_ok:
                 return False
@@ -434,6 +456,8 @@ def validate(case):
     for st in case['stages']:
         if st['kind'] in ('scan', 'segmented_scan'):
             used.add(st['op'])
+        elif st['kind'] == 'reduce':
+            used.update(v['op'] for v in st['values'])
     case['operators'] = {k: v for k, v in case['operators'].items() if k in used}
     return True
 
@@ -477,6 +501,16 @@ def expr_slots(case):
                                   lambda v, st=st, f=f: st['of'].__setitem__(f, v)))
             elif st.get('of') is not None:
                 slots.append((lambda st=st: st['of'], lambda v, st=st: st.__setitem__('of', v)))
+        elif st['kind'] == 'reduce':
+            for v in st['values']:
+                for key in ('of', 'a', 'b'):
+                    if isinstance(v.get(key), dict):
+                        for f in v[key]:
+                            slots.append((lambda d=v[key], f=f: d[f],
+                                          lambda x, d=v[key], f=f: d.__setitem__(f, x)))
+                    elif v.get(key) is not None:
+                        slots.append((lambda v=v, key=key: v[key],
+                                      lambda x, v=v, key=key: v.__setitem__(key, x)))
     return slots
 
 
@@ -566,6 +600,21 @@ def shrink(case, data, fails, budget):
                     if validate(c) and attempt(c, data):
                         case, progress = c, True
                         break
+        # a reduce's reductions, index and segments
+        for i, st in enumerate(case['stages']):
+            if st['kind'] != 'reduce':
+                continue
+            tries = [('values', st['values'][:j] + st['values'][j + 1:])
+                     for j in range(len(st['values'])) if len(st['values']) > 1]
+            tries += [('index', None)] if st['index'] is not None else []
+            tries += [('segments', None)] if st['segments'] is not None else []
+            tries += [('per', None)] if st['per'] is not None else []
+            for key, val in tries:
+                c = copy.deepcopy(case)
+                c['stages'][i][key] = copy.deepcopy(val)
+                if validate(c) and attempt(c, data):
+                    case, progress = c, True
+                    break
         # outputs: only what fails
         live_out = [n for n, _ in ref.run(copy.deepcopy(case), data)]
         for name in live_out:
@@ -634,7 +683,8 @@ def shrink(case, data, fails, budget):
 def replay_cmd(args, seed, idx):
     return '%s %s --driver %s --seed %d --case %d --backend %s%s%s' % (
         '/usr/bin/python3', os.path.relpath(os.path.abspath(__file__)), args.driver, seed, idx,
-        args.backend, ''.join(' --avoid ' + a for a in args.avoid),
+        args.backend, ''.join(' --avoid ' + a for a in args.avoid) +
+        (' --reduce on' if args.reduce == 'on' else ''),
         '' if args.max_rows is None else ' --max-rows %d' % args.max_rows)
 
 
@@ -712,6 +762,10 @@ def main():
     ap.add_argument('--avoid', action='append', default=[], choices=sorted(gen.AVOIDABLE),
                     help='steer clear of an open finding: ' + '; '.join(
                         '%s: %s' % kv for kv in sorted(gen.AVOIDABLE.items())))
+    ap.add_argument('--reduce', choices=['on', 'off'],
+                    default=os.environ.get('DIFFTEST_REDUCE', 'off'),
+                    help='generate `reduce` stages too (default off, or DIFFTEST_REDUCE): '
+                    'the same seed gives other cases with it on')
     ap.add_argument('--export', metavar='DIR', help='write --cases cases and a run.sh that '
                     'runs them with the driver alone (a GPU machine without numpy)')
     ap.add_argument('--judge-results', nargs=2, metavar=('DIR', 'RESULTS'),
@@ -749,7 +803,8 @@ def main():
                                                                        bad))
             return 1 if bad or not dirs else 0
         if args.case is not None:
-            case, data = gen.gen_case(args.seed, args.case, args.max_rows, args.avoid)
+            case, data = gen.gen_case(args.seed, args.case, args.max_rows, args.avoid,
+                                     args.reduce == 'on')
             if args.verbose:
                 print(gen.to_yaml(case), 'rows', case['rows'], 'cuts', case['cuts'])
             fl = check(case, data, backends, args.driver)
@@ -770,7 +825,8 @@ def main():
             if args.cases is None and args.seconds is None and ran >= 100:
                 break
             try:
-                case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid)
+                case, data = gen.gen_case(args.seed, idx, args.max_rows, args.avoid,
+                                  args.reduce == 'on')
             except Exception:     # a mistake of the tester itself
                 print('FAIL case %d/%d: the generator failed (a tester bug):\n%s\nreplay: %s' % (
                     args.seed, idx, traceback.format_exc(limit=4), replay_cmd(args, args.seed, idx)))

@@ -14,8 +14,10 @@
  * pushes a zero-row batch. An offsets input's file holds the offsets of the whole stream; each
  * batch gets the offsets that fall inside it, shifted to start at 0 and closed at its row count
  * (so a cut is also a segment boundary, as the API says an offsets input describes whole
- * segments of its own batch). Outputs are pulled after every push and after the flush, and
- * concatenated; OUTDIR/outputs.txt lists "NAME TYPE" per output in the pipeline's order.
+ * segments of its own batch); an empty segment goes to the batch that starts at or after it
+ * (at the stream's end, the last batch with rows) and a zero-row batch gets none. Outputs are
+ * pulled after every push and after the flush, and concatenated; OUTDIR/outputs.txt lists
+ * "NAME TYPE" per output in the pipeline's order.
  * --warmup first pushes the whole stream without pulling and calls sluice_session_reset, which
  * must leave nothing of it behind; --oneshot runs sluice_run on the whole input instead
  * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush. Every
@@ -328,12 +330,23 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nin; i++) {
             cols[i].name = infos[i].name;
             if (infos[i].role == SLUICE_ROLE_OFFSETS) {
+                /* The stream's segments cut at lo and hi. An empty segment (a repeated
+                 * offset) goes to the batch whose rows start at or after it, or to the last
+                 * batch with rows for those at the stream's end, so a reduce sees each one
+                 * once; the batch's leading 0 stands for one offset equal to lo, if any. */
                 const int64_t *o = data[i];
                 boffs = realloc(boffs, (size_t)(lens[i] + 2) * sizeof *boffs);
                 int64_t k = 0;
                 boffs[k++] = 0;
-                for (int64_t j = 0; j < lens[i]; j++)
-                    if (o[j] > lo && o[j] < hi) boffs[k++] = o[j] - lo;
+                int skip = lo > 0;
+                for (int64_t j = 1; hi > lo && j + 1 < lens[i]; j++) {
+                    if (o[j] < lo || o[j] > hi || (o[j] == hi && hi < rows)) continue;
+                    if (o[j] == lo && skip) {
+                        skip = 0;
+                        continue;
+                    }
+                    boffs[k++] = o[j] - lo;
+                }
                 if (hi > lo) boffs[k++] = hi - lo; /* a zero-row batch has no segments: [0] */
                 cols[i].type = SLUICE_I64;
                 cols[i].data = boffs;

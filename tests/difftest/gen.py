@@ -392,6 +392,27 @@ def q(text):
     return "'" + text.replace("'", "''") + "'"
 
 
+def op_parts(s):
+    """The keys of a scan, or of one reduction of a reduce's `values`, as flow-mapping items."""
+    parts = ['op: %s' % s['op']]
+    if s['op'] == 'linrec':
+        parts += ['a: %s' % q(expr_text(s['a'])), 'b: %s' % q(expr_text(s['b']))]
+    elif isinstance(s['of'], dict):
+        parts.append('of: {%s}' % ', '.join('%s: %s' % (f, q(expr_text(e)))
+                                             for f, e in s['of'].items()))
+    elif s['of'] is not None:
+        parts.append('of: %s' % q(expr_text(s['of'])))
+    if isinstance(s['into'], dict):
+        parts.append('into: {%s}' % ', '.join('%s: %s' % kv for kv in s['into'].items()))
+    else:
+        parts.append('into: %s' % s['into'])
+    if s['skind'] is not None:
+        parts.append('kind: %s' % s['skind'])
+    if s['acc'] is not None:
+        parts.append('acc: %s' % s['acc'])
+    return parts
+
+
 def to_yaml(case):
     L = ['sluice: 1', 'name: %s' % case['name']]
     if case.get('determinism'):
@@ -426,28 +447,26 @@ def to_yaml(case):
             extra = ', columns: [%s]' % ', '.join(s['columns']) if s['columns'] is not None else ''
             L.append('  - compact: {by: %s%s}' % (s['by'], extra))
         elif k in ('scan', 'segmented_scan'):
-            parts = ['op: %s' % s['op']]
-            if s['op'] == 'linrec':
-                parts += ['a: %s' % q(expr_text(s['a'])), 'b: %s' % q(expr_text(s['b']))]
-            elif isinstance(s['of'], dict):
-                parts.append('of: {%s}' % ', '.join('%s: %s' % (f, q(expr_text(e)))
-                                                     for f, e in s['of'].items()))
-            elif s['of'] is not None:
-                parts.append('of: %s' % q(expr_text(s['of'])))
-            if isinstance(s['into'], dict):
-                parts.append('into: {%s}' % ', '.join('%s: %s' % kv for kv in s['into'].items()))
-            else:
-                parts.append('into: %s' % s['into'])
-            if s['skind'] is not None:
-                parts.append('kind: %s' % s['skind'])
-            if s['acc'] is not None:
-                parts.append('acc: %s' % s['acc'])
+            parts = op_parts(s)
             if s['reset'] is not None:
                 parts.append('reset: %s' % s['reset'])
             if k == 'segmented_scan':
                 how, col = s['segments']
                 parts.append('segments: %s' % ('{key: %s}' % col if how == 'key' else col))
             L.append('  - %s: {%s}' % (k, ', '.join(parts)))
+        elif k == 'reduce':
+            L.append('  - reduce:')
+            seg = s['segments']
+            if seg is not None:
+                L.append('      segments: %s' % ('{key: %s}' % seg[1] if seg[0] == 'key'
+                                                else seg[1]))
+            if s['index'] is not None:
+                L.append('      index: %s' % s['index'])
+            L.append('      values:')
+            for v in s['values']:
+                L.append('        - {%s}' % ', '.join(op_parts(v)))
+            if s['per'] is not None:
+                L.append('      per: %s' % s['per'])
         elif k == 'sort':
             parts = ['key: %s' % s['keys'][0]] if s['single'] else \
                 ['keys: [%s]' % ', '.join(s['keys'])]
@@ -483,6 +502,7 @@ class PipeGen:
         self.avoid = ()       # names of open findings the generator steers clear of
         self.params = {}      # name -> type
         self.params_change = False
+        self.reduce = False   # generate `reduce` stages (off: the cases of a library without)
 
     def fresh(self):
         self.n += 1
@@ -503,6 +523,8 @@ class PipeGen:
 
     def stage(self):
         r = self.rng
+        if self.reduce and r.random() < 0.12:
+            return self.g_reduce()
         k = r.choice(['map', 'map', 'flag', 'filter', 'compact', 'compact', 'scan', 'scan',
                       'scan', 'segmented_scan', 'segmented_scan', 'sort'])
         return getattr(self, 'g_' + k)()
@@ -576,6 +598,16 @@ class PipeGen:
             st['reset'] = r.choice(['batch', 'never'])
         elif r.random() < 0.1:
             st['reset'] = 'never'
+        for name, info in self.operation(st, g, op):
+            self.define(name, **info)
+        return st
+
+    def operation(self, st, g, op):
+        """Fills in a scan's (or a reduction's) op, of / a / b, acc and into, reading the
+        columns g offers; returns the columns it defines, (name, define()'s keywords) each,
+        for the caller to define (a reduce defines them only after all its values)."""
+        r = self.rng
+        defs = []
         if op == 'declared':
             tmpl = r.choice(list(TEMPLATES))
             t = r.choice(AFFINE_TYPES)
@@ -594,10 +626,9 @@ class PipeGen:
                 if f in keep:
                     name = self.fresh()
                     st['into'][f] = name
-                    exact = not is_float(ft)
-                    self.define(name, ft, exact=exact)
+                    defs.append((name, {'t': ft, 'exact': not is_float(ft)}))
             st['acct'] = None
-            return st
+            return defs
         if op == 'count':
             st['acc'] = r.choice([None, None, 'i64', 'u64'])
             acct = st['acc'] or 'i64'
@@ -629,8 +660,7 @@ class PipeGen:
         nanbits = (op in ('min', 'max') and st['of'][0] == 'col' and
                    st['of'][2] in self.info and self.info[st['of'][2]]['nanbits'] and
                    acct == st['of'][1])
-        self.define(name, acct, exact=not inexact, nanbits=nanbits)
-        return st
+        return [(name, {'t': acct, 'exact': not inexact, 'nanbits': nanbits})]
 
     def _of_expr(self, g, tmpl, f, ft):
         if tmpl == 'affine' and f == 'a':
@@ -674,6 +704,58 @@ class PipeGen:
                 return None
             seg = ['key', r.choice(keys)]
         return self.g_scan(seg)
+
+    def g_reduce(self):
+        """A `reduce` (the contract of issue 10 item 6): segments absent, from an offsets input,
+        a head-flag column or `{key:}`; an optional index; 1 to 4 reductions of every operator,
+        all reading the columns live before the stage; `per` batch or stream. Afterwards only
+        the key, the index and the reductions are live."""
+        r = self.rng
+        how = r.choice([None, None, 'offsets', 'offsets', 'flag', 'key', 'key', 'key'])
+        seg = None
+        if self.offsets and self.rows_original and r.random() < 0.5:
+            how = 'offsets'             # (offsets inputs are rarer than the other kinds)
+        if how == 'offsets' and self.offsets and self.rows_original:
+            seg = ['offsets', self.offsets]
+        elif how == 'flag' or (how == 'offsets' and r.random() < 0.5):
+            flags = [c for c in self.live if self.info[c]['t'] == 'bool']
+            if flags:
+                seg = ['flag', r.choice(flags)]
+        elif how is not None:
+            keys = [c for c in self.live if self.info[c]['exact'] and
+                    (not is_float(self.info[c]['t']) or self.info[c]['nanbits'])]
+            if keys:
+                seg = ['key', r.choice(keys)]
+        st = {'kind': 'reduce', 'segments': seg, 'index': None, 'values': [], 'per': None}
+        if r.random() < 0.4:
+            st['index'] = self.fresh()
+        cols = self.usable()
+        ops = ['sum', 'prod', 'min', 'max', 'and', 'or', 'xor', 'count', 'linrec', 'declared']
+        defs = []
+        for _ in range(r.choice([1, 1, 2, 2, 3, 4])):
+            op = r.choice(ops)
+            v = {'op': op, 'of': None, 'acc': None, 'skind': None}
+            defs += self.operation(v, ExprGen(r, cols), op)
+            st['values'].append(v)
+        if self.batch_valid and r.random() < 0.4:
+            st['per'] = 'batch'
+        elif r.random() < 0.2:
+            st['per'] = 'stream'
+        key = seg[1] if seg and seg[0] == 'key' else None
+        self.live = [key] if key else []
+        if key:
+            # a bool key comes out as 0/1 (the contract), whatever bytes it held
+            self.info[key] = dict(self.info[key], rawbool=False)
+        if st['index']:
+            self.define(st['index'], 'i64')
+        for name, info in defs:
+            self.define(name, **info)
+        # Rows of a stream-wide reduce (one row at flush, or a run emitted when the next one
+        # starts) belong to no push: a batch means nothing afterwards, as after a stream sort.
+        if st['per'] != 'batch' and (seg is None or seg[0] != 'offsets'):
+            self.batch_valid = False
+        self.rows_original = False
+        return st
 
     def g_sort(self):
         r = self.rng
@@ -721,9 +803,10 @@ AVOIDABLE = {
 }
 
 
-def gen_case(seed, idx, max_rows=None, avoid=()):
+def gen_case(seed, idx, max_rows=None, avoid=(), reduce=False):
     """The case (pipeline, data, cuts, session settings) of (seed, idx), always the same
-    (for the same `avoid`, which changes only the constructs it names)."""
+    (for the same `avoid`, which changes only the constructs it names, and the same
+    `reduce`: with it off, the cases are those of a generator that knows no `reduce`)."""
     rng = random.Random('%d:%d' % (seed, idx))
     x = rng.random()
     if x < 0.45:
@@ -736,6 +819,7 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
         n = min(n, max_rows)
     pg = PipeGen(rng)
     pg.avoid = tuple(avoid)
+    pg.reduce = reduce
     inputs = []
     data = {}
     for i in range(rng.randint(1, 4)):
@@ -771,6 +855,8 @@ def gen_case(seed, idx, max_rows=None, avoid=()):
         st = pg.stage()
         if st is not None:
             pg.stages.append(st)
+    if reduce and rng.random() < 0.15:     # a reduce that ends the pipeline, besides those
+        pg.stages.append(pg.g_reduce())    # stage() places anywhere
     output = None
     visible = [c for c in pg.live]
     if rng.random() < 0.3 and visible:

@@ -611,6 +611,8 @@ def run(case, data):
     env = {}
     order = []
     offs_heads = {}
+    offs_segs = {}      # offsets input -> its segments as the driver pushes them (reduce)
+    nbatches = len(cuts) + 1
     # params: the value in effect for each push (the default, then every change made before it)
     pvals = {}
     for name, t, text in case.get('params') or []:
@@ -636,6 +638,7 @@ def run(case, data):
             if n:
                 h[0] = True
             offs_heads[name] = h
+            offs_segs[name] = batch_segments(o, cuts, n, case.get('mode') == 'oneshot')
             continue
         env[name] = Col(t, data[name], nanbits=True)
         order.append(name)
@@ -663,7 +666,7 @@ def run(case, data):
             idx = np.nonzero(keep)[0]
             env = {c: env[c].take(idx) for c in live}
             batch = batch[idx]
-            offs_heads = {}
+            offs_heads, offs_segs = {}, {}
             n = len(idx)
         elif k in ('scan', 'segmented_scan'):
             heads = np.zeros(n, dtype=bool)
@@ -705,11 +708,144 @@ def run(case, data):
                 live = [c for c in live if c in st['keys'] or c in st['values']]
             env = {c: env[c].take(idx) for c in live}
             batch = batch[idx]
-            offs_heads = {}
+            offs_heads, offs_segs = {}, {}
+        elif k == 'reduce':
+            segs = reduce_segments(st, env, n, batch, nbatches, offs_segs)
+            new, batch = do_reduce(case, st, scope(env, n, batch), n, segs, nbatches)
+            live = [name for name, _ in new]
+            env = dict(new)
+            order += [name for name, _ in new if name not in order]
+            n = len(segs)
+            offs_heads, offs_segs = {}, {}
         else:
             raise RefError(k)
     outs = case['output'] if case['output'] is not None else [c for c in order if c in live]
     return [(c, env[c]) for c in outs]
+
+
+# ---------------------------------------------------------------- reduce (issue 10 item 6)
+
+def batch_segments(o, cuts, n, oneshot):
+    """The segments of an offsets input as the driver pushes them: (batch, start, end) each,
+    in stream order, rows counted in the stream. Each push [lo, hi) gets the stream's segments
+    cut at lo and hi; an empty segment (a repeated offset) goes to the push whose rows start at
+    or after it (the last one with rows for those at the stream's end); a zero-row push gets
+    no segment. sluice_run (oneshot) gets the offsets whole."""
+    o = [int(x) for x in o]
+    if oneshot:
+        return [(0, o[j], o[j + 1]) for j in range(len(o) - 1)]
+    bounds = [0] + list(cuts) + [n]
+    out = []
+    for b in range(len(bounds) - 1):
+        lo, hi = bounds[b], bounds[b + 1]
+        if hi <= lo:
+            continue
+        pts, skip = [lo], lo > 0     # the push's first offset stands for one at lo, if any
+        for x in o[1:-1]:
+            if x < lo or x > hi or (x == hi and hi < n):
+                continue
+            if x == lo and skip:
+                skip = False
+                continue
+            pts.append(x)
+        pts.append(hi)
+        out += [(b, pts[j], pts[j + 1]) for j in range(len(pts) - 1)]
+    return out
+
+
+def reduce_segments(st, env, n, batch, nbatches, offs_segs):
+    """A reduce's segments over the n rows reaching it: (batch, start, end) each, in stream
+    order; `batch` is the push each output row belongs to (for the stream-wide kinds, whose
+    rows are emitted later or at flush, the last row's push: later stages never use it)."""
+    seg, per_batch = st['segments'], st['per'] == 'batch'
+    last = nbatches - 1
+    if seg is None:
+        if not per_batch:
+            return [(int(batch[-1]) if n else last, 0, n)]
+        # one per pushed batch, empty ones too; rows of a batch are contiguous (no stream
+        # sort before a per-batch stage)
+        return [(b, int(np.searchsorted(batch, b, 'left')),
+                 int(np.searchsorted(batch, b, 'right'))) for b in range(nbatches)]
+    how, col = seg
+    if how == 'offsets':
+        return offs_segs[col]
+    heads = np.zeros(n, dtype=bool)
+    if n:
+        heads[0] = True
+    if how == 'flag':
+        heads |= env[col].data != 0
+    else:
+        kc = env[col]
+        u = _uview(kc.data) if kc.t != 'bool' else (kc.data != 0).astype(np.uint8)
+        heads[1:] |= u[1:] != u[:-1]
+    if per_batch:
+        heads[1:] |= batch[1:] != batch[:-1]
+    starts = np.nonzero(heads)[0].tolist()
+    ends = starts[1:] + [n]
+    return [(int(batch[e - 1]), s, e) for s, e in zip(starts, ends)]
+
+
+def _reduction_identity(case, v, t, field=None):
+    """The value of a reduction over an empty segment: its operator's identity (SCHEMA.md's
+    table; a declared operator's own), as a one-element array of NP[t]."""
+    op = v['op']
+    if op in case['operators']:
+        return lit_value(case['operators'][op]['identity'][field], t, 1)
+    if op in ('count', 'linrec'):
+        return np.zeros(1, NP[t])
+    if is_float(t):
+        x = {'sum': 0.0, 'prod': 1.0, 'min': math.inf, 'max': -math.inf}[op]
+        return np.array([x], dtype=NP[t])
+    return np.array([_identity(op, t)], dtype=object).astype(NP[t])
+
+
+def do_reduce(case, st, env, n, segs, nbatches):
+    """The rows of a reduce over the n rows in env: one per segment, the value of each
+    reduction that of an inclusive scan over the segment at its last row (the identity for an
+    empty segment). Returns ([(name, Col)] in the live order: key, index, values; the push of
+    each row)."""
+    heads = np.zeros(n, dtype=bool)
+    last = []
+    for _, a, b in segs:
+        if b > a:
+            heads[a] = True
+        last.append(b - 1 if b > a else -1)
+    last = np.array(last, dtype=np.int64)
+    empty = last < 0
+    pick = np.maximum(last, 0)
+    out = []
+    seg = st['segments']
+    if seg is not None and seg[0] == 'key':
+        kc = env[seg[1]]
+        first = np.array([a for _, a, _ in segs], dtype=np.int64)
+        k = kc.take(first)
+        if kc.t == 'bool':
+            k = Col('bool', (k.data != 0).astype(np.uint8))   # a bool key comes out as 0/1
+        out.append((seg[1], k))
+    if st['index'] is not None:
+        out.append((st['index'], Col('i64', np.arange(len(segs), dtype=np.int64))))
+    for v in st['values']:
+        sc = dict(v, kind='scan', skind=None, reset=None)
+        cols = do_scan(case, sc, env, n, heads.tolist())
+        fields = {}
+        if isinstance(v['into'], dict):
+            fields = {name: f for f, name in v['into'].items()}
+        for name, c in cols:
+            if n:
+                r = c.take(pick)
+            else:                   # no rows at all: every segment is empty
+                r = Col(c.t, np.zeros(len(segs), NP[c.t]), c.kind, c.nanbits,
+                        None if c.v is None else np.zeros(len(segs)),
+                        None if c.b is None else np.zeros(len(segs)), c.ulps, c.quiets)
+            if empty.any():
+                ident = _reduction_identity(case, v, c.t, fields.get(name))
+                r.data = np.where(empty, ident[0], r.data).astype(NP[c.t])
+                if r.v is not None:
+                    r.v = np.where(empty, float(ident[0]), r.v)
+                    r.b = np.where(empty, 0.0, r.b)
+            out.append((name, r))
+    batch = np.array([b for b, _, _ in segs], dtype=np.int64)
+    return out, batch
 
 
 def do_scan(case, st, env, n, heads):
