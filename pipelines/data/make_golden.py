@@ -165,9 +165,47 @@ def drawdown(rng):
     save("drawdown", {"price": price}, {"price": price, "peak": peak, "drawdown": fall})
 
 
+def user_totals(rng):
+    # Accounts in increasing order (the stream is grouped by account), 1 to 40 trades each.
+    accounts = np.sort(rng.choice(np.arange(1, 1_000_000), size=150, replace=False))
+    counts = rng.integers(1, 41, size=len(accounts))
+    counts[[0, 1, 149]] = 1  # one-trade accounts, also first and last
+    account = np.repeat(accounts, counts).astype(np.uint32)
+    n = len(account)
+    price = np.round(50.0 + 100.0 * rng.random(n), 2)
+    qty = rng.integers(-500, 501, size=n).astype(np.int64)
+    qty[rng.choice(n, 40, replace=False)] = 0
+    bad = rng.choice(n, 30, replace=False)
+    price[bad[:10]] = -price[bad[:10]]
+    price[bad[10:15]] = 0.0
+    price[bad[15:22]] = np.nan
+    price[bad[22:]] = np.inf
+    # Whole accounts of bad trades have no row: one in the middle, and the last one.
+    for a in (accounts[70], accounts[-1]):
+        qty[account == a] = 0
+
+    keep = (qty != 0) & (price > 0) & ~np.isinf(price)  # NaN > 0 is false: dropped too
+    acc, p, q = account[keep], price[keep], qty[keep]
+    starts = np.flatnonzero(np.r_[True, acc[1:] != acc[:-1]])  # runs of equal accounts
+    ends = np.r_[starts[1:], len(acc)]
+    trades = (ends - starts).astype(np.int64)
+    position = np.array([q[a:b].sum() for a, b in zip(starts, ends)], dtype=np.int64)
+    volume = np.array([np.abs(q[a:b]).sum() for a, b in zip(starts, ends)], dtype=np.int64)
+    turnover = np.array([np.sum(p[a:b] * np.abs(q[a:b]).astype(np.float64))
+                         for a, b in zip(starts, ends)])
+    golden = {
+        "account": acc[starts], "rank": np.arange(len(starts), dtype=np.int64),
+        "trades": trades, "position": position, "volume": volume,
+        "vwap": turnover / volume.astype(np.float64),
+        "low": np.array([p[a:b].min() for a, b in zip(starts, ends)]),
+        "high": np.array([p[a:b].max() for a, b in zip(starts, ends)]),
+    }
+    save("user-totals", {"account": account, "price": price, "qty": qty}, golden)
+
+
 def main():
     makers = [cull_visible, output_offsets, ragged_cumsum, linrec, sort_by_depth, trades_vwap,
-              drawdown]
+              drawdown, user_totals]
     for i, make in enumerate(makers):
         make(np.random.default_rng(1000 + i))
         print("wrote", make.__name__)
