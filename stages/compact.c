@@ -109,5 +109,5 @@ static void compact_free(sluice_context *ctx, sl_stage *s) {
 
 const sl_stage_kind_desc sl_stage_kind_compact = {
     "compact", SL_SHAPE_COMPACT, compact_need_before, compact_carry_levels,
-    compact_offsets_column, compact_batch_bound, compact_explain, compact_free,
+    compact_offsets_column, compact_batch_bound, compact_explain, compact_free, NULL,
 };

@@ -1,7 +1,8 @@
 /* kind.h — a stage kind as one unit: what generic code (the planner, explain, freeing the IR)
  * asks of a stage is answered by its kind's descriptor, whose pieces sit in the kind's own
- * file under stages/ (map.c, compact.c, scan.c, sort.c) and whose table is stages/kinds.c.
- * The loader's side of a kind (its YAML names, keys and parsers) is stages/registry.h. */
+ * file under stages/ (map.c, compact.c, scan.c, sort.c, reduce.c) and whose table is
+ * stages/kinds.c. The loader's side of a kind (its YAML names, keys and parsers) is
+ * stages/registry.h. */
 #ifndef SL_STAGE_KIND_H
 #define SL_STAGE_KIND_H
 
@@ -12,8 +13,11 @@ typedef enum sl_stage_shape {
     SL_SHAPE_ELEMENTWISE, /* each row in gives that row out, with new columns (map) */
     SL_SHAPE_COMPACT,     /* each row in gives that row or nothing (compact) */
     SL_SHAPE_SCAN,        /* each row out depends on every row before it: carried state */
-    SL_SHAPE_BARRIER      /* needs every row (of a batch or the stream) before any leaves:
+    SL_SHAPE_BARRIER,     /* needs every row (of a batch or the stream) before any leaves:
                              a fused group ends before it, and it is a group of its own */
+    SL_SHAPE_REDUCE       /* one row per segment: the rows change, so it ends its fused
+                             group (fused with the stages before it; those after it are a
+                             new group); its rows out are bounded by rows_out */
 } sl_stage_shape;
 
 /* The planner's forward walk over a fused group for carry levels (core/plan/plan.h: a value's
@@ -54,6 +58,12 @@ typedef struct sl_stage_kind_desc {
     void (*explain)(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s);
     /* Frees what the stage owns (not live_after); the stage may be partly built. */
     void (*free)(sluice_context *ctx, sl_stage *s);
+    /* NULL for a stage that gives at most one row per row in and holds none back. Otherwise
+     * the most rows the stage gives for a piece of `rows` rows (and `nsegments` segments of
+     * the offsets input, -1 when none), or, with end_of_stream, at flush from the rows it
+     * holds back (a reduce's open segment); > 0 there makes the executor run the group at
+     * flush (sl_group.emits_at_flush). */
+    int64_t (*rows_out)(const sl_stage *s, int64_t rows, int64_t nsegments, bool end_of_stream);
 } sl_stage_kind_desc;
 
 /* The descriptor of a stage's kind; never NULL for a stage of the IR. */
@@ -61,6 +71,6 @@ const sl_stage_kind_desc *sl_stage_kind_desc_of(const sl_stage *s);
 
 /* Each kind's descriptor, defined in its stage file. */
 extern const sl_stage_kind_desc sl_stage_kind_map, sl_stage_kind_compact, sl_stage_kind_scan,
-    sl_stage_kind_sort;
+    sl_stage_kind_sort, sl_stage_kind_reduce;
 
 #endif

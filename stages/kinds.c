@@ -7,6 +7,7 @@ static const sl_stage_kind_desc *const kinds[] = {
     [SL_STAGE_COMPACT] = &sl_stage_kind_compact,
     [SL_STAGE_SCAN] = &sl_stage_kind_scan,
     [SL_STAGE_SORT] = &sl_stage_kind_sort,
+    [SL_STAGE_REDUCE] = &sl_stage_kind_reduce,
 };
 
 typedef struct level_visit {

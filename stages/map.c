@@ -112,5 +112,5 @@ static void map_free(sluice_context *ctx, sl_stage *s) {
 
 const sl_stage_kind_desc sl_stage_kind_map = {
     "map", SL_SHAPE_ELEMENTWISE, map_need_before, map_carry_levels, no_offsets, map_batch_bound,
-    map_explain, map_free,
+    map_explain, map_free, NULL,
 };

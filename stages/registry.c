@@ -8,6 +8,7 @@ static const char *const scan_keys[] = {"of", "op", "kind", "into", "acc", "rese
 static const char *const segmented_scan_keys[] = {"of",  "op",    "kind", "into", "acc",
                                                   "reset", "a", "b",   "segments"};
 static const char *const sort_keys[] = {"key", "keys", "order", "bits", "values", "per"};
+static const char *const reduce_keys[] = {"segments", "index", "values", "per"};
 
 static const sl_stage_desc stages[] = {
     {"map", NULL, 0, sl_stage_parse_map},
@@ -18,10 +19,11 @@ static const sl_stage_desc stages[] = {
     {"segmented_scan", segmented_scan_keys, SL_ARRAY_LEN(segmented_scan_keys),
      sl_stage_parse_segmented_scan},
     {"sort", sort_keys, SL_ARRAY_LEN(sort_keys), sl_stage_parse_sort},
+    {"reduce", reduce_keys, SL_ARRAY_LEN(reduce_keys), sl_stage_parse_reduce},
 };
 
 static const char *const stage_names[] = {"map",  "flag",           "compact", "filter",
-                                          "scan", "segmented_scan", "sort"};
+                                          "scan", "segmented_scan", "sort",    "reduce"};
 
 const sl_stage_desc *sl_stage_find(const char *name) {
     for (size_t i = 0; i < SL_ARRAY_LEN(stages); i++)

@@ -1,8 +1,9 @@
-/* scan.c — the `scan` stage (and the body of `segmented_scan`): a prefix scan of a row
- * expression under a builtin operator (sum prod min max and or xor count), the linear
- * recurrence linrec (a, b), or an operator declared in the file. Types each state field's
- * accumulator by the rules of pipelines/SCHEMA.md (core/ir/monoid.c), checks `acc` overrides, casts `of`
- * to the accumulator, and defines the `into` column(s) with the accumulator's type. */
+/* scan.c — the `scan` stage (and the body of `segmented_scan` and of each `reduce` value):
+ * a prefix scan of a row expression under a builtin operator (sum prod min max and or xor
+ * count), the linear recurrence linrec (a, b), or an operator declared in the file. Types
+ * each state field's accumulator by the rules of pipelines/SCHEMA.md (core/ir/monoid.c),
+ * checks `acc` overrides, casts `of` to the accumulator, and defines the `into` column(s)
+ * with the accumulator's type. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,9 +17,12 @@ typedef struct scan_parse {
     sl_srcloc loc;
     int si;       /* stage index */
     bool ok;      /* typing succeeded: into columns are real, not poisoned */
+    sl_scan *target; /* where the scan goes: a reduce's value; NULL: stage si's own scan */
 } scan_parse;
 
-static sl_scan *scan_of(scan_parse *s) { return &s->L->p->stages[s->si].scan; }
+static sl_scan *scan_of(scan_parse *s) {
+    return s->target ? s->target : &s->L->p->stages[s->si].scan;
+}
 
 /* Resolves `op`: builtin, declared, or UNKNOWN_OPERATOR with did-you-mean over both. */
 static bool resolve_op(scan_parse *s, const ld_node *n, sl_scan_op *op,
@@ -302,13 +306,36 @@ static bool parse_segments(scan_parse *s, const ld_node *seg) {
     return true;
 }
 
+/* op, of (or a and b), acc and into: what a scan and a reduction share. `where` names the
+ * body in messages about a missing key ("a scan"). */
+static void parse_value(scan_parse *s, const char *where) {
+    sl_loader *L = s->L;
+    const ld_node *op_node = ld_require(L, s->body, s->loc, "op", where);
+    const ld_node *into = ld_require(L, s->body, s->loc, "into", where);
+    sl_scan_op op = SL_SCAN_SUM;
+    const sl_operator *custom = NULL;
+    if (!op_node || !resolve_op(s, op_node, &op, &custom)) {
+        s->ok = false;
+    } else {
+        scan_of(s)->op = op;
+        if (op == SL_SCAN_CUSTOM)
+            parse_custom(s, custom);
+        else if (op == SL_SCAN_LINREC)
+            parse_linrec(s);
+        else
+            parse_builtin(s, op, sl_scan_op_name(scan_of(s)));
+    }
+    if (L->stop) return;
+    if (into) define_into(s, into);
+}
+
 void sl_stage_parse_any_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc,
                              bool segmented) {
     static const char *const kinds[] = {"inclusive", "exclusive"};
     static const char *const resets[] = {"never", "batch"};
     const char *kind_name = segmented ? "segmented_scan" : "scan";
     if (!ld_add_stage(L, SL_STAGE_SCAN, kind_name, kind_loc)) return;
-    scan_parse s = {L, body, kind_loc, L->p->nstages - 1, true};
+    scan_parse s = {L, body, kind_loc, L->p->nstages - 1, true, NULL};
     for (int f = 0; f < SL_MAX_FIELDS; f++) scan_of(&s)->into[f] = -1;
     scan_of(&s)->segment_column = -1;
 
@@ -323,26 +350,19 @@ void sl_stage_parse_any_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_l
         const ld_node *seg = ld_require(L, body, kind_loc, "segments", "a segmented_scan");
         if (seg) parse_segments(&s, seg);
     }
+    parse_value(&s, "a scan");
+}
 
-    const ld_node *op_node = ld_require(L, body, kind_loc, "op", "a scan");
-    const ld_node *into = ld_require(L, body, kind_loc, "into", "a scan");
-    sl_scan_op op = SL_SCAN_SUM;
-    const sl_operator *custom = NULL;
-    if (!op_node || !resolve_op(&s, op_node, &op, &custom)) {
-        s.ok = false;
-    } else {
-        scan_of(&s)->op = op;
-        if (op == SL_SCAN_CUSTOM)
-            parse_custom(&s, custom);
-        else if (op == SL_SCAN_LINREC)
-            parse_linrec(&s);
-        else
-            parse_builtin(&s, op, sl_scan_op_name(scan_of(&s)));
-    }
-    if (L->stop) return;
-    if (into) {
-        define_into(&s, into);
-    }
+bool sl_stage_parse_scan_value(sl_loader *L, const ld_node *body, sl_srcloc loc,
+                               sl_scan *scan) {
+    scan_parse s = {L, body, loc, L->p->nstages - 1, true, scan};
+    parse_value(&s, "a reduction");
+    return s.ok;
+}
+
+bool sl_stage_parse_segments(sl_loader *L, const ld_node *seg, sl_scan *scan) {
+    scan_parse s = {L, NULL, seg->loc, L->p->nstages - 1, true, scan};
+    return parse_segments(&s, seg);
 }
 
 void sl_stage_parse_scan(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) {
@@ -418,5 +438,5 @@ static void scan_free(sluice_context *ctx, sl_stage *s) {
 
 const sl_stage_kind_desc sl_stage_kind_scan = {
     "scan", SL_SHAPE_SCAN, scan_need_before, scan_carry_levels, scan_offsets_column,
-    scan_batch_bound, scan_explain, scan_free,
+    scan_batch_bound, scan_explain, scan_free, NULL,
 };

@@ -222,5 +222,5 @@ static void sort_free(sluice_context *ctx, sl_stage *s) {
 
 const sl_stage_kind_desc sl_stage_kind_sort = {
     "sort", SL_SHAPE_BARRIER, sort_need_before, sort_carry_levels, sort_offsets_column,
-    sort_batch_bound, sort_explain, sort_free,
+    sort_batch_bound, sort_explain, sort_free, NULL,
 };

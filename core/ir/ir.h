@@ -76,7 +76,8 @@ typedef enum sl_stage_kind {
     SL_STAGE_MAP,     /* also flag: outputs are bool */
     SL_STAGE_COMPACT, /* filter is lowered to a MAP of one hidden bool column + COMPACT */
     SL_STAGE_SCAN,    /* scan and segmented_scan */
-    SL_STAGE_SORT
+    SL_STAGE_SORT,
+    SL_STAGE_REDUCE   /* one row per segment (stages/reduce.c: what backends read) */
 } sl_stage_kind;
 
 typedef struct sl_map {
@@ -100,6 +101,21 @@ typedef struct sl_sort {
     bool per_batch;             /* per: batch */
 } sl_sort;
 
+/* A reduce: one row per segment. The note at the top of stages/reduce.c says what each
+ * field means to a backend. */
+typedef struct sl_reduce {
+    int nvalues;
+    sl_scan *values;            /* owned, nvalues: each reduction as the inclusive scan whose
+                                   state at a segment's last row it keeps (the reduce's
+                                   segments copied in; reset_per_batch = per_batch) */
+    sl_segments_kind segments;  /* NONE: the whole stream (or batch) is one segment */
+    int segment_column;         /* OFFSETS / HEADFLAG / KEY: the column; -1 for NONE */
+    int key_column;             /* KEY: the key column, live after the stage with each
+                                   segment's key (same column id); -1 otherwise */
+    int index_column;           /* `index`: i64 segment index over the stream; -1 if none */
+    bool per_batch;             /* per: batch — segments also end at each batch's end */
+} sl_reduce;
+
 typedef struct sl_stage {
     sl_stage_kind kind;
     const char *kind_name;   /* as written: "map", "flag", "filter", "scan", … (static) */
@@ -109,6 +125,7 @@ typedef struct sl_stage {
         sl_compact compact;
         sl_scan scan;
         sl_sort sort;
+        sl_reduce reduce;
     };
     /* live_after[c] is true when column c exists after this stage (inputs of role OFFSETS
      * are never live: they describe the batch, not rows). Length: pipeline ncolumns. */

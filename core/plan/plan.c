@@ -1,7 +1,8 @@
-/* plan.c — the physical plan (see plan.h): cuts the stage list at each sort, then works out
- * per group the columns it reads, writes and passes through, the liveness after every stage
- * (one backwards pass), each column's carry level (one forwards pass per group), where the
- * rows reaching a group may be cut, and the capability check backends call at open. */
+/* plan.c — the physical plan (see plan.h): cuts the stage list at each sort and after each
+ * reduce, then works out per group the columns it reads, writes and passes through, the
+ * liveness after every stage (one backwards pass), each column's carry level (one forwards
+ * pass per group), where the rows reaching a group may be cut, the rows a group gives, and
+ * the capability check backends call at open. */
 #include <string.h>
 
 #include "common/context.h"
@@ -66,6 +67,7 @@ static void fused_levels(const sluice_pipeline *p, sl_plan *plan, sl_group *g, b
         const sl_stage *st = &p->stages[s];
         const sl_stage_kind_desc *kind = sl_stage_kind_desc_of(st);
         if (kind->shape == SL_SHAPE_BARRIER) continue; /* never inside a fused group */
+        if (kind->shape == SL_SHAPE_REDUCE) g->reduces = true;
         w.def_live = plan->map_entry_live[s];
         int phase = 0;
         plan->reads_level[s] = kind->carry_levels(st, &w, &phase);
@@ -122,9 +124,9 @@ static sluice_status group_columns(sluice_context *ctx, const sluice_pipeline *p
     fused_levels(p, plan, g, read, made, level);
     for (int c = 0; c < p->ncolumns; c++) {
         if (p->columns[c].role == SLUICE_ROLE_OFFSETS || !need[c] || !live_end[c]) continue;
-        if (made[c] || g->compacts) {
+        if (made[c] || g->compacts || g->reduces) {
             g->out[g->nout++] = c;
-            read[c] = true; /* a compaction gathers it */
+            read[c] = true; /* a compaction gathers it, a reduce takes a segment's key */
         } else {
             g->pass[g->npass++] = c;
         }
@@ -155,6 +157,23 @@ static void cuts(const sluice_pipeline *p, sl_plan *plan) {
 /* A fused group ends before a barrier stage (today only a sort), which is a group of its own. */
 static bool is_barrier(const sl_stage *s) {
     return sl_stage_kind_desc_of(s)->shape == SL_SHAPE_BARRIER;
+}
+
+/* A fused group ends after a stage that changes the row space (a reduce). */
+static bool ends_group(const sl_stage *s) {
+    return sl_stage_kind_desc_of(s)->shape == SL_SHAPE_REDUCE;
+}
+
+int64_t sl_plan_rows_out(const sluice_pipeline *p, const sl_plan *plan, int gi, int64_t rows,
+                         int64_t nsegments, bool end_of_stream) {
+    const sl_group *g = &plan->groups[gi];
+    int64_t n = end_of_stream ? 0 : rows;
+    for (int s = g->first; s < g->last; s++) {
+        const sl_stage *st = &p->stages[s];
+        const sl_stage_kind_desc *kind = sl_stage_kind_desc_of(st);
+        if (kind->rows_out) n = kind->rows_out(st, n, nsegments, end_of_stream);
+    }
+    return n;
 }
 
 sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluice_backend backend,
@@ -194,7 +213,8 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
         } else {
             g->kind = SL_GROUP_FUSED;
             g->first = s;
-            while (s < p->nstages && !is_barrier(&p->stages[s])) s++;
+            while (s < p->nstages && !is_barrier(&p->stages[s]))
+                if (ends_group(&p->stages[s++])) break;
             g->last = s;
             g->passes = 1;
         }
@@ -203,6 +223,8 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
                            level);
     }
     if (st == SLUICE_OK) cuts(p, out);
+    for (int gi = 0; st == SLUICE_OK && gi < out->ngroups; gi++)
+        out->groups[gi].emits_at_flush = sl_plan_rows_out(p, out, gi, 0, -1, true) > 0;
     if (p->nstages == 0) out->passes = 1; /* inputs still flow through once */
     sl_free(ctx, scratch);
     sl_free(ctx, level);
@@ -234,6 +256,11 @@ sluice_status sl_plan_check(sluice_context *ctx, const sluice_pipeline *p, const
     for (int gi = 0; gi < plan->ngroups; gi++) {
         const sl_group *g = &plan->groups[gi];
         if (g->kind != SL_GROUP_FUSED) continue;
+        if (g->reduces && !caps->reduce)
+            return sl_diag(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE, p->stages[g->last - 1].loc,
+                           "the reduce stage (line %d) does not run on this backend yet; use "
+                           "the CPU backend (--backend cpu, or SLUICE_BACKEND_CPU)",
+                           p->stages[g->last - 1].loc.line);
         int offsets_col = -1;
         for (int s = g->first; s < g->last; s++) {
             const sl_stage *st = &p->stages[s];

@@ -4,7 +4,9 @@
  *
  * Groups. Every run of map/flag/compact/scan/segmented-scan stages between sorts (or the
  * ends) is one fused group, executed as one pass (one kernel on the GPU, one tiled sweep on
- * the CPU); each sort is a group of its own whose passes are its radix passes.
+ * the CPU); each sort is a group of its own whose passes are its radix passes. A reduce
+ * (one row per segment) ends the fused group it is in: it is fused with the stages before
+ * it, and the stages after it run over its rows in a new group.
  *
  * Liveness (one analysis, backwards and precise). need_after[s][c] is true when column c is
  * read by a stage after s or is an output. A map's entries are walked last first, so an
@@ -50,6 +52,11 @@ typedef struct sl_group {
                         backend may keep using the buffer it already has */
     bool compacts;   /* a fused group with a compaction: rows out <= rows in */
     bool reads_offsets; /* a fused group with a scan segmented by the offsets input */
+    bool reduces;    /* a fused group ending in a reduce: one row per segment; `out` is every
+                        column live after it (the key moved, index and values made) and
+                        sl_plan_rows_out bounds its rows out */
+    bool emits_at_flush; /* holds rows back until the end of the stream (a reduce's open
+                            segment): the executor runs it once more at flush */
     int phases;      /* chained carry phases (0: nothing carried but the row count) */
     sl_cut cut;      /* how rows reaching this group may be cut (see sl_cut) */
 } sl_group;
@@ -71,6 +78,7 @@ typedef struct sl_plan {
 typedef struct sl_backend_caps {
     int max_phases;            /* chained carry phases in one fused group; 0: no limit */
     bool one_offsets_per_group;/* a fused group reads at most one offsets input */
+    bool reduce;               /* runs fused groups that end in a reduce (sl_group.reduces) */
 } sl_backend_caps;
 
 /* Builds the plan for a pipeline on a backend (the GPU and CPU plans have the same groups;
@@ -79,14 +87,20 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
                             sl_plan *out);
 void sl_plan_free(sluice_context *ctx, sl_plan *plan);
 /* Checks that a backend with `caps` can run the plan: a diagnostic at the offending stage
- * (SLUICE_ERR_TYPE or SLUICE_ERR_LIMIT) when it cannot. The one capability check per backend,
- * made when a session opens. */
+ * (SLUICE_ERR_TYPE, SLUICE_ERR_LIMIT, or SLUICE_ERR_BACKEND_UNAVAILABLE for a stage kind the
+ * backend does not run) when it cannot. The one capability check per backend, made when a
+ * session opens. */
 sluice_status sl_plan_check(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                             const sl_backend_caps *caps);
 /* Live columns at the start of group gi (inputs of role DATA for group 0), length
  * p->ncolumns; inputs_live is the scratch used for group 0. */
 const bool *sl_plan_live_at_group(const sluice_pipeline *p, const sl_plan *plan, int gi,
                                   bool *inputs_live);
+/* The most rows group gi gives for a piece of `rows` rows (`nsegments` segments of the
+ * offsets input, -1 when none), or at flush from what it holds back (end_of_stream, rows 0):
+ * what a backend sizes the group's output for. Asks each stage's kind (rows_out). */
+int64_t sl_plan_rows_out(const sluice_pipeline *p, const sl_plan *plan, int gi, int64_t rows,
+                         int64_t nsegments, bool end_of_stream);
 /* Radix passes for sorting `bits` key bits on a backend. */
 int sl_sort_passes(sluice_backend backend, int bits);
 /* Total key bits a sort stage sorts (sum over keys, narrowed by bits:). */
