@@ -45,13 +45,22 @@
  * copy, small enough that several readers share a batch evenly. */
 #define CHUNK_BYTES ((int64_t)4 << 20)
 
+/* Stack of a reader or writer thread: they only copy and parse, and a run may start a dozen
+ * of them (the default 8 MiB each would take a tight address-space limit). */
+#define THREAD_STACK_BYTES ((size_t)512 << 10)
+
 /* Starts a thread with every signal blocked. Returns 0 or an errno value. */
 static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0) return rc;
+    pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(t, NULL, fn, arg);
+    rc = pthread_create(t, &attr, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
     return rc;
 }
 

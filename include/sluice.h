@@ -159,8 +159,10 @@ typedef struct sluice_pipeline sluice_pipeline;
 typedef struct sluice_session sluice_session;
 typedef struct sluice_batch sluice_batch;
 
-/* Host allocator hooks. Every host allocation of the library goes through these (device
- * memory does not). alloc(size) returns NULL on failure; realloc follows C's realloc
+/* Host allocator hooks. Every host allocation of the library goes through these, except
+ * memory the CUDA backend pins through the CUDA runtime (its staging buffers, the pool of
+ * host result batches and sluice_cuda_host_alloc's blocks; sluice_cuda.h) and device
+ * memory. alloc(size) returns NULL on failure; realloc follows C's realloc
  * (NULL pointer means alloc; on failure the old block stays valid); free(NULL) is harmless
  * and is never called by the library anyway. Alignment as malloc's. */
 typedef struct sluice_allocator {

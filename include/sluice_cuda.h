@@ -20,11 +20,25 @@
  *     event recorded on the stream after the push). A push that must know its output row
  *     count on the host (a compact or filter stage; host outputs) returns only after its
  *     work is complete, so its input is free when it returns.
- *   - Host input (sluice_session_push): copied through the session's ring of two pinned
- *     staging buffers on a copy stream (the CPU fills one while the copy engine drains the
- *     other; the compute waits on an event); results return the same way. The caller's
- *     memory is free again when push returns, as sluice.h says. A push of host batches
- *     returns when its results are on the host, so consecutive pushes do not overlap.
+ *   - Host input (sluice_session_push): a column whose rows all lie in pinned memory of the
+ *     session's context (sluice_cuda_host_alloc, sluice_cuda_host_register, or a host result
+ *     batch of that context; see "Pinned host memory" below) is read by the copy engine
+ *     directly, with no copy on the CPU. Other host memory (malloc) is copied through the
+ *     session's ring of two pinned staging buffers on a copy stream: the CPU fills one
+ *     (several threads for chunks of megabytes: SLUICE_CUDA_STAGING_THREADS) while the copy
+ *     engine drains the other; the compute waits on an event. The reuse rule is the same for
+ *     both: the caller may overwrite or free the memory it pushed as soon as push returns,
+ *     as sluice.h says, a failed push included (a push waits for the copy engine to have
+ *     read pinned input before it returns). A push of host batches returns when its results
+ *     are on the host, so consecutive pushes do not overlap.
+ *   - Host outputs: a result batch's columns are pinned host memory from a pool the context
+ *     keeps, written by the copy engine directly, and complete when the batch is handed out
+ *     (sluice_session_pull). sluice_batch_free gives them back to the pool for the next
+ *     batches (it keeps at most 64 freed blocks, 1 GiB together; more goes back to CUDA at
+ *     once); sluice_context_destroy releases the pool. When pinned memory cannot be had, a
+ *     batch is ordinary memory from the context's allocator, copied out through the staging
+ *     ring. A result batch may be pushed as input to a session of the same context: its
+ *     columns are read by DMA.
  *   - Device outputs (sluice_cuda_options.outputs_on_device): a pulled batch's columns
  *     (sluice_batch_column) are device pointers, valid for work queued on the session's stream
  *     after the pull (other streams: wait on an event recorded on it). sluice_batch_free
@@ -34,6 +48,19 @@
  *     and staging buffers are allocated when it opens, sized for max_batch_rows (a bigger
  *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,
  *     max_batch_rows); device outputs come from the stream-ordered memory pool.
+ *
+ * Pinned host memory (sluice_cuda_host_alloc, sluice_cuda_host_register)
+ *   The copy engine reads and writes pinned (page-locked) memory directly, at the bus's
+ *   speed; pageable memory costs a CPU copy through a staging buffer. The context keeps a
+ *   table of the memory it pinned: a column qualifies when all its bytes lie in one block (a
+ *   column starting in the middle of a block is fine; one running past its end is staged).
+ *   Memory is pinned for every device (CUDA's portable flag). Pinning is slow (milliseconds
+ *   per hundred megabytes) and takes memory from the rest of the system: pin large,
+ *   long-lived buffers once and reuse them for batch after batch. These calls use the
+ *   context like every other call (one thread at a time); the memory itself is ordinary
+ *   host memory that any thread may read and write, except while a push that reads it runs.
+ *   A block still allocated or registered when the context is destroyed is freed or
+ *   unregistered then (its pointers die with the context).
  *
  * Performance
  *   Each fused group is one persistent kernel: as many blocks as fit on the GPU at once,
@@ -66,6 +93,10 @@
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode).
+ *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
+ *                            staging buffers (default: 4, or the cores online when fewer;
+ *                            1: the calling thread alone); read on a session's first large
+ *                            staging copy; results are the same for every N.
  *
  * Errors
  *   CUDA failures are SLUICE_ERR_CUDA with the CUDA error's name and text in the diagnostic;
@@ -122,6 +153,39 @@ SLUICE_API cudaStream_t sluice_cuda_session_stream(const sluice_session *session
 
 /* Whether a batch's columns are device pointers. */
 SLUICE_API int sluice_batch_on_device(const sluice_batch *batch);
+
+/* Allocates `bytes` of pinned host memory that ctx's sessions read and write by DMA (see
+ * "Pinned host memory" and "When device memory may be reused" above). *out is page-aligned,
+ * uninitialised, and the caller's until sluice_cuda_host_free, or until
+ * sluice_context_destroy frees it. It does not come from the context's allocator.
+ * Errors (*out is NULL after every error): SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx or out
+ * or zero bytes; SLUICE_ERR_BACKEND_UNAVAILABLE without a usable GPU; SLUICE_ERR_NO_MEMORY
+ * when the memory cannot be pinned; SLUICE_ERR_CUDA otherwise. */
+SLUICE_API sluice_status sluice_cuda_host_alloc(sluice_context *ctx, size_t bytes, void **out);
+
+/* Frees memory from sluice_cuda_host_alloc on the same context. NULL ptr: nothing, SLUICE_OK.
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx, a pointer this context did not
+ * allocate or already freed (a double free is caught, not undefined), a pointer inside a
+ * block instead of its start, or registered memory (use sluice_cuda_host_unregister). */
+SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr);
+
+/* Pins `bytes` of the caller's host memory from ptr (malloc, mmap of anonymous memory, ...)
+ * so ctx's sessions read and write it by DMA. The memory stays the caller's: sluice never
+ * frees it; the caller unregisters it (or destroys the context) before freeing or unmapping
+ * it. CUDA pins whole pages, so a range that is not page-aligned pins the pages around it.
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx or ptr, zero bytes, a range that wraps
+ * around the address space, or one overlapping memory already pinned (by this context or,
+ * through CUDA, elsewhere in the process); SLUICE_ERR_BACKEND_UNAVAILABLE without a usable
+ * GPU; SLUICE_ERR_NO_MEMORY when it cannot be pinned; SLUICE_ERR_CUDA otherwise (memory
+ * CUDA cannot pin, such as some file mappings). */
+SLUICE_API sluice_status sluice_cuda_host_register(sluice_context *ctx, void *ptr, size_t bytes);
+
+/* Unpins memory registered on ctx with sluice_cuda_host_register; ptr is the pointer given
+ * there. Pushes after this copy the memory through the staging buffers again.
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx or ptr, memory this context did not
+ * register (or already unregistered), a pointer inside the range instead of its start, or
+ * memory from sluice_cuda_host_alloc (use sluice_cuda_host_free). */
+SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *ptr);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,8 @@ SLUICE_API void sluice_batch_free(sluice_batch *batch) {
             if (!batch->owned[i]) continue;
             if (batch->on_device && batch->free_device)
                 batch->free_device(batch->owned[i]);
+            else if (!batch->on_device && batch->free_host)
+                batch->free_host(ctx, batch->owned[i]);
             else
                 sl_free_aligned(ctx, batch->owned[i]);
         }

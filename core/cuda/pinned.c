@@ -1,0 +1,475 @@
+/* pinned.c — pinned host memory for the CUDA backend (see pinned.h): the public
+ * sluice_cuda_host_alloc/free/register/unregister, the context's table of pinned ranges, the
+ * pool of pinned blocks that host result batches are made of, and the threaded staging copy
+ * for pageable memory.
+ *
+ * Why a table. The copy engine reads and writes pinned memory at the bus's speed; pageable
+ * memory costs a CPU copy through a staging buffer. CUDA's pointer attributes say whether an
+ * address is pinned but not where its pinned range ends, and a column may start inside a
+ * block and run past it; so the context records every range it pinned, sorted by address,
+ * and a column qualifies only when all its bytes lie in one range. All memory is pinned with
+ * the portable flag, so it is pinned for every device's context. A context is used by one
+ * thread at a time (sluice.h), so the table needs no lock. */
+#include "cuda/pinned.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/context.h"
+#include "sluice_cuda.h"
+
+/* ---- the table of pinned ranges ------------------------------------------------------------ */
+
+enum { PINNED_ALLOC, PINNED_REGISTERED, PINNED_POOL };
+
+typedef struct pinned_range {
+    char *base;
+    size_t bytes;
+    int kind;
+    bool in_use; /* PINNED_POOL: held by a result batch (else free for the next one) */
+} pinned_range;
+
+/* The pool keeps freed result blocks for the context's next batches, at most this many blocks
+ * and bytes together (the bound of the pageable block cache, context.h); a block returned
+ * beyond either goes back to CUDA at once. Block sizes are rounded up to a size class (four
+ * per power of two, at least POOL_GRAIN), so that batches of about the same size share
+ * blocks; a request takes the smallest free block that holds it and is at most twice its
+ * class. */
+#define POOL_MAX_FREE_BLOCKS 64
+#define POOL_MAX_FREE_BYTES ((size_t)1 << 30)
+#define POOL_GRAIN ((size_t)64 << 10)
+
+typedef struct cuda_ctx_state {
+    pinned_range *ranges; /* sorted by base, never overlapping */
+    size_t n, cap;
+    size_t free_bytes;    /* pool blocks not in use */
+    int free_blocks;
+} cuda_ctx_state;
+
+static void release_range(const pinned_range *r) {
+    if (r->kind == PINNED_REGISTERED) cudaHostUnregister(r->base);
+    else cudaFreeHost(r->base);
+    cudaGetLastError();
+}
+
+/* ctx->cuda_free: at sluice_context_destroy, after every batch has been freed. */
+static void ctx_state_free(sluice_context *ctx, void *state) {
+    cuda_ctx_state *cx = state;
+    for (size_t i = 0; i < cx->n; i++) release_range(&cx->ranges[i]);
+    sl_free(ctx, cx->ranges);
+    sl_free(ctx, cx);
+}
+
+/* The context's table; created on first use when `create`. NULL when it does not exist (or
+ * cannot be allocated). */
+static cuda_ctx_state *ctx_state(sluice_context *ctx, bool create) {
+    if (ctx->cuda) return ctx->cuda_free == ctx_state_free ? ctx->cuda : NULL;
+    if (!create) return NULL;
+    cuda_ctx_state *cx = sl_calloc(ctx, 1, sizeof *cx);
+    if (!cx) return NULL;
+    cx->cap = 64; /* room for a steady stream's blocks: no growth on the hot path */
+    cx->ranges = sl_calloc(ctx, cx->cap, sizeof *cx->ranges);
+    if (!cx->ranges) {
+        sl_free(ctx, cx);
+        return NULL;
+    }
+    ctx->cuda = cx;
+    ctx->cuda_free = ctx_state_free;
+    return cx;
+}
+
+/* Index of the first range whose base is above p. */
+static size_t range_upper(const cuda_ctx_state *cx, const void *p) {
+    size_t lo = 0, hi = cx->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((const char *)cx->ranges[mid].base <= (const char *)p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The range holding address p, or NULL. */
+static pinned_range *range_at(cuda_ctx_state *cx, const void *p) {
+    if (!cx || !p) return NULL;
+    size_t i = range_upper(cx, p);
+    if (i == 0) return NULL;
+    pinned_range *r = &cx->ranges[i - 1];
+    return (size_t)((const char *)p - r->base) < r->bytes ? r : NULL;
+}
+
+bool sl_cuda_pinned_covers(sluice_context *ctx, const void *p, size_t bytes) {
+    if (bytes == 0) return false;
+    pinned_range *r = range_at(ctx_state(ctx, false), p);
+    return r && bytes <= r->bytes - (size_t)((const char *)p - r->base);
+}
+
+/* Whether [p, p + bytes) overlaps a recorded range (bytes > 0, no wrap-around). */
+static bool range_overlaps(const cuda_ctx_state *cx, const char *p, size_t bytes) {
+    size_t i = range_upper(cx, p + bytes - 1);
+    if (i == 0) return false;
+    const pinned_range *r = &cx->ranges[i - 1];
+    return r->base + r->bytes > p;
+}
+
+static sluice_status range_add(sluice_context *ctx, cuda_ctx_state *cx, void *base, size_t bytes,
+                               int kind) {
+    if (cx->n == cx->cap) {
+        size_t cap = cx->cap * 2;
+        pinned_range *r = sl_realloc(ctx, cx->ranges, cap * sizeof *r);
+        if (!r) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
+        cx->ranges = r;
+        cx->cap = cap;
+    }
+    size_t i = range_upper(cx, base);
+    memmove(&cx->ranges[i + 1], &cx->ranges[i], (cx->n - i) * sizeof *cx->ranges);
+    cx->ranges[i] = (pinned_range){(char *)base, bytes, kind, kind == PINNED_POOL};
+    cx->n++;
+    return SLUICE_OK;
+}
+
+static void range_remove(cuda_ctx_state *cx, pinned_range *r) {
+    size_t i = (size_t)(r - cx->ranges);
+    memmove(&cx->ranges[i], &cx->ranges[i + 1], (cx->n - i - 1) * sizeof *cx->ranges);
+    cx->n--;
+}
+
+/* ---- the pool of result blocks ------------------------------------------------------------- */
+
+/* The size class of a request: a multiple of a quarter of its highest power of two. */
+static size_t pool_class(size_t bytes) {
+    if (bytes <= POOL_GRAIN) return POOL_GRAIN;
+    int top = 63 - __builtin_clzll((unsigned long long)bytes);
+    size_t step = (size_t)1 << (top - 2);
+    if (bytes > SIZE_MAX - step) return 0;
+    return (bytes + step - 1) & ~(step - 1);
+}
+
+/* A pinned block of at least `bytes`: a free pool block, or a new one. NULL when pinned
+ * memory cannot be had. */
+static void *pool_take(sluice_context *ctx, size_t bytes) {
+    cuda_ctx_state *cx = ctx_state(ctx, true);
+    size_t size = pool_class(bytes);
+    if (!cx || size == 0) return NULL;
+    pinned_range *best = NULL;
+    for (size_t i = 0; i < cx->n; i++) {
+        pinned_range *r = &cx->ranges[i];
+        if (r->kind != PINNED_POOL || r->in_use || r->bytes < size || r->bytes / 2 > size) continue;
+        if (!best || r->bytes < best->bytes) best = r;
+    }
+    if (best) {
+        best->in_use = true;
+        cx->free_bytes -= best->bytes;
+        cx->free_blocks--;
+        return best->base;
+    }
+    void *p = NULL;
+    if (cudaHostAlloc(&p, size, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (range_add(ctx, cx, p, size, PINNED_POOL) != SLUICE_OK) {
+        sl_diag_clear(ctx); /* not the call's error: the batch falls back to pageable memory */
+        cudaFreeHost(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* sluice_batch.free_host of pooled result batches: the block is free for the next batch, or
+ * goes back to CUDA when the pool holds enough. */
+static void pool_give(sluice_context *ctx, void *ptr) {
+    cuda_ctx_state *cx = ctx_state(ctx, false);
+    pinned_range *r = range_at(cx, ptr);
+    /* Only blocks pool_take handed out reach here (the hook is set on pooled batches alone). */
+    if (!r || r->kind != PINNED_POOL || r->base != ptr || !r->in_use) return;
+    if (cx->free_blocks < POOL_MAX_FREE_BLOCKS && r->bytes <= POOL_MAX_FREE_BYTES - cx->free_bytes) {
+        r->in_use = false;
+        cx->free_bytes += r->bytes;
+        cx->free_blocks++;
+        return;
+    }
+    release_range(r);
+    range_remove(cx, r);
+}
+
+sluice_batch *sl_cuda_pinned_batch_new(sluice_session *s, int64_t rows) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    if (rows < 0) return NULL;
+    sluice_batch *b = sl_calloc(ctx, 1, sizeof *b);
+    if (!b) return NULL;
+    b->ctx = ctx;
+    b->ncolumns = (size_t)p->noutputs;
+    b->columns = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->columns);
+    b->owned = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->owned);
+    b->free_host = pool_give;
+    bool ok = b->columns && b->owned;
+    for (size_t i = 0; ok && i < b->ncolumns; i++) {
+        const sl_column *c = &p->columns[p->outputs[i]];
+        size_t bytes;
+        ok = !sl_mul_overflows((size_t)rows, sluice_type_size(c->type), &bytes);
+        b->columns[i].name = c->name; /* the pipeline outlives its sessions' batches' use */
+        b->columns[i].type = c->type;
+        b->columns[i].length = rows;
+        b->owned[i] = ok ? pool_take(ctx, bytes) : NULL;
+        b->columns[i].data = b->owned[i];
+        ok = b->owned[i] != NULL;
+    }
+    if (!ok) {
+        sluice_batch_free(b);
+        return NULL;
+    }
+    b->rows = rows;
+    return b;
+}
+
+/* ---- sluice_cuda.h: pinned host memory ------------------------------------------------------ */
+
+/* A failed pin: no memory, no usable device, or another CUDA error. */
+static sluice_status pin_error(sluice_context *ctx, cudaError_t e, size_t bytes, const char *what) {
+    cudaGetLastError();
+    if (e == cudaErrorMemoryAllocation)
+        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "cannot pin %zu bytes of host memory", bytes);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+        return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                        "%s needs a usable GPU (%s: %s)", what, cudaGetErrorName(e),
+                        cudaGetErrorString(e));
+    return sl_error(ctx, SLUICE_ERR_CUDA, "CUDA error while %s: %s (%s)", what,
+                    cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+SLUICE_API sluice_status sluice_cuda_host_alloc(sluice_context *ctx, size_t bytes, void **out) {
+    if (out) *out = NULL;
+    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
+    sl_diag_clear(ctx);
+    if (!out) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_alloc: out is NULL");
+    if (bytes == 0)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_alloc: zero bytes asked for");
+    cuda_ctx_state *cx = ctx_state(ctx, true);
+    if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) return pin_error(ctx, e, bytes, "allocating pinned host memory");
+    sluice_status st = range_add(ctx, cx, p, bytes, PINNED_ALLOC);
+    if (st != SLUICE_OK) {
+        cudaFreeHost(p);
+        return st;
+    }
+    *out = p;
+    return SLUICE_OK;
+}
+
+/* The range starting exactly at ptr, of kind `kind`, or an error naming what ptr is. */
+static sluice_status own_range(sluice_context *ctx, void *ptr, int kind, const char *fn,
+                               pinned_range **out) {
+    pinned_range *r = range_at(ctx_state(ctx, false), ptr);
+    const char *want = kind == PINNED_ALLOC ? "sluice_cuda_host_alloc" : "sluice_cuda_host_register";
+    if (!r || r->kind == PINNED_POOL)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "%s: %p is not memory this context got from %s (never, or already "
+                        "released)", fn, ptr, want);
+    if (r->kind != kind)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "%s: %p came from %s; release it with %s",
+                        fn, ptr,
+                        kind == PINNED_ALLOC ? "sluice_cuda_host_register" : "sluice_cuda_host_alloc",
+                        kind == PINNED_ALLOC ? "sluice_cuda_host_unregister" : "sluice_cuda_host_free");
+    if (r->base != (char *)ptr)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "%s: %p is %zu bytes inside a block; pass the pointer %s gave", fn, ptr,
+                        (size_t)((char *)ptr - r->base), want);
+    *out = r;
+    return SLUICE_OK;
+}
+
+SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr) {
+    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
+    sl_diag_clear(ctx);
+    if (!ptr) return SLUICE_OK;
+    pinned_range *r;
+    SL_TRY(own_range(ctx, ptr, PINNED_ALLOC, "sluice_cuda_host_free", &r));
+    cudaError_t e = cudaFreeHost(r->base);
+    range_remove(ctx_state(ctx, false), r);
+    if (e != cudaSuccess) return pin_error(ctx, e, 0, "freeing pinned host memory");
+    return SLUICE_OK;
+}
+
+SLUICE_API sluice_status sluice_cuda_host_register(sluice_context *ctx, void *ptr, size_t bytes) {
+    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
+    sl_diag_clear(ctx);
+    if (!ptr) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_register: ptr is NULL");
+    if (bytes == 0)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_register: zero bytes");
+    if ((uintptr_t)ptr > UINTPTR_MAX - bytes)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "sluice_cuda_host_register: %zu bytes from %p wrap around the address space",
+                        bytes, ptr);
+    cuda_ctx_state *cx = ctx_state(ctx, true);
+    if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
+    if (range_overlaps(cx, ptr, bytes))
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "sluice_cuda_host_register: %zu bytes at %p overlap memory this context "
+                        "already pinned (allocated or registered)", bytes, ptr);
+    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+    if (e == cudaErrorHostMemoryAlreadyRegistered) {
+        cudaGetLastError();
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "sluice_cuda_host_register: %zu bytes at %p overlap memory already pinned "
+                        "outside this context", bytes, ptr);
+    }
+    if (e != cudaSuccess) return pin_error(ctx, e, bytes, "registering host memory");
+    sluice_status st = range_add(ctx, cx, ptr, bytes, PINNED_REGISTERED);
+    if (st != SLUICE_OK) {
+        cudaHostUnregister(ptr);
+        cudaGetLastError();
+        return st;
+    }
+    return SLUICE_OK;
+}
+
+SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *ptr) {
+    if (!ctx) return SLUICE_ERR_INVALID_ARGUMENT;
+    sl_diag_clear(ctx);
+    if (!ptr) return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT, "sluice_cuda_host_unregister: ptr is NULL");
+    pinned_range *r;
+    SL_TRY(own_range(ctx, ptr, PINNED_REGISTERED, "sluice_cuda_host_unregister", &r));
+    cudaError_t e = cudaHostUnregister(r->base);
+    range_remove(ctx_state(ctx, false), r);
+    if (e != cudaSuccess) return pin_error(ctx, e, 0, "unregistering host memory");
+    return SLUICE_OK;
+}
+
+/* ---- the staging copy: several threads for large chunks ----------------------------------- */
+
+/* One core copies pageable memory at about 6-12 GB/s, well below the bus; a few threads, each
+ * copying a contiguous part, bring a staging copy near the memory bandwidth. Chunks below
+ * COPY_SPLIT_MIN bytes are copied by the calling thread alone (waking helpers costs a few
+ * microseconds); each part is at least COPY_PART_MIN bytes. By default min(4, cores online)
+ * threads copy in all (the caller and its helpers). */
+#define COPY_MAX_THREADS 16
+#define COPY_DEFAULT_THREADS 4
+#define COPY_SPLIT_MIN ((size_t)2 << 20)
+#define COPY_PART_MIN ((size_t)1 << 20)
+
+typedef struct copier_helper {
+    sl_cuda_copier *c;
+    int index; /* its part: 1..nhelpers (the caller copies part 0) */
+    pthread_t thread;
+} copier_helper;
+
+struct sl_cuda_copier {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned long job;  /* incremented for each job */
+    int pending;        /* helpers still busy with the current job */
+    bool quit;
+    /* The current job, written under mu before `job` changes: */
+    char *dst;
+    const char *src;
+    size_t len, part;   /* part bytes each, the last part the rest */
+    int nparts;
+    int nhelpers;
+    copier_helper helpers[COPY_MAX_THREADS];
+};
+
+static void copy_part(const sl_cuda_copier *c, int i) {
+    size_t at = (size_t)i * c->part;
+    if (i >= c->nparts || at >= c->len) return;
+    size_t len = i == c->nparts - 1 || c->len - at < c->part ? c->len - at : c->part;
+    memcpy(c->dst + at, c->src + at, len);
+}
+
+static void *copier_main(void *arg) {
+    copier_helper *h = arg;
+    sl_cuda_copier *c = h->c;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->quit && c->job == seen) pthread_cond_wait(&c->go, &c->mu);
+        if (c->quit) break;
+        seen = c->job;
+        pthread_mutex_unlock(&c->mu);
+        copy_part(c, h->index);
+        pthread_mutex_lock(&c->mu);
+        if (--c->pending == 0) pthread_cond_signal(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int copy_threads_wanted(void) {
+    const char *env = getenv("SLUICE_CUDA_STAGING_THREADS");
+    if (env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (*end == '\0' && n >= 1) return n > COPY_MAX_THREADS ? COPY_MAX_THREADS : (int)n;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    return cores < COPY_DEFAULT_THREADS ? (int)cores : COPY_DEFAULT_THREADS;
+}
+
+/* A copier with its helpers started (none when one thread is wanted or none can start);
+ * NULL when out of memory. The helpers take no signals: those are the application's. */
+static sl_cuda_copier *copier_start(sluice_context *ctx) {
+    int threads = copy_threads_wanted();
+    sl_cuda_copier *c = sl_calloc(ctx, 1, sizeof *c);
+    if (!c) return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->go, NULL);
+    pthread_cond_init(&c->done, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (int i = 0; i < threads - 1; i++) {
+        c->helpers[i] = (copier_helper){c, i + 1, 0};
+        if (pthread_create(&c->helpers[i].thread, NULL, copier_main, &c->helpers[i]) != 0) break;
+        c->nhelpers++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return c;
+}
+
+void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->quit = true;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < c->nhelpers; i++) pthread_join(c->helpers[i].thread, NULL);
+    pthread_cond_destroy(&c->go);
+    pthread_cond_destroy(&c->done);
+    pthread_mutex_destroy(&c->mu);
+    sl_free(ctx, c);
+}
+
+void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, const void *src,
+                          size_t len) {
+    if (len >= COPY_SPLIT_MIN && !*cp) *cp = copier_start(ctx);
+    sl_cuda_copier *c = *cp;
+    if (len < COPY_SPLIT_MIN || !c || c->nhelpers == 0) {
+        memcpy(dst, src, len);
+        return;
+    }
+    int parts = c->nhelpers + 1;
+    if ((size_t)parts > len / COPY_PART_MIN) parts = (int)(len / COPY_PART_MIN);
+    pthread_mutex_lock(&c->mu);
+    c->dst = dst;
+    c->src = src;
+    c->len = len;
+    c->nparts = parts;
+    c->part = (len / (size_t)parts + 63) & ~(size_t)63;
+    c->pending = c->nhelpers;
+    c->job++;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    copy_part(c, 0);
+    pthread_mutex_lock(&c->mu);
+    while (c->pending > 0) pthread_cond_wait(&c->done, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}

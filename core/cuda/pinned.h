@@ -1,0 +1,39 @@
+/* pinned.h — pinned (page-locked) host memory for the CUDA backend (core/cuda/pinned.c):
+ * the context's table of pinned ranges that the backend asks before every host copy (memory
+ * from sluice_cuda_host_alloc, memory registered with sluice_cuda_host_register, and the
+ * blocks of the result pool), so a column lying in one is copied by DMA with no staging copy;
+ * host result batches whose columns are pooled pinned blocks that sluice_batch_free gives
+ * back; and the staging copy of pageable memory, split among a few threads.
+ *
+ * Threading: the table and the pool belong to the context and are used under its rule (one
+ * thread at a time, sluice.h). A copier belongs to one session. */
+#ifndef SL_CUDA_PINNED_H
+#define SL_CUDA_PINNED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/session.h"
+
+/* Whether all of [p, p + bytes) lies inside one pinned range of ctx, so the copy engine may
+ * read or write it directly. False for bytes == 0 and for memory ctx did not pin. */
+bool sl_cuda_pinned_covers(sluice_context *ctx, const void *p, size_t bytes);
+
+/* A host result batch of `rows` rows per output column of s's pipeline, each column a pinned
+ * block from the context's pool (sluice_batch_free gives it back there). NULL, with no
+ * diagnostic, when pinned memory cannot be had: the caller falls back to sl_batch_new_host. */
+sluice_batch *sl_cuda_pinned_batch_new(sluice_session *s, int64_t rows);
+
+/* The staging copy: memcpy between pageable memory and a pinned staging buffer, bound by one
+ * core's copy rate, is split among a few threads for chunks of megabytes. *c is the session's
+ * copier: NULL at first, started on the first large copy (SLUICE_CUDA_STAGING_THREADS, read
+ * then, says how many threads copy in all); when threads cannot be started the calling thread
+ * copies alone. Results never depend on the thread count. */
+typedef struct sl_cuda_copier sl_cuda_copier;
+void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **c, void *dst, const void *src,
+                          size_t len);
+/* Joins the copier's threads and frees it; NULL is harmless. */
+void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c);
+
+#endif
