@@ -19,6 +19,7 @@
 #include "errbuf.h"
 #include "flow.h"
 #include "input.h"
+#include "mpi_run.h"
 #include "output.h"
 #include "progress.h"
 #ifdef SLUICE_WITH_CUDA
@@ -605,7 +606,13 @@ static int run_main(const sl_command *self, int argc, char **argv) {
     if (rc == SL_EXIT_OK) {
         sluice_context *ctx = sl_context_new((int)a.threads);
         sluice_pipeline *p = ctx ? sl_load_pipeline(ctx, a.pipeline) : NULL;
-        rc = p ? run_pipeline(self, ctx, p, &a) : SL_EXIT_ERROR;
+        if (p && sl_mpi_launched()) { /* mpirun -np N sluice run …: cli/mpi_run.c */
+            sl_mpi_run_args m = {a.pipeline, a.in,         a.out,         a.backend,
+                                 a.batch_rows, a.params, a.param_count};
+            rc = sl_mpi_run(ctx, p, &m);
+        } else {
+            rc = p ? run_pipeline(self, ctx, p, &a) : SL_EXIT_ERROR;
+        }
         sluice_pipeline_free(p);
         sluice_context_destroy(ctx);
     }

@@ -21,6 +21,12 @@ typedef struct sl_cpu_carry {
     sl_value v[SL_MAX_FIELDS]; /* the state after the last row */
     uint64_t last_key;         /* key / offsets segments: the last row's key bits */
     bool has_key;              /* false before the first row (and at each batch for offsets) */
+    /* Since the carry was set from outside (sl_scan_carry in core/runtime/session.h, for a
+     * distributed session) or the stream began: whether a row reached the scan and the
+     * first one's key, and whether the data started a segment. */
+    bool has_first;
+    uint64_t first_key;
+    bool headed;
 } sl_cpu_carry;
 
 typedef struct sl_cpu_fused sl_cpu_fused;

@@ -1,0 +1,126 @@
+/* sluice_mpi.h — one pipeline over many MPI ranks: a distributed session (libsluice_mpi, built
+ * only where MPI is found; the core library has no MPI dependency).
+ *
+ * The model. Every rank of a communicator opens a distributed session on the same pipeline
+ * and pushes its own part of the stream. The global stream is the ranks' parts in rank order
+ * (rank 0's rows first), and every result is what one process would produce over that whole
+ * stream: scans and segmented scans carry across ranks (each rank's incoming state is the
+ * ordered combination of the states of the ranks before it, never assuming commutativity),
+ * compactions and filters give rows global positions, and a stream-wide sort is a
+ * distributed sample sort after which rank r holds the r-th part of the sorted stream.
+ * notes/DISTRIBUTED.md says what crosses ranks per stage and what it costs.
+ *
+ * Passes. A rank's incoming carried state depends on the other ranks' data, and where a scan
+ * reads another scan's result (a "carry phase", see `sluice explain`) it depends on the
+ * earlier phase's incoming state too. So the session walks the rank's part several times:
+ * once per carry phase (each ends in one small exchange of states), once more when the
+ * number of rows out is not known by then (a compaction by a value that depends on the last
+ * phase, or a pipeline with no scan), and a final pass that produces the results. The caller
+ * pushes the same rows, in the same batches or not, in every pass:
+ *
+ *     sluice_mpi_session *ds;  int more;
+ *     sluice_mpi_session_open(pipeline, NULL, MPI_COMM_WORLD, &ds);     // collective
+ *     while (sluice_mpi_session_begin_pass(ds, &more) == SLUICE_OK && more) {  // collective
+ *         for each batch of this rank's part:
+ *             sluice_mpi_session_push(ds, cols, ncols);                  // local
+ *             while (sluice_mpi_session_pull(ds, &b) == SLUICE_OK && b) use(b);
+ *         sluice_mpi_session_flush(ds);                                   // collective
+ *         while (sluice_mpi_session_pull(ds, &b) == SLUICE_OK && b) use(b);
+ *     }
+ *
+ * Batches come out in the final pass only (pull returns none before); the rank's result rows
+ * are rows [first, first + rows) of the global result, known from the start of the final
+ * pass (sluice_mpi_session_output_range). A rank with no rows still takes part in every pass.
+ *
+ * Collective calls: open, begin_pass, flush and close must be called by every rank of the
+ * communicator, in the same order. push and pull are local.
+ *
+ * Errors. A failure on one rank (a bad batch, out of memory) fails that call on that rank
+ * and marks the session failed there; the next collective call (flush or begin_pass) then
+ * fails on every rank with the failing rank's status and a diagnostic naming the rank and
+ * its message, so no rank goes on alone. After a failure only close is useful. A rank that
+ * dies is MPI's to report: with MPI's default error handler the job ends on every rank.
+ *
+ * Memory: each rank holds its batches as a local session does; a stream-wide sort holds the
+ * rank's share of the stream (in memory: a distributed session does not spill sort runs).
+ *
+ * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
+ * cudaSetDevice before open, e.g. local rank modulo devices). Carried state crosses ranks
+ * through MPI in host memory (a few hundred bytes a scan); sorted rows through MPI from host
+ * memory.
+ *
+ * Numerics: exact results (integers, bool, min/max/and/or/xor, count, compaction, sort) are
+ * bit-identical to one process. Float sum/prod/linrec and declared operators are combined in
+ * stream order but grouped at rank boundaries, so they may differ from one process in their
+ * last bits, as two batch cuttings may (pipelines/SCHEMA.md, Determinism).
+ *
+ * Threading: as sluice.h (one thread at a time per context); MPI must be initialised with
+ * at least MPI_THREAD_FUNNELED and the calls made from the thread that initialised it. */
+#ifndef SLUICE_MPI_H
+#define SLUICE_MPI_H
+
+#include <mpi.h>
+
+#include "sluice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sluice_mpi_session sluice_mpi_session;
+
+/* Opens a distributed session on every rank of `comm` (collective). `pipeline` must be the
+ * same file on every rank (checked: the pipelines' names, inputs and stages must match),
+ * `options` as sluice_session_open's (NULL: defaults; its sort_memory_bytes is ignored).
+ * The communicator is duplicated: the session's messages never mix with the caller's.
+ * Errors: SLUICE_ERR_INVALID_ARGUMENT (NULL pointer, MPI not initialised, comm null),
+ * SLUICE_ERR_MISUSE (the ranks' pipelines differ), every error of sluice_session_open (on
+ * any rank: every rank fails). On failure *out is NULL. */
+sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
+                                      const sluice_session_options *options, MPI_Comm comm,
+                                      sluice_mpi_session **out);
+
+/* The passes over the rank's part this pipeline needs, the final one included (>= 1). */
+int sluice_mpi_session_passes(const sluice_mpi_session *session);
+
+/* Starts the next pass (collective): *more is 1 when there is one to make (push the rank's
+ * whole part again), 0 when every pass is done. Errors: SLUICE_ERR_MISUSE (the previous
+ * pass was not flushed), a failure of any rank (above). */
+sluice_status sluice_mpi_session_begin_pass(sluice_mpi_session *session, int *more);
+
+/* 1 during the final pass (the one whose batches are the results), else 0. */
+int sluice_mpi_session_final_pass(const sluice_mpi_session *session);
+
+/* Pushes a batch of this rank's part (local); as sluice_session_push. The columns are read
+ * during the call only. Errors: as sluice_session_push; SLUICE_ERR_MISUSE outside a pass. */
+sluice_status sluice_mpi_session_push(sluice_mpi_session *session, const sluice_column *columns,
+                                      size_t count);
+
+/* Ends the pass (collective): flushes the local session; between passes, exchanges the
+ * ranks' carried states; in a stream-wide sort, exchanges the rows. */
+sluice_status sluice_mpi_session_flush(sluice_mpi_session *session);
+
+/* The next result batch, in stream order (local); *out NULL when none is ready, and always
+ * outside the final pass. The caller owns the batch (sluice_batch_free). */
+sluice_status sluice_mpi_session_pull(sluice_mpi_session *session, sluice_batch **out);
+
+/* From the start of the final pass: this rank's results are rows [*first, *first + *rows)
+ * of the global result, which has *total rows (any pointer may be NULL). Errors:
+ * SLUICE_ERR_MISUSE before the final pass. */
+sluice_status sluice_mpi_session_output_range(const sluice_mpi_session *session, int64_t *first,
+                                              int64_t *rows, int64_t *total);
+
+/* Closes the session (collective: frees the duplicated communicator). NULL is harmless (and
+ * then not collective). */
+void sluice_mpi_session_close(sluice_mpi_session *session);
+
+/* What a distributed run of `pipeline` sends between ranks, per stage, as text (the plan's
+ * fusion groups, each scan's carried state and phase, each stream-wide sort's exchange),
+ * allocated with the context's allocator and freed with sluice_free_text. Not collective:
+ * needs no communicator. Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_NO_MEMORY. */
+sluice_status sluice_mpi_explain(const sluice_pipeline *pipeline, char **text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_MPI_H */
