@@ -324,13 +324,12 @@ static sluice_status run_sort(sluice_session *s, cpu_impl *im, const cpu_group *
 
 /* ---- running the groups ------------------------------------------------------------------- */
 
-/* Where group gi writes: the piece's result batch (allocated here) when it is the last
- * group, its scratch otherwise. */
+/* Where group gi writes, with room for `rows` rows: the piece's result batch (allocated
+ * here) when it is the last group, its scratch otherwise. */
 static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, sl_piece *piece,
-                                 void **dest) {
+                                 int64_t rows, void **dest) {
     const sluice_pipeline *p = s->pipeline;
     cpu_group *g = &im->groups[gi];
-    int64_t rows = piece->rows;
     memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
     if (gi == im->ngroups - 1) {
         sluice_batch *b = sl_batch_new_host(s->ctx, p, rows);
@@ -354,7 +353,10 @@ static sluice_status cpu_run_group(sluice_session *s, sl_piece *piece) {
     int gi = piece->group;
     cpu_group *g = &im->groups[gi];
     void **dest = im->dest;
-    SL_TRY(destination(s, im, gi, piece, dest));
+    /* a group ending in a reduce gives a row per segment, which may be more than rows in
+       (empty segments of an offsets input) */
+    int64_t room = sl_plan_rows_out(p, &s->plan, gi, piece->rows, piece->nsegments, false);
+    SL_TRY(destination(s, im, gi, piece, room, dest));
     int64_t rows_out = piece->rows;
     sluice_status st;
     if (g->kind == SL_GROUP_FUSED)
@@ -365,6 +367,22 @@ static sluice_status cpu_run_group(sluice_session *s, sl_piece *piece) {
     if (st != SLUICE_OK) return st; /* the executor frees piece->result */
     for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = dest[c];
     piece->rows = rows_out;
+    return SLUICE_OK;
+}
+
+/* At flush: a group ending in a reduce writes its open segment, the piece's rows. */
+static sluice_status cpu_flush_group(sluice_session *s, sl_piece *piece) {
+    cpu_impl *im = s->impl;
+    const sluice_pipeline *p = s->pipeline;
+    int gi = piece->group;
+    cpu_group *g = &im->groups[gi];
+    void **dest = im->dest;
+    int64_t room = sl_plan_rows_out(p, &s->plan, gi, 0, -1, true);
+    SL_TRY(destination(s, im, gi, piece, room, dest));
+    int64_t rows = 0;
+    if (g->fused) sl_cpu_fused_flush(g->fused, g->carries, dest, &rows);
+    for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = dest[c];
+    piece->rows = rows;
     return SLUICE_OK;
 }
 
@@ -489,44 +507,13 @@ static sluice_status cpu_reset(sluice_session *s) {
     return SLUICE_OK;
 }
 
-/* The distributed session's view of the carries (core/runtime/carry.h). */
-static sluice_status cpu_carry_get(sluice_session *s, int gi, sl_scan_carry *out) {
-    const cpu_group *g = &((cpu_impl *)s->impl)->groups[gi];
-    int n = g->fused ? sl_cpu_fused_nscans(g->fused) : 0;
-    for (int k = 0; k < n; k++) {
-        const sl_cpu_carry *c = &g->carries[k];
-        memcpy(out[k].v, c->v, sizeof c->v);
-        out[k].last_key = c->last_key;
-        out[k].has_key = c->has_key;
-        out[k].has_first = c->has_first;
-        out[k].first_key = c->first_key;
-        out[k].headed = c->headed;
-    }
-    return SLUICE_OK;
-}
-
-static sluice_status cpu_carry_set(sluice_session *s, int gi, const sl_scan_carry *in) {
-    cpu_group *g = &((cpu_impl *)s->impl)->groups[gi];
-    int n = g->fused ? sl_cpu_fused_nscans(g->fused) : 0;
-    for (int k = 0; k < n; k++) {
-        sl_cpu_carry *c = &g->carries[k];
-        memcpy(c->v, in[k].v, sizeof c->v);
-        c->last_key = in[k].last_key;
-        c->has_key = in[k].has_key;
-        c->has_first = in[k].has_first;
-        c->first_key = in[k].first_key;
-        c->headed = in[k].headed;
-    }
-    return SLUICE_OK;
-}
-
 static bool cpu_available(void) { return true; }
 
 const sl_backend_ops sl_cpu_backend = {
     .id = SLUICE_BACKEND_CPU,
     .name = "cpu",
     .available = cpu_available,
-    .caps = {.max_phases = 0, .one_offsets_per_group = false},
+    .caps = {.max_phases = 0, .one_offsets_per_group = false, .reduce = true},
     .max_sort_rows = 0,
     .open = cpu_open,
     .close = cpu_close,
@@ -539,12 +526,11 @@ const sl_backend_ops sl_cpu_backend = {
     .reserve = NULL, /* scratch grows on demand (destination, run_sort, the fused group) */
     .load = cpu_load,
     .run_group = cpu_run_group,
+    .flush_group = cpu_flush_group,
     .finish = cpu_finish,
     .begin = cpu_begin,
     .settle = cpu_settle,
     .commit = cpu_commit,
     .rollback = cpu_rollback,
     .reset = cpu_reset,
-    .carry_get = cpu_carry_get,
-    .carry_set = cpu_carry_set,
 };

@@ -42,7 +42,10 @@ typedef struct fstage {
     /* compact: columns gathered (ids; the segment-id pseudo column included when needed) */
     int ngather;
     int *gather;
-    /* scan */
+    /* scan, or one value of a reduce (reduce_value: its prefixes stay in the worker's ybuf;
+       the rows the reduce gives are written once the tile's carry is known) */
+    const sl_scan *sc;
+    bool reduce_value;
     int slot;
     sl_expr_program *of_prog[SL_MAX_FIELDS];
     int of_col[SL_MAX_FIELDS]; /* >= 0: `of` is that column as is, no evaluation */
@@ -84,8 +87,9 @@ typedef struct tile_status {
 struct sl_cpu_fused {
     sluice_context *ctx;
     const sluice_pipeline *p;
-    int first, nstages;
-    fstage *stages;
+    int first, nstages;  /* the plan's stages */
+    int nsteps;          /* steps of the tile loop: one per stage, one per value of a reduce */
+    fstage *stages;      /* nsteps */
     int nscans;
     const sl_scan **scans;
     const sl_cpu_combine **combines; /* per scan slot */
@@ -94,6 +98,9 @@ struct sl_cpu_fused {
     int ncols;           /* p->ncolumns + 1: the last id is the segment-id pseudo column */
     int seg_id;
     bool has_seg;
+    const sl_reduce *reduce; /* a reduce ending the group, or NULL */
+    int reduce_slot;         /* its first value's scan slot (its values are slots from here) */
+    bool reduce_key_bool;    /* a bool key: compared and written as 0 or 1 */
     size_t *col_size;
     int nworkers;
     worker *workers;
@@ -133,6 +140,60 @@ static sluice_status grow_status(sl_cpu_fused *g, int64_t ntiles) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* A scan step: a scan stage, or one value of a reduce (reduce_value), whose prefixes are no
+ * column of the tile (the reduce writes the rows it gives itself). */
+static sluice_status setup_scan(sl_cpu_fused *g, fstage *fs, const sl_scan *sc, bool reduce_value,
+                                bool *materialized, size_t *max_expr) {
+    sluice_context *ctx = g->ctx;
+    fs->sc = sc;
+    fs->reduce_value = reduce_value;
+    fs->slot = g->nscans;
+    g->combines[g->nscans] = &fs->combine;
+    g->scans[g->nscans++] = sc;
+    SL_TRY(sl_cpu_combine_compile(ctx, sc, T, &fs->combine));
+    for (int f = 0; f < sc->nfields; f++) {
+        const sl_expr *e = sc->of[f];
+        fs->of_col[f] = -1;
+        if (!e) continue;
+        /* A bool column is evaluated, not read as it is: it reads as 0 or 1. */
+        if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f] && e->type != SLUICE_BOOL) {
+            fs->of_col[f] = e->index;
+            continue;
+        }
+        SL_TRY(sl_expr_compile(ctx, e, T, &fs->of_prog[f]));
+        size_t sz = sl_expr_program_scratch_size(fs->of_prog[f]);
+        if (sz > *max_expr) *max_expr = sz;
+    }
+    fs->key_col = -1;
+    if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
+        fs->key_col = sc->segment_column;
+        fs->key_is_bool = sc->segments == SL_SEGMENTS_KEY &&
+                          g->p->columns[fs->key_col].type == SLUICE_BOOL;
+    } else if (sc->segments == SL_SEGMENTS_OFFSETS) {
+        fs->key_col = g->seg_id;
+    }
+    for (int f = 0; f < sc->nfields && !reduce_value; f++)
+        if (sc->into[f] >= 0) materialized[sc->into[f]] = true;
+    return SLUICE_OK;
+}
+
+/* A reduce (always the group's last stage, plan.h): one scan step per value, from fs on. */
+static sluice_status setup_reduce(sl_cpu_fused *g, fstage *fs, const sl_stage *s, int *step,
+                                  bool *materialized, size_t *max_expr) {
+    const sl_reduce *r = &s->reduce;
+    g->reduce = r;
+    g->reduce_slot = g->nscans;
+    g->reduce_key_bool = r->segments == SL_SEGMENTS_KEY &&
+                         g->p->columns[r->segment_column].type == SLUICE_BOOL;
+    for (int v = 0; v < r->nvalues; v++) {
+        fstage *vs = v == 0 ? fs : &g->stages[(*step)++];
+        vs->st = s;
+        vs->needs_carry = fs->needs_carry;
+        SL_TRY(setup_scan(g, vs, &r->values[v], true, materialized, max_expr));
+    }
+    return SLUICE_OK;
+}
+
 sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                                   const sl_plan *plan, int group, int nworkers, int64_t max_rows,
                                   sl_cpu_fused **out) {
@@ -150,9 +211,13 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     g->nworkers = nworkers < 1 ? 1 : nworkers;
     sluice_status st = SLUICE_OK;
     bool *materialized = sl_calloc(ctx, (size_t)g->ncols, sizeof(bool));
-    g->stages = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->stages);
-    g->scans = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->scans);
-    g->combines = sl_calloc(ctx, (size_t)g->nstages, sizeof *g->combines);
+    for (int i = 0; i < g->nstages; i++) {
+        const sl_stage *s = &p->stages[first + i];
+        g->nsteps += s->kind == SL_STAGE_REDUCE ? s->reduce.nvalues : 1;
+    }
+    g->stages = sl_calloc(ctx, (size_t)g->nsteps + 1, sizeof *g->stages);
+    g->scans = sl_calloc(ctx, (size_t)g->nsteps + 1, sizeof *g->scans);
+    g->combines = sl_calloc(ctx, (size_t)g->nsteps + 1, sizeof *g->combines);
     g->col_size = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->col_size);
     g->out = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->out);
     g->start = sl_calloc(ctx, (size_t)g->ncols, sizeof *g->start);
@@ -185,8 +250,9 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
     }
 
     size_t max_expr = 0;
+    int step = 0;
     for (int i = 0; i < g->nstages; i++) {
-        fstage *fs = &g->stages[i];
+        fstage *fs = &g->stages[step++];
         const sl_stage *s = &p->stages[first + i];
         const bool *need = need_after[first + i];
         fs->st = s;
@@ -229,36 +295,11 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                 materialized[g->seg_id] = true;
             }
         } else if (s->kind == SL_STAGE_SCAN) {
-            const sl_scan *sc = &s->scan;
-            fs->slot = g->nscans;
-            g->combines[g->nscans] = &fs->combine;
-            g->scans[g->nscans++] = sc;
-            st = sl_cpu_combine_compile(ctx, sc, T, &fs->combine);
+            st = setup_scan(g, fs, &s->scan, false, materialized, &max_expr);
             if (st != SLUICE_OK) goto done;
-            for (int f = 0; f < sc->nfields; f++) {
-                const sl_expr *e = sc->of[f];
-                fs->of_col[f] = -1;
-                if (!e) continue;
-                /* A bool column is evaluated, not read as it is: it reads as 0 or 1. */
-                if (e->kind == SL_EXPR_COLUMN && e->type == sc->acc[f] && e->type != SLUICE_BOOL) {
-                    fs->of_col[f] = e->index;
-                    continue;
-                }
-                st = sl_expr_compile(ctx, e, T, &fs->of_prog[f]);
-                if (st != SLUICE_OK) goto done;
-                size_t sz = sl_expr_program_scratch_size(fs->of_prog[f]);
-                if (sz > max_expr) max_expr = sz;
-            }
-            fs->key_col = -1;
-            if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
-                fs->key_col = sc->segment_column;
-                fs->key_is_bool = sc->segments == SL_SEGMENTS_KEY &&
-                                  p->columns[fs->key_col].type == SLUICE_BOOL;
-            } else if (sc->segments == SL_SEGMENTS_OFFSETS) {
-                fs->key_col = g->seg_id;
-            }
-            for (int f = 0; f < sc->nfields; f++)
-                if (sc->into[f] >= 0) materialized[sc->into[f]] = true;
+        } else if (s->kind == SL_STAGE_REDUCE) {
+            st = setup_reduce(g, fs, s, &step, materialized, &max_expr);
+            if (st != SLUICE_OK) goto done;
         } else {
             st = sl_diag(ctx, SLUICE_ERR_TYPE, s->loc, "internal: a sort inside a fused group");
             goto done;
@@ -350,7 +391,7 @@ void sl_cpu_fused_destroy(sl_cpu_fused *g) {
     if (!g) return;
     sluice_context *ctx = g->ctx;
     if (g->stages) {
-        for (int i = 0; i < g->nstages; i++) {
+        for (int i = 0; i < g->nsteps; i++) {
             fstage *fs = &g->stages[i];
             for (int k = 0; k < fs->nmap; k++) sl_expr_program_free(ctx, fs->map_progs[k]);
             for (int f = 0; f < SL_MAX_FIELDS; f++)
@@ -403,6 +444,8 @@ void sl_cpu_fused_begin_batch(const sl_cpu_fused *g, sl_cpu_carry *carries) {
             carries[k].last_key = 0;
         }
     }
+    /* per: batch, a reduce's segments end with each batch (its values restart above) */
+    if (g->reduce && g->reduce->per_batch) carries[g->reduce_slot].open = false;
 }
 
 const int *sl_cpu_fused_outputs(const sl_cpu_fused *g, int *count) {
@@ -592,7 +635,7 @@ static void resolve_heads(const sl_cpu_fused *g, worker *wk, const tile_status *
 static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t cur,
                      const tile_status *cin) {
     const sl_cpu_fused *g = r->g;
-    const sl_scan *sc = &fs->st->scan;
+    const sl_scan *sc = fs->sc;
     int k = fs->slot;
     scan_tile *sk = &wk->tiles[k];
     sk->ran = true;
@@ -608,7 +651,8 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
             if (cur > 0) sl_expr_run(fs->of_prog[f], &env, cur, wk->expr_scratch, xb);
             x[f] = xb;
         }
-        sk->y[f] = sc->into[f] >= 0 ? wk->buf[sc->into[f]] : wk->ybuf[k * SL_MAX_FIELDS + f];
+        sk->y[f] = sc->into[f] >= 0 && !fs->reduce_value ? wk->buf[sc->into[f]]
+                                                          : wk->ybuf[k * SL_MAX_FIELDS + f];
     }
     const uint8_t *head = NULL;
     sk->head0 = sk->has_head = false;
@@ -651,7 +695,7 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
                               sk->y);
     sk->pending = cin == NULL;
     for (int f = 0; f < sc->nfields; f++)
-        if (sc->into[f] >= 0) wk->view[sc->into[f]] = sk->y[f];
+        if (sc->into[f] >= 0 && !fs->reduce_value) wk->view[sc->into[f]] = sk->y[f];
 }
 
 /* The number of nonzero flags among n. gcc widens `k += flag[i] != 0` into 64-bit lanes
@@ -757,6 +801,175 @@ static void write_f32_with_carry(float *to, const float *y, int64_t fix_n, int64
     }
 }
 
+/* ---- a reduce ending the group -------------------------------------------------------
+ * Its values ran as inclusive segmented scans over the tile's rows (local prefixes before
+ * the tile's first head unless the tile waited for the carry). Once the previous tile's
+ * carry is known, the tile writes one row per segment that ends in it, at its offset in the
+ * output: with head flags or keys a segment ends where the next one starts (row i > 0 of the
+ * tile starting one closes the segment ending at row i-1; row 0 closes the carried one), so
+ * the segment open at the end of the tile stays in the carry; with an offsets input every
+ * segment whose end lies in the tile, empty ones included. What is still open at a batch's
+ * end (per: batch) or at the end of the stream is written from the carries after the tiles
+ * (reduce_close). */
+
+/* Segments of the piece's offsets that end before tile t (all of them for t = ntiles): tile
+ * t writes segments [before(t), before(t + 1)). */
+static int64_t segments_before(const fused_run *r, int64_t t) {
+    if (t <= 0) return 0;
+    if (t >= r->ntiles) return r->nsegments;
+    int64_t row = t * T, lo = 0, hi = r->nsegments; /* the first k ending after `row` */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (r->offsets[mid + 1] > row) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The rows tile t gives; for head flags and keys, marks in wk->head the rows that close a
+ * segment. */
+static int64_t reduce_rows(const fused_run *r, worker *wk, const tile_status *cin, int64_t t,
+                           int64_t cur) {
+    const sl_cpu_fused *g = r->g;
+    const sl_reduce *rd = g->reduce;
+    const sl_cpu_carry *c = &cin->carries[g->reduce_slot];
+    if (rd->segments == SL_SEGMENTS_OFFSETS) return segments_before(r, t + 1) - segments_before(r, t);
+    if (rd->segments == SL_SEGMENTS_NONE || cur == 0) return 0;
+    uint8_t *h = wk->head;
+    const void *col = wk->view[rd->segment_column];
+    if (rd->segments == SL_SEGMENTS_HEADFLAG) {
+        const uint8_t *flag = col;
+        h[0] = c->open && flag[0];
+        for (int64_t i = 1; i < cur; i++) h[i] = flag[i] != 0;
+    } else {
+        size_t ks = g->col_size[rd->segment_column];
+        uint64_t prev = load_key(col, ks, g->reduce_key_bool, 0);
+        h[0] = c->open && c->last_key != prev;
+        for (int64_t i = 1; i < cur; i++) {
+            uint64_t k = load_key(col, ks, g->reduce_key_bool, i);
+            h[i] = k != prev;
+            prev = k;
+        }
+    }
+    return count_flags(h, cur);
+}
+
+/* Value k's state at the tile's row i: its prefix, after the carry when it is a local one. */
+static void value_at(const sl_cpu_fused *g, const worker *wk, const tile_status *cin, int k,
+                     int64_t i, sl_value *v) {
+    const sl_scan *sc = g->scans[k];
+    const scan_tile *sk = &wk->tiles[k];
+    for (int f = 0; f < sc->nfields; f++) v[f] = sl_value_load(sc->acc[f], sk->y[f], i);
+    if (i < sk->fix_n && !sk->with_carry && !sk->head0)
+        sl_cpu_scan_combine(sc, cin->carries[k].v, v, v);
+}
+
+static void store_bits(void *to, size_t size, int64_t at, uint64_t bits) {
+    switch (size) {
+    case 1: ((uint8_t *)to)[at] = (uint8_t)bits; break;
+    case 2: ((uint16_t *)to)[at] = (uint16_t)bits; break;
+    case 4: ((uint32_t *)to)[at] = (uint32_t)bits; break;
+    default: ((uint64_t *)to)[at] = bits; break;
+    }
+}
+
+/* Writes output row `at`: value k's state v (fields kept and needed), the key's bits, the
+ * index. */
+static void reduce_store(const sl_cpu_fused *g, void *const *dest, int k, const sl_value *v,
+                         int64_t at) {
+    const sl_scan *sc = g->scans[k];
+    for (int f = 0; f < sc->nfields; f++)
+        if (sc->into[f] >= 0 && dest[sc->into[f]])
+            sl_value_store(sc->acc[f], dest[sc->into[f]], at, v[f]);
+}
+
+static void reduce_store_row(const sl_cpu_fused *g, void *const *dest, int64_t at, uint64_t key,
+                             int64_t index) {
+    const sl_reduce *rd = g->reduce;
+    if (rd->key_column >= 0 && dest[rd->key_column])
+        store_bits(dest[rd->key_column], g->col_size[rd->key_column], at, key);
+    if (rd->index_column >= 0 && dest[rd->index_column])
+        ((int64_t *)dest[rd->index_column])[at] = index;
+}
+
+/* Writes the rows tile t gives (reduce_rows counted them) from output row cin->out_rows. */
+static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin, int64_t t,
+                         int64_t cur) {
+    const sl_cpu_fused *g = r->g;
+    const sl_reduce *rd = g->reduce;
+    int rs = g->reduce_slot;
+    int64_t at = cin->out_rows, index = cin->carries[rs].segments;
+    sl_value v[SL_MAX_FIELDS];
+    if (rd->segments == SL_SEGMENTS_OFFSETS) {
+        int64_t k1 = segments_before(r, t + 1);
+        for (int64_t k = segments_before(r, t); k < k1; k++, at++) {
+            int64_t first = r->offsets[k], end = r->offsets[k + 1];
+            for (int j = 0; j < rd->nvalues; j++) {
+                const sl_scan *sc = g->scans[rs + j];
+                if (first == end) memcpy(v, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
+                else value_at(g, wk, cin, rs + j, end - 1 - t * T, v);
+                reduce_store(g, r->dest, rs + j, v, at);
+            }
+            reduce_store_row(g, r->dest, at, 0, index++);
+        }
+        return;
+    }
+    if (rd->segments == SL_SEGMENTS_NONE) return;
+    const uint8_t *h = wk->head;
+    const void *key = rd->key_column >= 0 ? wk->view[rd->key_column] : NULL;
+    for (int64_t i = 0; i < cur; i++) {
+        if (!h[i]) continue;
+        for (int j = 0; j < rd->nvalues; j++) {
+            if (i == 0) reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
+            else {
+                value_at(g, wk, cin, rs + j, i - 1, v);
+                reduce_store(g, r->dest, rs + j, v, at);
+            }
+        }
+        uint64_t kb = !key ? 0
+                      : i == 0 ? cin->carries[rs].last_key
+                               : load_key(key, g->col_size[rd->key_column], g->reduce_key_bool, i - 1);
+        reduce_store_row(g, r->dest, at++, kb, index++);
+    }
+}
+
+/* Writes the open segment's row from the carries at output row `at` (a NONE reduce's whole
+ * stream or batch, possibly empty: identities), and starts the next segment. */
+static void reduce_emit_open(const sl_cpu_fused *g, sl_cpu_carry *carries, void *const *dest,
+                             int64_t at) {
+    int rs = g->reduce_slot;
+    for (int j = 0; j < g->reduce->nvalues; j++) reduce_store(g, dest, rs + j, carries[rs + j].v, at);
+    reduce_store_row(g, dest, at, carries[rs].last_key, carries[rs].segments);
+    carries[rs].segments++;
+    carries[rs].open = false;
+    for (int j = 0; j < g->reduce->nvalues; j++) {
+        const sl_scan *sc = g->scans[rs + j];
+        memcpy(carries[rs + j].v, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
+        carries[rs + j].has_key = false;
+    }
+}
+
+/* After the tiles of a piece: an offsets batch without rows still gives its (empty)
+ * segments; per: batch, the segment open at the batch's end (NONE: the batch) gives its
+ * row. Returns the rows written from output row `at`. */
+static int64_t reduce_close(const sl_cpu_fused *g, int64_t ntiles, int64_t nsegments,
+                            sl_cpu_carry *carries, void *const *dest, int64_t at) {
+    const sl_reduce *rd = g->reduce;
+    int rs = g->reduce_slot;
+    if (rd->segments == SL_SEGMENTS_OFFSETS) {
+        if (ntiles > 0) return 0;
+        for (int64_t k = 0; k < nsegments; k++) {
+            for (int j = 0; j < rd->nvalues; j++)
+                reduce_store(g, dest, rs + j, g->scans[rs + j]->identity, at + k);
+            reduce_store_row(g, dest, at + k, 0, carries[rs].segments++);
+        }
+        return nsegments;
+    }
+    if (!rd->per_batch || (rd->segments != SL_SEGMENTS_NONE && !carries[rs].open)) return 0;
+    reduce_emit_open(g, carries, dest, at);
+    return 1;
+}
+
 static void run_tile(fused_run *r, worker *wk, int64_t t) {
     const sl_cpu_fused *g = r->g;
     int64_t r0 = t * T, n = r->rows - r0 < T ? r->rows - r0 : T;
@@ -776,7 +989,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
     int64_t cur = n;
     const tile_status *cin = NULL;
     sl_eval_env env = {wk->view, r->params, {NULL, NULL}};
-    for (int i = 0; i < g->nstages; i++) {
+    for (int i = 0; i < g->nsteps; i++) {
         const fstage *fs = &g->stages[i];
         if (fs->needs_carry && !cin) {
             cin = wait_for(r, t - 1);
@@ -787,6 +1000,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         case SL_STAGE_MAP: run_map(wk, fs, &env, cur); break;
         case SL_STAGE_COMPACT: cur = run_compact(g, wk, fs, cur); break;
         case SL_STAGE_SCAN: run_scan(r, wk, fs, cur, cin); break;
+        case SL_STAGE_REDUCE: run_scan(r, wk, fs, cur, cin); break; /* one of its values */
         default: break;
         }
     }
@@ -797,7 +1011,8 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
     }
     /* Publish this tile's carry: from here on the next tile can go. */
     tile_status *out = status_at(g, t);
-    out->out_rows = cin->out_rows + cur;
+    int64_t emitted = g->reduce ? reduce_rows(r, wk, cin, t, cur) : cur;
+    out->out_rows = cin->out_rows + emitted;
     for (int k = 0; k < g->nscans; k++) {
         const scan_tile *sk = &wk->tiles[k];
         const sl_scan *sc = g->scans[k];
@@ -811,13 +1026,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
             memcpy(o->v, sk->tail, sizeof(sl_value) * (size_t)sc->nfields);
         else
             sl_cpu_scan_combine(sc, c->v, sk->tail, o->v);
-        /* A first row that opened a segment only because no key was carried yet (the
-         * stream's first row) is not a head the data made. */
-        bool keyed = sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS;
-        o->headed = c->headed || sk->has_head || (sk->head0 && (!keyed || c->has_key));
-        o->has_first = true;
-        o->first_key = c->has_first ? c->first_key : keyed ? sk->first_key : 0;
-        if (keyed) {
+        if (sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS) {
             o->last_key = sk->last_key;
             o->has_key = true;
         } else {
@@ -825,7 +1034,17 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
             o->has_key = c->has_key;
         }
     }
+    if (g->reduce) {
+        const sl_cpu_carry *c = &cin->carries[g->reduce_slot];
+        sl_cpu_carry *o = &out->carries[g->reduce_slot];
+        o->segments = c->segments + emitted;
+        o->open = g->reduce->segments != SL_SEGMENTS_OFFSETS && (c->open || cur > 0);
+    }
     __atomic_store_n(&out->ready, r->generation, __ATOMIC_RELEASE);
+    if (g->reduce) { /* its rows are all it writes; no prefix is needed any more */
+        reduce_write(r, wk, cin, t, cur);
+        return;
+    }
     /* Write the tile's rows at their offset. f32 sum scans still holding local prefixes get
      * their carry on the way out (one pass instead of a fix-up pass and a copy). Whether a
      * column goes this way depends only on the pipeline, never on threads or batch sizes. */
@@ -888,5 +1107,16 @@ sluice_status sl_cpu_fused_run(sl_cpu_fused *g, sl_cpu_pool *pool, const sl_valu
     const tile_status *last = status_at(g, ntiles - 1);
     memcpy(carries, last->carries, sizeof(sl_cpu_carry) * (size_t)g->nscans);
     *rows_out = last->out_rows;
+    if (g->reduce) *rows_out += reduce_close(g, ntiles, r.nsegments, carries, dest, *rows_out);
     return SLUICE_OK;
+}
+
+void sl_cpu_fused_flush(sl_cpu_fused *g, sl_cpu_carry *carries, void *const *dest,
+                        int64_t *rows_out) {
+    const sl_reduce *rd = g->reduce;
+    *rows_out = 0;
+    if (!rd || rd->per_batch || rd->segments == SL_SEGMENTS_OFFSETS) return;
+    if (rd->segments != SL_SEGMENTS_NONE && !carries[g->reduce_slot].open) return;
+    reduce_emit_open(g, carries, dest, 0);
+    *rows_out = 1;
 }

@@ -21,12 +21,11 @@ typedef struct sl_cpu_carry {
     sl_value v[SL_MAX_FIELDS]; /* the state after the last row */
     uint64_t last_key;         /* key / offsets segments: the last row's key bits */
     bool has_key;              /* false before the first row (and at each batch for offsets) */
-    /* Since the carry was set from outside (sl_scan_carry in core/runtime/session.h, for a
-     * distributed session) or the stream began: whether a row reached the scan and the
-     * first one's key, and whether the data started a segment. */
-    bool has_first;
-    uint64_t first_key;
-    bool headed;
+    /* A reduce ending the group keeps its own state in the carry of its first value: the
+     * segments it emitted so far in the stream (the next index), and whether rows of a
+     * segment not emitted yet were seen (the open segment). */
+    int64_t segments;
+    bool open;
 } sl_cpu_carry;
 
 typedef struct sl_cpu_fused sl_cpu_fused;
@@ -51,12 +50,18 @@ const int *sl_cpu_fused_outputs(const sl_cpu_fused *g, int *count);
 
 /* Runs the group over rows rows. src[c]: first row of every column live at the group's start
  * (indexed by column id); offsets/nsegments: the batch's offsets input (NULL when none);
- * carries: in/out; dest[c]: room for rows rows of each output column. *rows_out receives the
- * rows written. Fails only with SLUICE_ERR_NO_MEMORY (batch larger than max_rows and its
+ * carries: in/out; dest[c]: room for rows rows of each output column (for a group ending in
+ * a reduce, for sl_plan_rows_out rows). *rows_out receives the rows written. Fails only with SLUICE_ERR_NO_MEMORY (batch larger than max_rows and its
  * bookkeeping cannot grow), leaving carries untouched. */
 sluice_status sl_cpu_fused_run(sl_cpu_fused *g, sl_cpu_pool *pool, const sl_value *params,
                                const void *const *src, int64_t rows, const int64_t *offsets,
                                int64_t nsegments, sl_cpu_carry *carries, void *const *dest,
                                int64_t *rows_out);
+
+/* End of stream for a group ending in a reduce whose segments carry over batches: writes
+ * its open segment (the whole stream's, even empty, without segments) as row 0 of dest and
+ * sets *rows_out to the rows written (0 or 1); the reduce then holds nothing. */
+void sl_cpu_fused_flush(sl_cpu_fused *g, sl_cpu_carry *carries, void *const *dest,
+                        int64_t *rows_out);
 
 #endif
