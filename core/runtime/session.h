@@ -57,6 +57,9 @@ struct sluice_batch {
     void **owned;            /* per column: memory to free (host aligned or device) */
     bool on_device;
     void (*free_device)(void *ptr); /* set when on_device */
+    /* Set when host columns are not the context allocator's (the CUDA backend's pinned
+     * result pool, core/cuda/pinned.h): how sluice_batch_free gives owned[i] back. */
+    void (*free_host)(sluice_context *ctx, void *ptr);
 };
 
 /* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
