@@ -375,31 +375,38 @@ static void emit_alive(cg *g, int stage) {
     sl_strbuf_append(&g->sb, ")");
 }
 
-/* The combine of one value field: prints an expression of l.f<id>/r.f<id> fields. */
+/* The kernels/sl_monoid.h name of a builtin operator's combine. */
+static const char *monoid_fn(sl_scan_op op) {
+    switch (op) {
+    case SL_SCAN_SUM:
+    case SL_SCAN_COUNT: return "sum";
+    case SL_SCAN_PROD: return "prod";
+    case SL_SCAN_MIN: return "min";
+    case SL_SCAN_MAX: return "max";
+    case SL_SCAN_AND: return "and";
+    case SL_SCAN_OR: return "or";
+    case SL_SCAN_XOR: return "xor";
+    default: return NULL;
+    }
+}
+
+static const char *type_name(sluice_type t) { return sl_type_info_of(t)->name; }
+
+/* The combine of one value field: prints an expression of l.f<id>/r.f<id> fields through
+ * kernels/sl_monoid.h, the definition core/ir/monoid.c calls on the CPU. */
 static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, int f) {
     sl_strbuf *sb = &g->sb;
-    const char *fn = NULL;
-    switch (sc->op) {
-    case SL_SCAN_SUM:
-    case SL_SCAN_COUNT: fn = "mon_add"; break;
-    case SL_SCAN_PROD: fn = "mon_mul"; break;
-    case SL_SCAN_MIN: fn = "mon_min"; break;
-    case SL_SCAN_MAX: fn = "mon_max"; break;
-    case SL_SCAN_AND: fn = "mon_and"; break;
-    case SL_SCAN_OR: fn = "mon_or"; break;
-    case SL_SCAN_XOR: fn = "mon_xor"; break;
-    case SL_SCAN_LINREC: {
-        /* (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2), as core/ir/monoid.c computes it */
+    if (sc->op == SL_SCAN_LINREC) {
+        /* both fields accumulate in one type (the loader gives a and b the same acc) */
         int a = slot->value_field[0], b = slot->value_field[1];
-        const char *ta = ctype(sc->acc[0]), *tb = ctype(sc->acc[1]);
+        const char *t = type_name(sc->acc[f]);
         if (f == 0)
-            sl_strbuf_printf(sb, "sl::mon_mul<%s>(l.f%d, r.f%d)", ta, a, a);
+            sl_strbuf_printf(sb, "sl_mon_linrec_a_%s(l.f%d, r.f%d)", t, a, a);
         else
-            sl_strbuf_printf(sb, "sl::mon_add<%s>(sl::mon_mul<%s>((%s)r.f%d, l.f%d), r.f%d)", tb,
-                             tb, tb, a, b, b);
+            sl_strbuf_printf(sb, "sl_mon_linrec_b_%s(l.f%d, r.f%d, r.f%d)", t, b, a, b);
         return;
     }
-    case SL_SCAN_CUSTOM: {
+    if (sc->op == SL_SCAN_CUSTOM) {
         const sl_operator *op = sc->custom;
         sl_strbuf_append(sb, "[&]() {");
         for (int k = 0; k < op->nfields; k++)
@@ -411,9 +418,9 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
         sl_strbuf_append(sb, "); }()");
         return;
     }
-    }
     int id = slot->value_field[f];
-    sl_strbuf_printf(sb, "sl::%s<%s>(l.f%d, r.f%d)", fn, ctype(sc->acc[f]), id, id);
+    sl_strbuf_printf(sb, "sl_mon_%s_%s(l.f%d, r.f%d)", monoid_fn(sc->op), type_name(sc->acc[f]),
+                     id, id);
 }
 
 static void emit_struct(cg *g, int phase) {
@@ -461,7 +468,7 @@ static void emit_struct(cg *g, int phase) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase) continue;
         if (slot->kind == SLOT_COUNT) {
-            sl_strbuf_printf(sb, "        o.f%d = sl::mon_add<int64_t>(l.f%d, r.f%d);\n",
+            sl_strbuf_printf(sb, "        o.f%d = sl_mon_sum_i64(l.f%d, r.f%d);\n",
                              slot->count_field, slot->count_field, slot->count_field);
             continue;
         }
@@ -498,11 +505,12 @@ static void emit_struct(cg *g, int phase) {
                 sl_strbuf_printf(sb, " o.f%d = l.f%d;", slot->value_field[f], slot->value_field[f]);
             sl_strbuf_printf(sb,
                              " }\n            else {\n                const bool join = "
-                             "!sl::same_key(l.f%d, r.f%d);\n                o.f%d = 1; o.f%d = "
+                             "!sl_key_same_%s(l.f%d, r.f%d);\n                o.f%d = 1; o.f%d = "
                              "l.f%d; o.f%d = r.f%d;\n                o.f%d = (sl_bool)(l.f%d || "
                              "join || r.f%d);\n                const bool restart = join || "
                              "r.f%d;\n",
-                             la, fi, h, fi, fi, la, la, in, in, in, in);
+                             type_name(g->p->columns[sc->segment_column].type), la, fi, h, fi, fi,
+                             la, la, in, in, in, in);
             for (int f = 0; f < sc->nfields; f++)
                 sl_strbuf_printf(sb, "                o.f%d = restart ? r.f%d : v%d;\n",
                                  slot->value_field[f], slot->value_field[f], f);
@@ -596,9 +604,11 @@ static void emit_outputs(cg *g, int phase) {
                 break;
             case SL_SEGMENTS_KEY:
                 sl_strbuf_printf(sb,
-                                 "            c%d[i] = (before.f%d && sl::same_key(before.f%d, "
+                                 "            c%d[i] = (before.f%d && sl_key_same_%s(before.f%d, "
                                  "%s(c%d[i]))) ? before.f%d : ",
-                                 into, slot->flag_field, slot->last_field,
+                                 into, slot->flag_field,
+                                 type_name(g->p->columns[sc->segment_column].type),
+                                 slot->last_field,
                                  g->p->columns[sc->segment_column].type == SLUICE_BOOL
                                      ? "sl_cvt_bool_bool" : "",
                                  sc->segment_column, vf);
@@ -1064,7 +1074,7 @@ static sluice_status emit_kernel(cg *g) {
                      "core/cuda/codegen.c) */\n",
                      p->name ? p->name : "", g->first + 1, g->last);
     sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_lookback.cuh\"\n#include "
-                         "\"sl_monoid.cuh\"\n#include \"sl_pipe.cuh\"\n");
+                         "\"sl_monoid.h\"\n#include \"sl_pipe.cuh\"\n");
     sl_strbuf_printf(sb,
                      "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
                      "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",

@@ -4,12 +4,15 @@
  * round to their format after every operation, as a GPU register of that type would.
  *
  * min/max on floats propagate NaN (the left one when both are NaN) and keep the left operand
- * on ties, so -0.0 and +0.0 keep their order of arrival. */
+ * on ties, so -0.0 and +0.0 keep their order of arrival. The builtin combines themselves are
+ * kernels/sl_monoid.h, which the generated GPU kernels call too. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/monoid.h"
+
+#include "sl_monoid.h"
 
 static const char *const op_names[] = {"sum", "prod", "min", "max",  "and",
                                        "or",  "xor",  "count", "linrec"};
@@ -218,44 +221,93 @@ sl_value sl_monoid_identity(sl_scan_op op, int field, sluice_type acc) {
 
 /* ---- combine ------------------------------------------------------------------------------ */
 
-static sl_value add(sluice_type t, sl_value x, sl_value y) {
-    if (sl_type_is_float(t)) return sl_monoid_normalize(t, make_float(t, x.f + y.f));
-    return make_int(t, x.u + y.u);
-}
+/* The builtin combines are kernels/sl_monoid.h's, the definition the generated GPU kernels
+ * call too: a value goes in as its accumulator's C type and comes back out as an sl_value
+ * (floats held as double are exactly their f32 values, so nothing is rounded twice). */
 
-static sl_value mul(sluice_type t, sl_value x, sl_value y) {
-    if (sl_type_is_float(t)) return sl_monoid_normalize(t, make_float(t, x.f * y.f));
-    return make_int(t, x.u * y.u); /* low bits of the two's complement product */
-}
-
-/* y is "less" than x in t's order (for min: take y only when strictly less). */
-static bool less(sluice_type t, sl_value y, sl_value x) {
-    if (sl_type_is_float(t)) return y.f < x.f;
-    if (sl_type_is_signed(t)) return y.i < x.i;
-    return y.u < x.u;
-}
-
-static sl_value pick(sluice_type t, sl_value x, sl_value y, bool want_min) {
-    if (sl_type_is_float(t)) {
-        if (isnan(x.f)) return x;
-        if (isnan(y.f)) return y;
-    }
-    bool take_y = want_min ? less(t, y, x) : less(t, x, y);
-    return take_y ? y : x;
-}
+/* One builtin operator over one C type: suffix s of sl_monoid.h, C type T, the sl_value
+ * member M the type lives in; BITS adds the bitwise operators (integers only). */
+#define MONOID_BITS_(s, M)                                                                        \
+    case SL_SCAN_AND: r.M = sl_mon_and_##s(l_, r_); break;                                        \
+    case SL_SCAN_OR: r.M = sl_mon_or_##s(l_, r_); break;                                          \
+    case SL_SCAN_XOR: r.M = sl_mon_xor_##s(l_, r_); break;
+#define MONOID_NO_BITS_(s, M)
+#define MONOID_CASE_(s, T, M, BITS)                                                               \
+    do {                                                                                          \
+        T l_ = (T)x.M, r_ = (T)y.M;                                                               \
+        switch (op) {                                                                             \
+        case SL_SCAN_SUM:                                                                         \
+        case SL_SCAN_COUNT: r.M = sl_mon_sum_##s(l_, r_); break;                                  \
+        case SL_SCAN_PROD: r.M = sl_mon_prod_##s(l_, r_); break;                                  \
+        case SL_SCAN_MIN: r.M = sl_mon_min_##s(l_, r_); break;                                    \
+        case SL_SCAN_MAX: r.M = sl_mon_max_##s(l_, r_); break;                                    \
+        BITS(s, M)                                                                                \
+        default: return x;                                                                        \
+        }                                                                                         \
+    } while (0)
 
 static sl_value combine_builtin(sl_scan_op op, sluice_type t, sl_value x, sl_value y) {
-    switch (op) {
-    case SL_SCAN_SUM:
-    case SL_SCAN_COUNT: return add(t, x, y);
-    case SL_SCAN_PROD: return mul(t, x, y);
-    case SL_SCAN_MIN: return pick(t, x, y, true);
-    case SL_SCAN_MAX: return pick(t, x, y, false);
-    case SL_SCAN_AND: return make_int(t, x.u & y.u);
-    case SL_SCAN_OR: return make_int(t, x.u | y.u);
-    case SL_SCAN_XOR: return make_int(t, x.u ^ y.u);
+    sl_value r;
+    r.type = t;
+    r.u = 0;
+    switch (t) {
+    case SLUICE_I8: MONOID_CASE_(i8, int8_t, i, MONOID_BITS_); break;
+    case SLUICE_I16: MONOID_CASE_(i16, int16_t, i, MONOID_BITS_); break;
+    case SLUICE_I32: MONOID_CASE_(i32, int32_t, i, MONOID_BITS_); break;
+    case SLUICE_I64: MONOID_CASE_(i64, int64_t, i, MONOID_BITS_); break;
+    case SLUICE_U8: MONOID_CASE_(u8, uint8_t, u, MONOID_BITS_); break;
+    case SLUICE_U16: MONOID_CASE_(u16, uint16_t, u, MONOID_BITS_); break;
+    case SLUICE_U32: MONOID_CASE_(u32, uint32_t, u, MONOID_BITS_); break;
+    case SLUICE_U64: MONOID_CASE_(u64, uint64_t, u, MONOID_BITS_); break;
+    case SLUICE_F32: MONOID_CASE_(f32, float, f, MONOID_NO_BITS_); break;
+    case SLUICE_F64: MONOID_CASE_(f64, double, f, MONOID_NO_BITS_); break;
+    case SLUICE_BOOL:
+        switch (op) {
+        case SL_SCAN_MIN: r.u = sl_mon_min_bool((sl_bool)x.u, (sl_bool)y.u); break;
+        case SL_SCAN_MAX: r.u = sl_mon_max_bool((sl_bool)x.u, (sl_bool)y.u); break;
+        case SL_SCAN_AND: r.u = sl_mon_and_bool((sl_bool)x.u, (sl_bool)y.u); break;
+        case SL_SCAN_OR: r.u = sl_mon_or_bool((sl_bool)x.u, (sl_bool)y.u); break;
+        case SL_SCAN_XOR: r.u = sl_mon_xor_bool((sl_bool)x.u, (sl_bool)y.u); break;
+        default: return x; /* sum/prod never accumulate in bool (sl_monoid_acc_allowed) */
+        }
+        break;
+    case SLUICE_F16:
+        /* pipelines never accumulate in f16 (sl_monoid_acc_allowed); a caller that does gets
+           f32 arithmetic rounded back to f16 after every step */
+        MONOID_CASE_(f32, float, f, MONOID_NO_BITS_);
+        return sl_monoid_normalize(t, r);
     default: return x;
     }
+    return r;
+}
+
+/* linrec's (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2), both fields in type t. */
+static void combine_linrec(sluice_type t, const sl_value *l, const sl_value *r, sl_value *out) {
+    sl_value a = {.type = t}, b = {.type = t};
+    switch (t) {
+    case SLUICE_I64:
+        a.i = sl_mon_linrec_a_i64(l[0].i, r[0].i);
+        b.i = sl_mon_linrec_b_i64(l[1].i, r[0].i, r[1].i);
+        break;
+    case SLUICE_U64:
+        a.u = sl_mon_linrec_a_u64(l[0].u, r[0].u);
+        b.u = sl_mon_linrec_b_u64(l[1].u, r[0].u, r[1].u);
+        break;
+    case SLUICE_F32:
+        a.f = sl_mon_linrec_a_f32((float)l[0].f, (float)r[0].f);
+        b.f = sl_mon_linrec_b_f32((float)l[1].f, (float)r[0].f, (float)r[1].f);
+        break;
+    case SLUICE_F64:
+        a.f = sl_mon_linrec_a_f64(l[0].f, r[0].f);
+        b.f = sl_mon_linrec_b_f64(l[1].f, r[0].f, r[1].f);
+        break;
+    default: /* the loader gives linrec an i64, u64, f32 or f64 accumulator */
+        a = l[0];
+        b = l[1];
+        break;
+    }
+    out[0] = a;
+    out[1] = b;
 }
 
 static void combine_custom(const sl_operator *op, const sl_value *a, const sl_value *b,
@@ -284,12 +336,7 @@ void sl_monoid_combine(const sl_scan *scan, const sl_value *a, const sl_value *b
         return;
     }
     if (scan->op == SL_SCAN_LINREC) {
-        /* (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2) */
-        sluice_type ta = scan->acc[0], tb = scan->acc[1];
-        sl_value ra = mul(ta, a[0], b[0]);
-        sl_value rb = add(tb, mul(tb, b[0], a[1]), b[1]);
-        out[0] = ra;
-        out[1] = rb;
+        combine_linrec(scan->acc[1], a, b, out);
         return;
     }
     for (int f = 0; f < scan->nfields; f++)
