@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "mpi_run.h"
 
 /* Checks one file; prints "PATH: ok (…)" or its diagnostics. */
 static int check_one(const char *path) {
@@ -45,7 +46,12 @@ static int check_main(const sl_command *self, int argc, char **argv) {
 static int explain_main(const sl_command *self, int argc, char **argv) {
     const char *path = NULL, *value;
     sluice_backend backend = SLUICE_BACKEND_AUTO;
+    bool ranks = false;
     for (int i = 1; i < argc;) {
+        if (sl_flag(argv, &i, "ranks")) {
+            ranks = true;
+            continue;
+        }
         int got = sl_option(self, argc, argv, &i, "backend", &value);
         if (got < 0) return SL_EXIT_USAGE;
         if (got) {
@@ -68,7 +74,7 @@ static int explain_main(const sl_command *self, int argc, char **argv) {
             fputs(text, stdout);
             size_t n = strlen(text);
             if (n == 0 || text[n - 1] != '\n') fputc('\n', stdout);
-            rc = SL_EXIT_OK;
+            rc = ranks ? sl_mpi_explain(ctx, p) : SL_EXIT_OK;
         } else if (sluice_context_diagnostic_count(ctx) > 0) {
             sl_print_diagnostics(ctx);
         } else {
@@ -90,8 +96,10 @@ const sl_command sl_command_check = {
     check_main, NULL};
 
 const sl_command sl_command_explain = {
-    "explain", "PIPELINE [--backend auto|cpu|cuda]",
+    "explain", "PIPELINE [--backend auto|cpu|cuda] [--ranks]",
     "Print the plan of a pipeline: its stages, fusion groups and predicted passes over memory.",
     "options:\n"
-    "  --backend B   plan for this backend (auto: CUDA when available, else the CPU)\n",
-    explain_main, (const char *const[]){"backend", NULL}};
+    "  --backend B   plan for this backend (auto: CUDA when available, else the CPU)\n"
+    "  --ranks       also what a run over MPI ranks (mpirun -np N sluice run) sends between\n"
+    "                ranks, stage by stage, and its passes over each rank's rows\n",
+    explain_main, (const char *const[]){"backend", "ranks", NULL}};

@@ -48,6 +48,13 @@ int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a
                    "(scripts/mpi_deps.sh) and rebuild, or run it without mpirun");
 }
 
+int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p) {
+    (void)ctx;
+    (void)p;
+    return sl_fail("--ranks: this sluice was built without MPI (scripts/mpi_deps.sh installs "
+                   "Open MPI; rebuild then)");
+}
+
 #else
 
 #include <mpi.h>
@@ -201,6 +208,8 @@ static char *join(const char *dir, const char *a, const char *b, const char *c) 
 /* The output columns and the temporaries' names (rank 0's PID in them), on every rank. */
 static int name_outputs(mpi_run *r) {
     shared_out *o = &r->out;
+    long pid = (long)getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, r->comm);
     o->ncols = sluice_pipeline_output_count(r->p);
     o->info = calloc(o->ncols + 1, sizeof *o->info);
     o->tmp = calloc(o->ncols + 1, sizeof(char *));
@@ -209,8 +218,6 @@ static int name_outputs(mpi_run *r) {
     if (!o->info || !o->tmp || !o->final || !o->fd)
         return sl_errf(r->err, sizeof r->err, "out of memory");
     for (size_t j = 0; j <= o->ncols; j++) o->fd[j] = -1;
-    long pid = (long)getpid();
-    MPI_Bcast(&pid, 1, MPI_LONG, 0, r->comm);
     char suffix[48];
     snprintf(suffix, sizeof suffix, ".npy.partial-%ld", pid);
     for (size_t j = 0; j < o->ncols; j++) {
@@ -368,7 +375,7 @@ static int run_passes(mpi_run *r) {
             int64_t total = 0;
             st = sluice_mpi_session_output_range(r->ds, &r->out.first, NULL, &total);
             int rc = st == SLUICE_OK ? SL_EXIT_OK : lib_fail(r, st, "placing the outputs");
-            if (rc == SL_EXIT_OK && name_outputs(r) != 0) rc = SL_EXIT_ERROR;
+            if (name_outputs(r) != 0) rc = SL_EXIT_ERROR; /* collective (a broadcast): always */
             if (rc == SL_EXIT_OK && r->rank == 0 && create_outputs(r, total) != 0)
                 rc = SL_EXIT_ERROR;
             if (agree(r, rc) != SL_EXIT_OK) return SL_EXIT_ERROR;
@@ -396,6 +403,18 @@ static int commit_outputs(mpi_run *r) {
             rc = SL_EXIT_ERROR;
         }
     return agree(r, rc);
+}
+
+int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p) {
+    char *text = NULL;
+    sluice_status st = sluice_mpi_explain(p, &text);
+    if (st != SLUICE_OK) {
+        sl_print_diagnostics(ctx);
+        return sl_fail("cannot explain the distributed run: %s", sluice_strerror(st));
+    }
+    fputs(text, stdout);
+    sluice_free_text(ctx, text);
+    return SL_EXIT_OK;
 }
 
 int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a) {

@@ -29,4 +29,9 @@ typedef struct sl_mpi_run_args {
  * returns SL_EXIT_ERROR (every rank would otherwise run the whole input alone). */
 int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a);
 
+/* Prints what a distributed run of p sends between ranks (sluice_mpi_explain) to stdout.
+ * Returns SL_EXIT_OK, or SL_EXIT_ERROR after a message (a build without MPI says so). Needs no
+ * launcher. */
+int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p);
+
 #endif

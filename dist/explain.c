@@ -52,6 +52,11 @@ sluice_status sluice_mpi_explain(const sluice_pipeline *p, char **text) {
         }
         sl_strbuf_printf(&sb, "group %d: fused, stages on lines %d-%d\n", gi + 1,
                          p->stages[g->first].loc.line, p->stages[g->last - 1].loc.line);
+        bool crosses = false;
+        for (int s = g->first; s < g->last; s++)
+            crosses |= p->stages[s].kind == SL_STAGE_COMPACT || p->stages[s].kind == SL_STAGE_SCAN;
+        if (!crosses)
+            sl_strbuf_append(&sb, "    elementwise stages only: nothing crosses ranks\n");
         for (int s = g->first; s < g->last; s++) {
             const sl_stage *stage = &p->stages[s];
             if (stage->kind == SL_STAGE_COMPACT)

@@ -281,6 +281,9 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
         st = build_seeds(ds);
     }
     if (st == SLUICE_OK) init_seeds(ds);
+    /* A backend that cannot hand out its carries fails here, at open, not at the first pass. */
+    for (int gi = 0; st == SLUICE_OK && gi < ds->plan->ngroups; gi++)
+        if (group_carried(ds, gi)) st = sl_session_carry_get(ds->local, gi, ds->seed[gi]);
     if (st == SLUICE_OK) sl_session_set_sort_exchange(ds->local, sl_dist_sort_exchange, ds);
     st = sl_dist_agree(ds, st);
     if (st == SLUICE_OK) {

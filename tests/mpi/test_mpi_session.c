@@ -11,7 +11,12 @@
  * grouping differs at rank boundaries (sluice_mpi.h, Numerics). Each rank's output range
  * must be its place in the result.
  *
- *   test_mpi_session            the cases above, several seeds each
+ *   test_mpi_session [cases [SEEDS [cpu|cuda]]]
+ *                               the cases above, SEEDS seeds each (6), on the given backend
+ *                               (cpu; the reference is always one CPU process). A backend
+ *                               that cannot carry scan state between ranks (CUDA today) must
+ *                               refuse such pipelines at open with
+ *                               SLUICE_ERR_BACKEND_UNAVAILABLE; the others must match
  *   test_mpi_session fail       one rank pushes a bad batch: every rank's flush fails with
  *                               that rank's status and a diagnostic naming it; then ranks
  *                               that opened different pipelines all fail to open
@@ -33,7 +38,8 @@
 #include "sluice.h"
 #include "sluice_mpi.h"
 
-static int g_rank, g_size, g_failures;
+static int g_rank, g_size, g_failures, g_refused;
+static sluice_backend g_backend = SLUICE_BACKEND_CPU;
 
 static void fail(const char *fmt, ...) {
     va_list ap;
@@ -114,6 +120,7 @@ typedef struct test_case {
     const char *yaml;
     bool exact;      /* every output byte-identical to one process */
     int64_t max_batch_rows; /* the sessions' (0: default) */
+    bool carries;    /* a scan carries state between ranks (not reset: batch / offsets) */
 } test_case;
 
 #define HDR "sluice: 1\nname: "
@@ -123,53 +130,53 @@ static const test_case cases[] = {
      "  - scan: {of: u, op: xor, into: ux}\n"
      "  - scan: {of: x, op: min, kind: exclusive, into: mn}\n"
      "  - scan: {of: f, op: max, into: fm}\n"
-     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000},
+     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000, true},
     {"linrec-int", HDR "li\ninput: {a: i32, b: i32}\nstages:\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0, true},
     {"declared", HDR "decl\ninput: {a: i64, b: i64}\noperators:\n  affine:\n"
      "    state: {a: i64, b: i64}\n    identity: {a: 1, b: 0}\n"
      "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\nstages:\n"
-     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777},
+     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777, true},
     {"head-flags", HDR "hf\ninput: {x: i32, head: bool}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: head, into: s}\n"
      "  - segmented_scan: {of: x, op: max, kind: exclusive, segments: head, into: m}\n",
-     true, 0},
+     true, 0, true},
     {"key-segments", HDR "ks\ninput: {run: i16, x: i64}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: s}\n"
      "  - segmented_scan: {op: count, kind: exclusive, segments: {key: run}, into: c}\n",
-     true, 500},
+     true, 500, true},
     {"filter-positions", HDR "fp\ninput: {x: f32, id: u32}\nstages:\n"
      "  - filter: x > 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true},
     {"two-phases", HDR "tp\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, into: s1}\n"
      "  - scan: {of: s1, op: max, into: m}\n"
      "  - filter: m - s1 > 2000000\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900, true},
     {"sort-u32", HDR "su\ninput: {k: u32, v: i32}\nstages:\n"
      "  - sort: {key: k}\n"
-     "  - scan: {of: v, op: sum, into: sv}\n", true, 0},
+     "  - scan: {of: v, op: sum, into: sv}\n", true, 0, true},
     {"sort-keys", HDR "sk\ninput: {a: i16, b: f64, id: u32}\nstages:\n"
-     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0},
+     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0, false},
     {"sort-bits", HDR "sb\ninput: {k: u32, id: u32}\nstages:\n"
-     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0},
+     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0, false},
     {"per-batch", HDR "pb\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, reset: batch, into: s}\n"
-     "  - sort: {key: x, per: batch}\n", true, 0},
+     "  - sort: {key: x, per: batch}\n", true, 0, false},
     {"offsets", HDR "of\ninput: {v: i32, rows: {type: i64, role: offsets}}\nstages:\n"
-     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0},
+     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0, false},
     {"filter-sort-segments", HDR "fss\ninput: {x: i32, run: u16}\nstages:\n"
      "  - filter: x % 3 != 0\n"
      "  - sort: {key: run, order: descending}\n"
      "  - scan: {op: count, kind: exclusive, into: pos}\n"
-     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n", true, 0},
+     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n", true, 0, true},
     {"map-only", HDR "mo\ninput: {x: f64}\nstages:\n"
-     "  - map: {y: x * 2.0 + 1.0}\n", true, 0},
+     "  - map: {y: x * 2.0 + 1.0}\n", true, 0, false},
     {"float-sums", HDR "fs\ninput: {f: f32, fa: f32, fb: f32}\nstages:\n"
      "  - map: {g: 'isnan(f) || isinf(f) ? 0.5 : f', a: 'isnan(fa) || isinf(fa) ? 0.5 : fa / 8.0',"
      " b: 'isnan(fb) || isinf(fb) ? 0.0 : fb'}\n"
      "  - scan: {of: g, op: sum, into: s}\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0, true},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -353,7 +360,7 @@ static sluice_status reference(sluice_pipeline *p, const test_case *tc, const st
 static sluice_status distributed(sluice_pipeline *p, const test_case *tc, const stream *s,
                                  result *mine, int64_t *first, int64_t *total) {
     sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
-    opts.backend = SLUICE_BACKEND_CPU;
+    opts.backend = g_backend;
     opts.max_batch_rows = tc->max_batch_rows;
     sluice_mpi_session *ds = NULL;
     sluice_status st = sluice_mpi_session_open(p, &opts, MPI_COMM_WORLD, &ds);
@@ -480,7 +487,14 @@ static void run_cases(int seeds) {
             }
             int64_t first = -1, total = -1;
             sluice_status st = distributed(p, tc, &s, &mine, &first, &total);
-            if (st != SLUICE_OK) {
+            if (st == SLUICE_ERR_BACKEND_UNAVAILABLE && g_backend != SLUICE_BACKEND_CPU &&
+                tc->carries) {
+                g_refused++; /* the backend cannot carry scans between ranks: refused, clearly */
+                if (k == 0 && g_rank == 0)
+                    fprintf(stderr, "%s: refused on this backend: %s\n", tc->name,
+                            sluice_context_diagnostic(ctx, 0)
+                                ? sluice_context_diagnostic(ctx, 0)->message : "?");
+            } else if (st != SLUICE_OK) {
                 fail("%s seed %llu: the distributed session failed: %s", tc->name,
                      (unsigned long long)seed, sluice_status_name(st));
                 print_diags(ctx);
@@ -585,12 +599,18 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "cases";
     if (!strcmp(mode, "fail")) run_failures();
     else if (!strcmp(mode, "die")) run_death();
-    else run_cases(argc > 2 ? atoi(argv[2]) : 6);
+    else {
+        if (argc > 3 && !strcmp(argv[3], "cuda")) g_backend = SLUICE_BACKEND_CUDA;
+        if (sluice_backend_available(g_backend)) run_cases(argc > 2 ? atoi(argv[2]) : 6);
+        else if (g_rank == 0) printf("the %s backend is not available here: nothing run\n",
+                                     sluice_backend_name(g_backend));
+    }
     int any = 0;
     MPI_Allreduce(&g_failures, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0)
-        printf("test_mpi_session %s on %d ranks: %s (%d failures)\n", mode, g_size,
-               any ? "FAILED" : "ok", any);
+        printf("test_mpi_session %s on %d ranks (%s backend): %s (%d failures, %d runs "
+               "refused by the backend)\n", mode, g_size, sluice_backend_name(g_backend),
+               any ? "FAILED" : "ok", any, g_refused);
     MPI_Finalize();
     return any ? 1 : 0;
 }
