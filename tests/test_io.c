@@ -1,7 +1,7 @@
 /* test_io.c — the command line's file formats, tested from their sources: .npy headers and
  * the streaming writer, the CSV reader and typed fields, raw sizes, the synthetic generator,
- * and the batch source that cuts a directory or CSV into batches (whole, or as windows read
- * by several threads, as `sluice run`'s readers do). */
+ * the batch source that cuts a directory or CSV into batches (whole, or as windows read by
+ * several threads, as `sluice run`'s readers do), and the writer threads behind a run. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/csv.h"
+#include "cli/flow.h"
 #include "cli/gen.h"
 #include "cli/input.h"
 #include "cli/npy.h"
@@ -866,6 +867,80 @@ START_TEST(input_csv_batches_into_caller_buffers) {
 }
 END_TEST
 
+/* Result batches written by several writer threads (cli/flow.c: each batch's columns cut into
+ * 4 MiB chunks, written where they were placed when queued) give the same files, byte for
+ * byte, as one thread, and hold exactly the batches' rows in order: columns of several chunks
+ * and of none, an empty batch, more batches than the queue holds. */
+START_TEST(writer_threads_write_what_one_writes) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, "sluice: 1\nname: w\ninput: {a: u64, b: f32, c: u8}\n"
+                                   "stages:\n  - map: {d: a}\noutput: [a, b, c]\n");
+    static const int64_t rows[] = {1500000, 0, 3, 700001, 1048576, 9};
+    enum { NB = sizeof rows / sizeof rows[0] };
+    int64_t total = 0;
+    for (int k = 0; k < NB; k++) total += rows[k];
+    uint64_t *a = malloc((size_t)total * 8);
+    float *b = malloc((size_t)total * 4);
+    uint8_t *c = malloc((size_t)total);
+    for (int64_t i = 0; i < total; i++) {
+        a[i] = (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+        b[i] = (float)i * 0.25f;
+        c[i] = (uint8_t)(i * 7);
+    }
+    char err[512];
+    static const int threads[] = {1, 4};
+    for (int t = 0; t < 2; t++) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "out%d", threads[t]);
+        sl_output *o = NULL;
+        ck_assert_msg(sl_output_open(&o, p, tmp_path(dir), err, sizeof err) == 0, "%s", err);
+        sl_writer *w = NULL;
+        ck_assert_msg(sl_writer_start(&w, o, 2, threads[t], NULL, NULL, err, sizeof err) == 0,
+                      "%s", err);
+        int64_t at = 0;
+        for (int k = 0; k < NB; k++) {
+            sluice_column cols[3] = {{"a", SLUICE_U64, a + at, rows[k]},
+                                     {"b", SLUICE_F32, b + at, rows[k]},
+                                     {"c", SLUICE_U8, c + at, rows[k]}};
+            /* No library batch to free: the writer frees what it is given, NULL is harmless. */
+            ck_assert_msg(sl_writer_put(w, NULL, cols, err, sizeof err) == 0, "%s", err);
+            at += rows[k];
+        }
+        ck_assert_msg(sl_writer_finish(w, NULL, NULL, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(sl_output_rows(o), total);
+        ck_assert_msg(sl_output_commit(o, err, sizeof err) == 0, "%s", err);
+    }
+    static const char *const names[] = {"a", "b", "c"};
+    const void *want[] = {a, b, c};
+    const size_t width[] = {8, 4, 1};
+    for (int i = 0; i < 3; i++) {
+        char one[64], four[64];
+        snprintf(one, sizeof one, "out1/%s.npy", names[i]);
+        snprintf(four, sizeof four, "out4/%s.npy", names[i]);
+        size_t n1, n4;
+        unsigned char *f1 = read_file(tmp_path(one), &n1);
+        unsigned char *f4 = read_file(tmp_path(four), &n4);
+        ck_assert_uint_eq(n1, n4);
+        ck_assert_msg(memcmp(f1, f4, n1) == 0, "column %s differs with 4 writer threads", names[i]);
+        sl_npy_header h;
+        ck_assert_msg(sl_npy_parse_header(f4, n4, &h, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(h.length, total);
+        ck_assert_uint_eq(n4, h.data_offset + (size_t)total * width[i]);
+        ck_assert(memcmp(f4 + h.data_offset, want[i], (size_t)total * width[i]) == 0);
+        free(f1);
+        free(f4);
+    }
+    free(a);
+    free(b);
+    free(c);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
 static Suite *io_suite(void) {
     Suite *s = suite_create("io");
     TCase *npy = tcase_create("npy");
@@ -893,6 +968,9 @@ static Suite *io_suite(void) {
     tcase_add_test(input, input_windows_read_as_next_cuts);
     tcase_add_test(input, input_csv_batches_into_caller_buffers);
     suite_add_tcase(s, input);
+    TCase *flow = tcase_create("flow");
+    tcase_add_test(flow, writer_threads_write_what_one_writes);
+    suite_add_tcase(s, flow);
     return s;
 }
 
