@@ -507,6 +507,37 @@ static sluice_status cpu_reset(sluice_session *s) {
     return SLUICE_OK;
 }
 
+/* The distributed session's view of the carries (core/runtime/carry.h). */
+static sluice_status cpu_carry_get(sluice_session *s, int gi, sl_scan_carry *out) {
+    const cpu_group *g = &((cpu_impl *)s->impl)->groups[gi];
+    int n = g->fused ? sl_cpu_fused_nscans(g->fused) : 0;
+    for (int k = 0; k < n; k++) {
+        const sl_cpu_carry *c = &g->carries[k];
+        memcpy(out[k].v, c->v, sizeof c->v);
+        out[k].last_key = c->last_key;
+        out[k].has_key = c->has_key;
+        out[k].has_first = c->has_first;
+        out[k].first_key = c->first_key;
+        out[k].headed = c->headed;
+    }
+    return SLUICE_OK;
+}
+
+static sluice_status cpu_carry_set(sluice_session *s, int gi, const sl_scan_carry *in) {
+    cpu_group *g = &((cpu_impl *)s->impl)->groups[gi];
+    int n = g->fused ? sl_cpu_fused_nscans(g->fused) : 0;
+    for (int k = 0; k < n; k++) {
+        sl_cpu_carry *c = &g->carries[k];
+        memcpy(c->v, in[k].v, sizeof c->v);
+        c->last_key = in[k].last_key;
+        c->has_key = in[k].has_key;
+        c->has_first = in[k].has_first;
+        c->first_key = in[k].first_key;
+        c->headed = in[k].headed;
+    }
+    return SLUICE_OK;
+}
+
 static bool cpu_available(void) { return true; }
 
 const sl_backend_ops sl_cpu_backend = {
@@ -533,4 +564,6 @@ const sl_backend_ops sl_cpu_backend = {
     .commit = cpu_commit,
     .rollback = cpu_rollback,
     .reset = cpu_reset,
+    .carry_get = cpu_carry_get,
+    .carry_set = cpu_carry_set,
 };

@@ -1026,7 +1026,13 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
             memcpy(o->v, sk->tail, sizeof(sl_value) * (size_t)sc->nfields);
         else
             sl_cpu_scan_combine(sc, c->v, sk->tail, o->v);
-        if (sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS) {
+        /* A first row that opened a segment only because no key was carried yet (the
+         * stream's first row) is not a head the data made. */
+        bool keyed = sc->segments == SL_SEGMENTS_KEY || sc->segments == SL_SEGMENTS_OFFSETS;
+        o->headed = c->headed || sk->has_head || (sk->head0 && (!keyed || c->has_key));
+        o->has_first = true;
+        o->first_key = c->has_first ? c->first_key : keyed ? sk->first_key : 0;
+        if (keyed) {
             o->last_key = sk->last_key;
             o->has_key = true;
         } else {

@@ -21,6 +21,12 @@ typedef struct sl_cpu_carry {
     sl_value v[SL_MAX_FIELDS]; /* the state after the last row */
     uint64_t last_key;         /* key / offsets segments: the last row's key bits */
     bool has_key;              /* false before the first row (and at each batch for offsets) */
+    /* Since the carry was set from outside (sl_scan_carry in core/runtime/session.h, for a
+     * distributed session) or the stream began: whether a row reached the scan and the
+     * first one's key, and whether the data started a segment. */
+    bool has_first;
+    uint64_t first_key;
+    bool headed;
     /* A reduce ending the group keeps its own state in the carry of its first value: the
      * segments it emitted so far in the stream (the next index), and whether rows of a
      * segment not emitted yet were seen (the open segment). */

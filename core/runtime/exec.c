@@ -616,6 +616,42 @@ sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
     return txn_end(s, push_impl(s, &in));
 }
 
+/* Sorts rows (cols, rows) held for stream-wide sort group gi and runs them through the
+ * groups after it (or queues them when it is the last). */
+static sluice_status sort_and_go_on(sluice_session *s, int gi, void *const *cols, int64_t n) {
+    sl_exec *ex = s->exec;
+    sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0};
+    for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = cols[c];
+    /* The sort itself is the backend's to size (it holds the whole stream). */
+    sluice_status st = s->backend->run_group(s, &piece);
+    if (st != SLUICE_OK || gi + 1 < s->plan.ngroups) {
+        sluice_batch_free(piece.result);
+        piece.result = NULL;
+    }
+    SL_TRY(st);
+    if (gi + 1 == s->plan.ngroups) return emit(s, &piece);
+    return run_sorted(s, gi + 1, piece.cols, piece.rows);
+}
+
+/* A session with a sort exchange (a distributed session's, core/runtime/carry.h): the held
+ * rows, even none, go to the hook, which every rank's flush reaches, and the rows it hands
+ * back are this session's to sort and carry on with. */
+static sluice_status flush_exchanged(sluice_session *s, int gi) {
+    sort_buffer *b = &s->exec->buffers[gi];
+    int64_t n = b->rows;
+    b->rows = 0; /* consumed (restored by a rollback) */
+    void **got = sl_calloc(s->ctx, (size_t)s->pipeline->ncolumns + 1, sizeof *got);
+    if (!got) return oom(s->ctx, "a stream-wide sort's exchange");
+    int64_t rows = 0;
+    sluice_status st = s->sort_exchange(s->sort_exchange_arg, s, gi, (void *const *)b->cols, n,
+                                        got, &rows);
+    if (st == SLUICE_OK && rows > 0) st = sort_and_go_on(s, gi, got, rows);
+    for (int c = 0; c <= s->pipeline->ncolumns; c++)
+        if (got[c]) s->backend->free(s, got[c]);
+    sl_free(s->ctx, got);
+    return st;
+}
+
 /* A group holding rows back until the end of the stream (a reduce's open segment) hands
  * them over, and they go on through the groups after it, before those flush in turn. */
 static sluice_status flush_held(sluice_session *s, int gi) {
@@ -643,20 +679,14 @@ static sluice_status flush_impl(sluice_session *s) {
             SL_TRY(merge_runs(s, gi));
             continue;
         }
+        if (s->sort_exchange) {
+            SL_TRY(flush_exchanged(s, gi));
+            continue;
+        }
         if (b->rows == 0) continue;
         int64_t n = b->rows;
         b->rows = 0; /* consumed (restored by a rollback) */
-        sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0};
-        for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = b->cols[c];
-        /* The sort itself is the backend's to size (it holds the whole stream). */
-        sluice_status st = s->backend->run_group(s, &piece);
-        if (st != SLUICE_OK || gi + 1 < s->plan.ngroups) {
-            sluice_batch_free(piece.result);
-            piece.result = NULL;
-        }
-        SL_TRY(st);
-        if (gi + 1 == s->plan.ngroups) SL_TRY(emit(s, &piece));
-        else SL_TRY(run_sorted(s, gi + 1, piece.cols, piece.rows));
+        SL_TRY(sort_and_go_on(s, gi, (void *const *)b->cols, n));
     }
     return SLUICE_OK;
 }

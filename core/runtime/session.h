@@ -20,6 +20,30 @@ typedef struct sl_input {
     bool on_device;
 } sl_input;
 
+/* A scan's carried state in a form every backend can hand out and take back (the
+ * distributed session reads and seeds it through core/runtime/carry.h): the state after the
+ * rows so far, and what a rank needs to join its part to the parts before it. */
+typedef struct sl_scan_carry {
+    sl_value v[SL_MAX_FIELDS]; /* the state after the last row */
+    uint64_t last_key;         /* key / offsets segments: the last row's key bits */
+    bool has_key;              /* a key was seen (false before the first row) */
+    /* Since the carry was last set (or the stream began): */
+    bool has_first;            /* a row reached the scan; first_key is the first one's key */
+    uint64_t first_key;
+    bool headed;               /* a segment started at one of those rows because of the data
+                                  (a head flag, or a key unlike the one before it), not
+                                  merely because no key was carried */
+} sl_scan_carry;
+
+/* The stream-sort exchange hook of a session (NULL unless a distributed session set it,
+ * core/runtime/carry.h). At flush, before stream-wide sort group gi sorts, the executor hands
+ * it the rows the sort holds (cols per column id, backend memory; rows may be 0 and then
+ * cols may be NULL) and continues with the rows it returns instead: out_cols[c] for each
+ * column the group takes, allocated with the backend's alloc and freed by the executor. */
+typedef sluice_status (*sl_sort_exchange_fn)(void *arg, sluice_session *s, int gi,
+                                             void *const *cols, int64_t rows, void **out_cols,
+                                             int64_t *out_rows);
+
 typedef struct sl_backend_ops sl_backend_ops;
 typedef struct sl_piece sl_piece; /* core/runtime/exec.h */
 typedef struct sl_exec sl_exec;   /* core/runtime/exec.h */
@@ -45,6 +69,9 @@ struct sluice_session {
     void *impl;              /* the backend's state */
     void *cuda_stream;       /* CUDA: the caller's cudaStream_t, NULL for the default */
     bool outputs_on_device;  /* CUDA: leave result columns in device memory */
+
+    sl_sort_exchange_fn sort_exchange; /* see sl_sort_exchange_fn; NULL: none */
+    void *sort_exchange_arg;
 };
 
 /* A result batch: columns in pipeline output order. */
@@ -135,6 +162,12 @@ struct sl_backend_ops {
     void (*commit)(sluice_session *s);
     void (*rollback)(sluice_session *s);
     sluice_status (*reset)(sluice_session *s);
+
+    /* NULL when the backend cannot; else copy fused group gi's scan carries out of / into
+     * the session (one sl_scan_carry per scan of the group, in stage order), complete when
+     * the call returns (core/runtime/carry.h). */
+    sluice_status (*carry_get)(sluice_session *s, int gi, sl_scan_carry *out);
+    sluice_status (*carry_set)(sluice_session *s, int gi, const sl_scan_carry *in);
 };
 
 extern const sl_backend_ops sl_cpu_backend;
