@@ -57,7 +57,7 @@ SLUICE_API const char *sluice_version_string(void);
 
 /* ---------------------------------------------------------------- statuses */
 
-/* One list generates the enum, the names and the messages (see core/status.c). */
+/* One list generates the enum, the names and the messages (see core/common/status.c). */
 #define SLUICE_STATUS_LIST(X)                                                              \
     X(OK, "success")                                                                       \
     X(ERR_INVALID_ARGUMENT, "invalid argument (NULL pointer or value out of range)")      \
@@ -286,7 +286,8 @@ typedef struct sluice_param_value {
     const char *text; /* parsed by the parameter's type, e.g. "12.5", "-3", "true" */
 } sluice_param_value;
 
-#define SLUICE_SESSION_OPTIONS_VERSION 2 /* 1: the same without the last two fields */
+#define SLUICE_SESSION_OPTIONS_VERSION 3 /* 2: the same without pipeline_depth; 1: without
+                                            the last three fields */
 typedef struct sluice_session_options {
     unsigned version;               /* SLUICE_SESSION_OPTIONS_VERSION */
     sluice_backend backend;         /* default SLUICE_BACKEND_AUTO */
@@ -317,9 +318,15 @@ typedef struct sluice_session_options {
     const char *spill_dir;          /* directory for those runs (copied; its files are
                                        unlinked at once, so nothing is left behind); NULL:
                                        $TMPDIR, else /tmp */
+    int pipeline_depth;             /* batches in flight at most (see "Batches in flight"
+                                       below): 0 (default) the backend's choice, 3 on CUDA;
+                                       1: every push waits for its results, the synchronous
+                                       path; < 0 or > 64 is SLUICE_ERR_INVALID_ARGUMENT. The
+                                       CPU backend completes each batch before push returns,
+                                       whatever the depth. Results never depend on it. */
 } sluice_session_options;
 #define SLUICE_SESSION_OPTIONS_INIT \
-    {SLUICE_SESSION_OPTIONS_VERSION, SLUICE_BACKEND_AUTO, 0, NULL, 0, 0, NULL}
+    {SLUICE_SESSION_OPTIONS_VERSION, SLUICE_BACKEND_AUTO, 0, NULL, 0, 0, NULL, 0}
 
 /* Opens a session over a pipeline. Scratch memory is sized and allocated here, once.
  * Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_UNKNOWN_PARAM, SLUICE_ERR_BAD_VALUE (a
@@ -338,9 +345,42 @@ SLUICE_API sluice_backend sluice_session_backend(const sluice_session *session);
 SLUICE_API sluice_status sluice_session_set_param(sluice_session *session, const char *name,
                                                   const char *text);
 
+/* Batches in flight
+ *   A session may work on several pushed batches at once (pipeline_depth, default 3 on the
+ *   CUDA backend): while one batch's rows are copied in, the one before computes and the one
+ *   before that is copied out. sluice_session_push then returns as soon as the batch is
+ *   staged (its rows copied where the backend reads them: the caller's memory is free again),
+ *   not when its results exist; it waits only when pipeline_depth batches are already in
+ *   flight, for the oldest of them. Results come out in stream order: sluice_session_pull
+ *   hands out the next result batch once its data is complete and never one before it, and
+ *   sluice_session_pull_wait waits for it. sluice_session_flush waits for every batch in
+ *   flight, so after a successful flush every result is ready to pull. A session's results
+ *   are the same at every depth and for every way the stream is cut into batches (except
+ *   that an offsets input describes whole segments of its own batch).
+ *
+ * Errors with batches in flight
+ *   - A batch rejected on the host (SLUICE_ERR_BATCH_*, SLUICE_ERR_BAD_OFFSETS of host
+ *     offsets, resources while staging) is rejected by its own push, which changes nothing.
+ *   - A failure found on the device after its push returned (a CUDA error in its work, or a
+ *     fault a device-side check found) is reported by the next call on the session that
+ *     waits for or polls that batch: a push, pull, pull_wait or flush. The diagnostic names
+ *     the failed push by its number (0 for the first push since open or reset). That push
+ *     and every push after it are rejected: nothing computed from them is ever handed out,
+ *     and the stream's state (scan carries, open segments, rows held by a stream-wide sort)
+ *     is as it was after the push before it. Results of earlier pushes are not lost: they
+ *     stay in the queue to pull. sluice_session_push_count then says how many pushes stand,
+ *     so the caller can push the rejected batches again (a push that reported the failure of
+ *     an earlier one was rejected too). A push that itself returns an error always leaves
+ *     sluice_session_push_count where it was before the call, or lower.
+ *   - After a sticky CUDA error (an illegal address, say) the device is unusable for the
+ *     process, as CUDA defines: results already copied to the host can still be pulled, and
+ *     every call that needs the device returns SLUICE_ERR_CUDA.
+ */
+
 /* Pushes one batch: one sluice_column per pipeline input (any order, matched by name;
  * extra columns are an error). The data is read during the call only; the caller keeps
- * ownership. A zero-row batch is valid. Stream-wide state (running scan totals, compaction
+ * ownership (with batches in flight too: the rows are staged before push returns). A
+ * zero-row batch is valid. Stream-wide state (running scan totals, compaction
  * offsets, open segments) carries to the next push: the session's output does not depend on
  * how the stream is cut into batches, except that an offsets input describes whole segments
  * of its own batch.
@@ -386,8 +426,31 @@ SLUICE_API sluice_status sluice_session_flush(sluice_session *session);
 SLUICE_API sluice_status sluice_session_reset(sluice_session *session);
 
 /* Takes the next result batch, in stream order. *out is NULL when none is ready (not an
- * error). The caller owns the batch and frees it with sluice_batch_free. */
+ * error): with batches in flight, when the next one's data is not complete yet (it never
+ * waits; see sluice_session_pull_wait). The caller owns the batch and frees it with
+ * sluice_batch_free. Errors: a failure found on the device for a batch in flight (see
+ * "Errors with batches in flight"); *out is then NULL, and the batches before the failed
+ * push can still be pulled. */
 SLUICE_API sluice_status sluice_session_pull(sluice_session *session, sluice_batch **out);
+
+/* sluice_session_pull, waiting up to timeout_ms milliseconds (< 0: as long as it takes; 0:
+ * as pull) for the next result batch while batches are in flight. *out is NULL when the
+ * time ran out, or when nothing is in flight and no result is ready (check
+ * sluice_session_in_flight to tell the two apart). A batch whose rows all fell away (a
+ * filter kept none) is no result: the wait goes on to the next. Errors: as
+ * sluice_session_pull; SLUICE_ERR_INVALID_ARGUMENT for a NULL session or out. */
+SLUICE_API sluice_status sluice_session_pull_wait(sluice_session *session, sluice_batch **out,
+                                                  int64_t timeout_ms);
+
+/* The number of pushes whose results are not complete yet (0 on the CPU backend, and after
+ * a successful flush). It does not wait, and reports nothing: a failure in flight is
+ * reported by the calls listed under "Errors with batches in flight". -1 for NULL. */
+SLUICE_API int64_t sluice_session_in_flight(const sluice_session *session);
+
+/* The number of pushes since open or reset that stand: every push that returned SLUICE_OK,
+ * less those a failure on the device rejected afterwards (see "Errors with batches in
+ * flight"). -1 for NULL. */
+SLUICE_API int64_t sluice_session_push_count(const sluice_session *session);
 
 /* One-shot: open a session with `options`, push the columns as one batch, flush, and
  * concatenate every output into one batch in *out (caller frees). */

@@ -6,20 +6,25 @@
  * the header still compiles but linking fails, so test sluice_backend_available first.
  *
  * Streams and ordering
- *   A CUDA session queues all its GPU work on one stream: the caller's (see
+ *   A CUDA session queues its kernels on one stream: the caller's (see
  *   sluice_cuda_options.stream) or, when none is given, a non-blocking stream the session
  *   creates and destroys. Work the caller queued on that stream before a push is ordered
  *   before the push's work; work on other streams is not — make the session's stream wait
- *   on an event (cudaStreamWaitEvent) first. Sessions on different streams run concurrently
- *   (one context per thread, as sluice.h's thread-safety rule says).
+ *   on an event (cudaStreamWaitEvent) first. Host batches are copied in on a second stream
+ *   and host results out on a third, both the session's own and ordered against the
+ *   kernels by events, so with batches in flight (sluice.h, "Batches in flight"; default
+ *   depth 3) one batch is copied in while the one before computes and the one before that
+ *   is copied out. Sessions on different streams run concurrently (one context per thread,
+ *   as sluice.h's thread-safety rule says).
  *
  * When device memory may be reused
  *   - Device input (sluice_cuda_session_push_device): the columns are read by work queued
  *     on the session's stream. Overwrite or free them only after that work is done: queue
  *     the overwrite on the same stream, or synchronise with it (cudaStreamSynchronize, or an
- *     event recorded on the stream after the push). A push that must know its output row
- *     count on the host (a compact or filter stage; host outputs) returns only after its
- *     work is complete, so its input is free when it returns.
+ *     event recorded on the stream after the push); a batch pulled from the session is
+ *     complete, and so are the pushes before it. A push whose results go to the host, or
+ *     whose compaction's kept-row count a later stage needs, returns only after its work is
+ *     complete, so its input is free when it returns.
  *   - Host input (sluice_session_push): a column whose rows all lie in pinned memory of the
  *     session's context (sluice_cuda_host_alloc, sluice_cuda_host_register, or a host result
  *     batch of that context; see "Pinned host memory" below) is read by the copy engine
@@ -29,25 +34,30 @@
  *     engine drains the other; the compute waits on an event. The reuse rule is the same for
  *     both: the caller may overwrite or free the memory it pushed as soon as push returns,
  *     as sluice.h says, a failed push included (a push waits for the copy engine to have
- *     read pinned input before it returns). A push of host batches returns when its results
- *     are on the host, so consecutive pushes do not overlap.
+ *     read pinned input before it returns). At depth 1 a push returns when its results are
+ *     complete; deeper, as soon as its rows are staged, and its compute and copy out go on
+ *     while the next pushes are staged.
  *   - Host outputs: a result batch's columns are pinned host memory from a pool the context
  *     keeps, written by the copy engine directly, and complete when the batch is handed out
- *     (sluice_session_pull). sluice_batch_free gives them back to the pool for the next
+ *     (sluice_session_pull). After a compact or filter stage only the kept rows cross the
+ *     bus: the kept-row count stays on the device until the batch's kernels are done, and
+ *     the copy out is then issued for exactly that many rows. sluice_batch_free gives them back to the pool for the next
  *     batches (it keeps at most 64 freed blocks, 1 GiB together; more goes back to CUDA at
  *     once); sluice_context_destroy releases the pool. When pinned memory cannot be had, a
  *     batch is ordinary memory from the context's allocator, copied out through the staging
  *     ring. A result batch may be pushed as input to a session of the same context: its
  *     columns are read by DMA.
  *   - Device outputs (sluice_cuda_options.outputs_on_device): a pulled batch's columns
- *     (sluice_batch_column) are device pointers, valid for work queued on the session's stream
- *     after the pull (other streams: wait on an event recorded on it). sluice_batch_free
- *     returns them to the device's memory pool in stream order on the legacy default stream;
- *     if work on a non-blocking stream still reads them, synchronise that stream first.
+ *     (sluice_batch_column) are device pointers, complete when pull hands the batch out (the
+ *     work that wrote them is done). sluice_batch_free returns them to the device's memory
+ *     pool in stream order on the legacy default stream; if work on a non-blocking stream
+ *     still reads them, synchronise that stream first.
  *   - Nothing is allocated with cudaMalloc on the hot path: a session's scratch, carries
  *     and staging buffers are allocated when it opens, sized for max_batch_rows (a bigger
  *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,
- *     max_batch_rows); device outputs come from the stream-ordered memory pool.
+ *     max_batch_rows); device outputs come from the stream-ordered memory pool. Each batch
+ *     in flight has its own input and column buffers, so a session's device memory is
+ *     about pipeline_depth times that of one batch (the scratch is shared).
  *
  * Pinned host memory (sluice_cuda_host_alloc, sluice_cuda_host_register)
  *   The copy engine reads and writes pinned (page-locked) memory directly, at the bus's
@@ -101,9 +111,13 @@
  * Errors
  *   CUDA failures are SLUICE_ERR_CUDA with the CUDA error's name and text in the diagnostic;
  *   device memory exhaustion is SLUICE_ERR_NO_MEMORY with the number of bytes asked for. A
- *   failed push leaves the session as it was before the push (sluice.h). After a sticky
- *   CUDA error (an illegal address, say) the device is unusable for the process, as CUDA
- *   defines: every later call returns SLUICE_ERR_CUDA.
+ *   failed push leaves the session as it was before the push (sluice.h). A failure in a
+ *   batch's work found after its push returned (batches in flight) is reported by a later
+ *   call and rejects that push and every push after it, exactly as sluice.h's "Errors with
+ *   batches in flight" says; the session waits until the device no longer works for them
+ *   before it frees their memory, then goes on from the state before the failed push.
+ *   After a sticky CUDA error (an illegal address, say) the device is unusable for the
+ *   process, as CUDA defines: every later call returns SLUICE_ERR_CUDA.
  */
 #ifndef SLUICE_CUDA_H
 #define SLUICE_CUDA_H

@@ -212,6 +212,9 @@ static int64_t *batch_offsets(int64_t first, int64_t n, int64_t *count) {
     int64_t *dev = NULL;
     CK_CUDA(cudaMalloc((void **)&dev, (size_t)k * sizeof *dev));
     CK_CUDA(cudaMemcpy(dev, host, (size_t)k * sizeof *dev, cudaMemcpyHostToDevice));
+    /* A pageable cudaMemcpy may return before its DMA lands, and the session's non-blocking
+     * stream is not ordered after the legacy stream (sluice_cuda.h): wait before the push. */
+    CK_CUDA(cudaDeviceSynchronize());
     free(host);
     *count = k;
     return dev;

@@ -263,14 +263,14 @@ static void run_one(sluice_context *ctx, sluice_pipeline *p, host_input *in, con
         /* The caller may reuse its memory once push returns. */
         for (int i = 0; i < in->ncols; i++)
             memset((void *)part[i].data, 0x5a, (size_t)part[i].length * sluice_type_size(part[i].type));
-        while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+        while (sluice_session_pull_wait(s, &b, -1) == SLUICE_OK && b) {
             result_append(out, b);
             sluice_batch_free(b);
         }
         first += rows;
     }
     ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
-    while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+    while (sluice_session_pull_wait(s, &b, -1) == SLUICE_OK && b) {
         result_append(out, b);
         sluice_batch_free(b);
     }
@@ -431,7 +431,7 @@ START_TEST(test_partly_registered) {
         ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
         memset(&r[t], 0, sizeof r[t]);
         sluice_batch *out;
-        while (sluice_session_pull(s, &out) == SLUICE_OK && out) {
+        while (sluice_session_pull_wait(s, &out, -1) == SLUICE_OK && out) {
             result_append(&r[t], out);
             sluice_batch_free(out);
         }
@@ -477,7 +477,7 @@ START_TEST(test_pool_reuse) {
         sluice_column c = {"k", SLUICE_I32, k, rows};
         ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
         sluice_batch *b;
-        ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_pull_wait(s, &b, -1), SLUICE_OK);
         ck_assert_ptr_nonnull(b);
         sluice_column d;
         ck_assert_int_eq(sluice_batch_column(b, 0, &d), SLUICE_OK);
@@ -521,7 +521,7 @@ START_TEST(test_pool_bound) {
             for (int64_t i = 0; i < n; i++) k[i] = i + h;
             sluice_column c = {"k", SLUICE_I64, k, n};
             ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
-            ck_assert_int_eq(sluice_session_pull(s, &held[h]), SLUICE_OK);
+            ck_assert_int_eq(sluice_session_pull_wait(s, &held[h], -1), SLUICE_OK);
             ck_assert_ptr_nonnull(held[h]);
         }
         for (int h = 0; h < HELD; h++) {
@@ -541,7 +541,7 @@ START_TEST(test_pool_bound) {
     sluice_column c = {"k", SLUICE_I64, v, 4};
     ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
     sluice_batch *last;
-    ck_assert_int_eq(sluice_session_pull(s, &last), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_pull_wait(s, &last, -1), SLUICE_OK);
     sluice_session_close(s);
     ck_assert_int_eq(sluice_batch_rows(last), 2);
     sluice_batch_free(last);
@@ -569,7 +569,7 @@ START_TEST(test_result_as_input) {
     sluice_column c = {"k", SLUICE_I32, k, n};
     ck_assert_int_eq(sluice_session_push(sa, &c, 1), SLUICE_OK);
     sluice_batch *mid;
-    ck_assert_int_eq(sluice_session_pull(sa, &mid), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_pull_wait(sa, &mid, -1), SLUICE_OK);
     sluice_column d;
     ck_assert_int_eq(sluice_batch_column(mid, 0, &d), SLUICE_OK);
     int32_t *copy = malloc((size_t)n * 4);
@@ -580,7 +580,7 @@ START_TEST(test_result_as_input) {
         ck_assert_int_eq(sluice_session_push(sb, &in, 1), SLUICE_OK);
         memset(&r[t], 0, sizeof r[t]);
         sluice_batch *out;
-        while (sluice_session_pull(sb, &out) == SLUICE_OK && out) {
+        while (sluice_session_pull_wait(sb, &out, -1) == SLUICE_OK && out) {
             result_append(&r[t], out);
             sluice_batch_free(out);
         }

@@ -2,7 +2,7 @@
  * public sluice_cuda.h: sessions on streams, device memory (scratch, column buffers,
  * carries) sized when a session opens and grown for a batch that cannot be cut, host
  * batches staged through a ring of pinned buffers on a copy stream, sorts through
- * kernels/sort.cu, result batches copied out or left on the device.
+ * core/cuda/sort.cu, result batches copied out or left on the device.
  *
  * How a piece runs. piece->cols[c] is the device pointer of pipeline column c's latest
  * version. Inputs point at the caller's device memory or at the session's input buffers
@@ -10,14 +10,31 @@
  * fused group (core/cuda/fused.h) reads the columns the plan lists and writes its own
  * buffers (or, as the last writer of an output column kept on the device, the result batch
  * in place); a sort moves the plan's columns. Rows only change at a compaction, whose kept
- * count is the one thing the host waits for. A stream-wide sort at flush sorts the
+ * count is read back when the host needs it. A stream-wide sort at flush sorts the
  * executor's device buffer into temporaries from the session's pool, freed when the flush
  * settles.
  *
- * Transactions (core/runtime/session.h): every fused group has two carries; a call writes the spare
- * one and commit flips which one is live, so a rollback has nothing to undo. */
+ * Batches in flight (core/runtime/exec.h, "Pieces in flight"). The session has `depth` lanes,
+ * each a full set of per-batch buffers (inputs, group outputs, per-batch sorts' outputs) and
+ * three events; piece seq uses lane seq % depth, free because the executor waited for piece
+ * seq - depth. Host inputs are copied in on the `copy` stream (event `loaded`), groups run
+ * on `stream` (event `computed` at the piece's end), host results go out on `copy_out`
+ * (event `copied`), so batch i+1's copy in, batch i's kernels and batch i-1's copy out
+ * overlap. Nothing waits on the host for a piece until `progress` asks: a compaction in the
+ * last group leaves its kept-row count on the device, copied into the lane's pinned word
+ * after the kernel, and the result batch holds room for every row until then; a pinned
+ * result batch is copied into by DMA when its count is known (at once without a
+ * compaction), a pageable one through the staging ring when the piece is complete. The
+ * scratch is shared: kernels run one after another on `stream`.
+ *
+ * Transactions (core/runtime/session.h): every fused group has a ring of depth + 2 carries;
+ * a call reads the committed one (generation gen) and writes generation gen + 1, and commit
+ * advances gen, so a rollback has nothing to undo. The ring keeps the carries from before
+ * every call still in flight: a failure found in flight goes back to one of them
+ * (ops->restore). */
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +43,7 @@
 #include "cuda/fused.h"
 #include "cuda/nvrtc.h"
 #include "cuda/offsets_check.h"
+#include "cuda/pinned.h"
 #include "cuda/sort.h"
 #include "runtime/exec.h"
 #include "sluice_cuda.h"
@@ -40,10 +58,10 @@ typedef struct group_state {
     /* fused */
     sl_cuda_group *fused;
     const sl_cuda_group_layout *layout;
-    void *carry[2];    /* device; carry[live] holds the committed state */
-    int live;
-    bool touched;      /* written in the current (uncommitted) call */
-    void **out_buf;    /* per layout output: device buffer for cap_rows rows */
+    void **carry;      /* device, cs->ring of them; carry[gen % ring] holds the committed state */
+    int64_t gen;
+    bool touched;      /* written in the current (uncommitted) call: generation gen + 1 */
+    void **out_buf;    /* per lane and layout output ([lane * noutputs + i]): cap_rows rows */
     /* sort */
     const sl_sort *sort;
     bool per_stream;
@@ -51,14 +69,33 @@ typedef struct group_state {
     const int *cols;        /* the plan group's columns (keys included), moved together */
     sluice_type *types;
     sl_cuda_sort prepared;  /* per-batch sorts: sized for cap_rows */
-    void **sort_out;        /* per moved column: cap_rows rows (per-batch sorts) */
+    void **sort_out;        /* per lane and moved column: cap_rows rows (per-batch sorts) */
 } group_state;
+
+/* A lane: the buffers and events of one piece in flight (see the top of this file). The
+ * flags below are cleared when the piece is complete or forgotten. */
+typedef struct lane {
+    int64_t seq;            /* the piece in flight here; -1: none */
+    sluice_batch *batch;    /* its result batch (in the executor's queue), or NULL */
+    int64_t *count;         /* pinned: [0] the kept-row count, [1] the fault word */
+    void *dev_count;        /* device: the same two words */
+    int64_t *count_mapped;  /* `count` as the device sees it (mapped), or NULL */
+    bool count_pending;     /* the batch's rows become count[0] when computed */
+    bool copy_pending;      /* host batch: copy out from src once computed */
+    bool computed_recorded; /* `computed` already recorded for this piece (finish) */
+    bool computed_seen;     /* `computed` completed (progress) */
+    bool copy_issued;       /* the copy out was issued: complete at `copied` */
+    bool device_input;      /* the piece reads the caller's device memory */
+    bool fault_check;       /* the fault word is read back (sl_cuda_fault_at_piece) */
+    const void **src;       /* per output: the device column the batch is copied from */
+    cudaEvent_t loaded, computed, copied;
+} lane;
 
 typedef struct cuda_session {
     int device, arch;
-    cudaStream_t stream, copy;
+    cudaStream_t stream, copy, copy_out; /* compute, copies in, copies out */
     bool own_stream;
-    cudaEvent_t slot_free[STAGING_SLOTS], inputs_ready, computed;
+    cudaEvent_t slot_free[STAGING_SLOTS];
     void *pinned[STAGING_SLOTS];
     size_t staging_bytes;   /* per slot */
     int64_t *pinned_small;  /* counts read back: [0] kept rows, [1] verdict, [2] last offset */
@@ -67,15 +104,23 @@ typedef struct cuda_session {
     size_t scratch_bytes;
     int64_t cap_rows;       /* rows the per-batch buffers hold: max_batch_rows, or more after
                                a batch that could not be cut */
-    void **in_buf;          /* per pipeline input: device buffer for host batches */
+    int depth;              /* lanes */
+    int ring;               /* carries per fused group: depth + 2 */
+    lane *lanes;
+    int64_t seen_end;       /* one past the last piece ended (end_piece) */
+    int64_t call_first;     /* the first piece of the current call */
+    int64_t fault_piece;    /* sl_cuda_fault_at_piece; -1 */
+    void **in_buf;          /* per lane and input ([lane * ninputs + i]): host batches' rows */
     int ngroups;
     group_state *groups;
     int *final_group;       /* per pipeline column: last group writing it, -1 none */
     int offsets_input;      /* pipeline column id of the offsets input, -1 none */
-    int64_t offsets_cap;    /* entries in in_buf[offsets_input] */
+    int64_t offsets_cap;    /* entries in each lane's offsets buffer */
     cudaMemPool_t pool;     /* device outputs, stream-sort buffers and flush temporaries */
     void **temps;           /* pool memory of the current call, freed when it settles */
     int ntemps, temps_cap;
+    sl_cuda_copier *copier; /* threads of the staging copy (cuda/pinned.h) */
+    bool direct_in;         /* the piece being loaded reads pinned caller memory by DMA */
 } cuda_session;
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -169,17 +214,18 @@ static void free_batch_buffers(sluice_session *s, cuda_session *cs) {
     sluice_context *ctx = s->ctx;
     for (int gi = 0; cs->groups && gi < cs->ngroups; gi++) {
         group_state *g = &cs->groups[gi];
-        for (int i = 0; g->out_buf && g->layout && i < g->layout->noutputs; i++) {
+        for (int i = 0; g->out_buf && g->layout && i < cs->depth * g->layout->noutputs; i++) {
             if (g->out_buf[i]) cudaFree(g->out_buf[i]);
             g->out_buf[i] = NULL;
         }
-        for (int i = 0; g->sort_out && i < g->ncols; i++) {
+        for (int i = 0; g->sort_out && i < cs->depth * g->ncols; i++) {
             if (g->sort_out[i]) cudaFree(g->sort_out[i]);
             g->sort_out[i] = NULL;
         }
     }
-    for (int i = 0; cs->in_buf && i < s->pipeline->ninputs; i++) {
-        if (i == cs->offsets_input) continue; /* sized by segments, grown by load */
+    int nin = s->pipeline->ninputs;
+    for (int i = 0; cs->in_buf && i < cs->depth * nin; i++) {
+        if (i % nin == cs->offsets_input) continue; /* sized by segments, grown by load */
         if (cs->in_buf[i]) cudaFree(cs->in_buf[i]);
         cs->in_buf[i] = NULL;
     }
@@ -189,10 +235,11 @@ static void free_batch_buffers(sluice_session *s, cuda_session *cs) {
     (void)ctx;
 }
 
-static void free_group(sluice_context *ctx, group_state *g) {
+static void free_group(sluice_context *ctx, cuda_session *cs, group_state *g) {
     if (g->fused) sl_cuda_group_free(ctx, g->fused);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; g->carry && i < cs->ring; i++)
         if (g->carry[i]) cudaFree(g->carry[i]);
+    sl_free(ctx, g->carry);
     sl_free(ctx, g->out_buf);
     sl_free(ctx, g->sort_out);
     sl_free(ctx, g->types);
@@ -212,14 +259,26 @@ static void cuda_close(sluice_session *s) {
         free_temps(cs);
         cudaStreamSynchronize(cs->stream);
     }
+    if (cs->copy) cudaStreamSynchronize(cs->copy);
+    if (cs->copy_out) cudaStreamSynchronize(cs->copy_out);
+    sl_cuda_copier_free(ctx, cs->copier);
     free_batch_buffers(s, cs);
-    for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, &cs->groups[i]);
+    for (int i = 0; cs->groups && i < cs->ngroups; i++) free_group(ctx, cs, &cs->groups[i]);
     sl_free(ctx, cs->groups);
     if (cs->in_buf) {
-        for (int i = 0; i < s->pipeline->ninputs; i++)
+        for (int i = 0; i < cs->depth * s->pipeline->ninputs; i++)
             if (cs->in_buf[i]) cudaFree(cs->in_buf[i]);
         sl_free(ctx, cs->in_buf);
     }
+    for (int k = 0; cs->lanes && k < cs->depth; k++) {
+        lane *L = &cs->lanes[k];
+        if (L->loaded) cudaEventDestroy(L->loaded);
+        if (L->computed) cudaEventDestroy(L->computed);
+        if (L->copied) cudaEventDestroy(L->copied);
+        sl_free(ctx, (void *)L->src);
+    }
+    if (cs->lanes && cs->lanes[0].count) cudaFreeHost(cs->lanes[0].count);
+    sl_free(ctx, cs->lanes);
     sl_free(ctx, cs->temps);
     sl_free(ctx, cs->final_group);
     if (cs->dev_small) cudaFree(cs->dev_small);
@@ -228,9 +287,8 @@ static void cuda_close(sluice_session *s) {
         if (cs->slot_free[i]) cudaEventDestroy(cs->slot_free[i]);
     }
     if (cs->pinned_small) cudaFreeHost(cs->pinned_small);
-    if (cs->inputs_ready) cudaEventDestroy(cs->inputs_ready);
-    if (cs->computed) cudaEventDestroy(cs->computed);
     if (cs->copy) cudaStreamDestroy(cs->copy);
+    if (cs->copy_out) cudaStreamDestroy(cs->copy_out);
     if (cs->own_stream && cs->stream) cudaStreamDestroy(cs->stream);
     /* The pool goes once every batch still holding its memory has been freed (CUDA frees a
      * destroyed pool's memory when the last allocation returns). */
@@ -259,21 +317,23 @@ static sluice_status sort_desc(const group_state *g, sl_cuda_sort_desc *d) {
     return SLUICE_OK;
 }
 
-/* Allocates the per-batch buffers for `rows` rows: input buffers of host batches, each
- * fused group's outputs and scratch, each per-batch sort's outputs and scratch. */
+/* Allocates the per-batch buffers of every lane for `rows` rows: input buffers of host
+ * batches, each fused group's outputs, each per-batch sort's outputs; and the scratch. */
 static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, int64_t rows) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     size_t n = (size_t)rows;
-    for (int i = 0; i < p->ninputs; i++)
-        if (i != cs->offsets_input)
-            SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i), "an input buffer"));
+    for (int i = 0; i < cs->depth * p->ninputs; i++)
+        if (i % p->ninputs != cs->offsets_input)
+            SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i % p->ninputs),
+                                "an input buffer"));
     size_t scratch = 256;
     for (int gi = 0; gi < cs->ngroups; gi++) {
         group_state *g = &cs->groups[gi];
         if (g->kind == SL_GROUP_FUSED) {
-            for (int i = 0; i < g->layout->noutputs; i++)
-                SL_TRY(device_alloc(ctx, &g->out_buf[i], n * type_size(p, g->layout->outputs[i]),
+            int no = g->layout->noutputs;
+            for (int i = 0; i < cs->depth * no; i++)
+                SL_TRY(device_alloc(ctx, &g->out_buf[i], n * type_size(p, g->layout->outputs[i % no]),
                                     "a column buffer"));
             size_t need = sl_cuda_group_scratch_size(g->fused, rows);
             if (need > scratch) scratch = need;
@@ -288,8 +348,8 @@ static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, in
             return sl_error(ctx, st, "cannot prepare the GPU sort for %lld rows (at most %lld)",
                             (long long)rows, (long long)SL_CUDA_SORT_MAX_ROWS);
         if (g->prepared.scratch_bytes > scratch) scratch = g->prepared.scratch_bytes;
-        for (int c = 0; c < g->ncols; c++)
-            SL_TRY(device_alloc(ctx, &g->sort_out[c], n * sluice_type_size(g->types[c]),
+        for (int c = 0; c < cs->depth * g->ncols; c++)
+            SL_TRY(device_alloc(ctx, &g->sort_out[c], n * sluice_type_size(g->types[c % g->ncols]),
                                 "a sorted column"));
     }
     SL_TRY(device_alloc(ctx, &cs->scratch, scratch, "scratch"));
@@ -307,12 +367,15 @@ static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi) {
     if (pg->kind == SL_GROUP_FUSED) {
         SL_TRY(sl_cuda_group_prepare(ctx, p, &s->plan, gi, cs->arch, &g->fused));
         g->layout = sl_cuda_group_layout_of(g->fused);
-        for (int i = 0; i < 2; i++)
+        g->carry = sl_calloc(ctx, (size_t)cs->ring, sizeof *g->carry);
+        if (!g->carry) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+        for (int i = 0; i < cs->ring; i++)
             SL_TRY(device_alloc(ctx, &g->carry[i], g->layout->carry_bytes, "a scan carry"));
         CUDA_TRY(ctx, cudaMemcpy(g->carry[0], sl_cuda_group_carry_identity(g->fused),
                                  g->layout->carry_bytes, cudaMemcpyHostToDevice),
                  "initialising a carry");
-        g->out_buf = sl_calloc(ctx, (size_t)g->layout->noutputs + 1, sizeof *g->out_buf);
+        g->out_buf = sl_calloc(ctx, (size_t)cs->depth * (size_t)g->layout->noutputs + 1,
+                               sizeof *g->out_buf);
         if (!g->out_buf) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
         for (int i = 0; i < g->layout->noutputs; i++) cs->final_group[g->layout->outputs[i]] = gi;
         return SLUICE_OK;
@@ -322,7 +385,7 @@ static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi) {
     g->ncols = pg->nin; /* the plan's: the keys and every live column needed after it */
     g->cols = pg->in;
     g->types = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *g->types);
-    g->sort_out = sl_calloc(ctx, (size_t)g->ncols + 1, sizeof *g->sort_out);
+    g->sort_out = sl_calloc(ctx, (size_t)cs->depth * (size_t)g->ncols + 1, sizeof *g->sort_out);
     if (!g->types || !g->sort_out)
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
     for (int c = 0; c < g->ncols; c++) {
@@ -348,14 +411,39 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     cs->staging_bytes = (size_t)s->max_batch_rows * 8 + 4096;
     if (cs->staging_bytes > STAGING_BYTES) cs->staging_bytes = STAGING_BYTES;
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->copy, cudaStreamNonBlocking), "creating a stream");
+    CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->copy_out, cudaStreamNonBlocking), "creating a stream");
     for (int i = 0; i < STAGING_SLOTS; i++) {
         CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->slot_free[i], cudaEventDisableTiming), "creating an event");
         CUDA_TRY(ctx, cudaMallocHost(&cs->pinned[i], cs->staging_bytes), "allocating pinned staging memory");
     }
-    CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->inputs_ready, cudaEventDisableTiming), "creating an event");
-    CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->computed, cudaEventDisableTiming), "creating an event");
     CUDA_TRY(ctx, cudaMallocHost((void **)&cs->pinned_small, 64), "allocating pinned memory");
-    SL_TRY(device_alloc(ctx, &cs->dev_small, 256, "counters"));
+    /* Per lane 64 bytes of device words (the kernel's count, the fault word); 256 more for
+     * the offsets check's verdict (check_device_offsets). */
+    SL_TRY(device_alloc(ctx, &cs->dev_small, 256 + 64 * (size_t)cs->depth, "counters"));
+    cs->lanes = sl_calloc(ctx, (size_t)cs->depth, sizeof *cs->lanes);
+    if (!cs->lanes) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+    /* Mapped, so the last kernel of a piece writes its kept-row count straight into host
+     * memory, with no copy queued after it (where mapping fails, a copy does it). */
+    int64_t *words = NULL, *mapped = NULL;
+    CUDA_TRY(ctx, cudaHostAlloc((void **)&words, 64 * (size_t)cs->depth, cudaHostAllocMapped),
+             "allocating pinned memory");
+    memset(words, 0, 64 * (size_t)cs->depth);
+    if (cudaHostGetDevicePointer((void **)&mapped, words, 0) != cudaSuccess) {
+        cudaGetLastError();
+        mapped = NULL;
+    }
+    for (int k = 0; k < cs->depth; k++) {
+        lane *L = &cs->lanes[k];
+        L->seq = -1;
+        L->count = words + 8 * k;
+        L->dev_count = (char *)cs->dev_small + 256 + 64 * k;
+        L->count_mapped = mapped ? mapped + 8 * k : NULL;
+        L->src = sl_calloc(ctx, (size_t)p->noutputs + 1, sizeof *L->src);
+        if (!L->src) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+        CUDA_TRY(ctx, cudaEventCreateWithFlags(&L->loaded, cudaEventDisableTiming), "creating an event");
+        CUDA_TRY(ctx, cudaEventCreateWithFlags(&L->computed, cudaEventDisableTiming), "creating an event");
+        CUDA_TRY(ctx, cudaEventCreateWithFlags(&L->copied, cudaEventDisableTiming), "creating an event");
+    }
 
     struct cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
@@ -369,7 +457,7 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
 
     size_t ncol = (size_t)p->ncolumns + 1;
     cs->final_group = sl_calloc(ctx, ncol, sizeof *cs->final_group);
-    cs->in_buf = sl_calloc(ctx, (size_t)p->ninputs + 1, sizeof *cs->in_buf);
+    cs->in_buf = sl_calloc(ctx, (size_t)cs->depth * (size_t)p->ninputs + 1, sizeof *cs->in_buf);
     cs->groups = sl_calloc(ctx, (size_t)s->plan.ngroups + 1, sizeof *cs->groups);
     if (!cs->final_group || !cs->in_buf || !cs->groups)
         return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
@@ -378,8 +466,9 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     cs->offsets_input = s->plan.offsets_input;
     if (cs->offsets_input >= 0) {
         cs->offsets_cap = s->max_batch_rows + 1;
-        SL_TRY(device_alloc(ctx, &cs->in_buf[cs->offsets_input],
-                            (size_t)cs->offsets_cap * sizeof(int64_t), "the offsets buffer"));
+        for (int k = 0; k < cs->depth; k++)
+            SL_TRY(device_alloc(ctx, &cs->in_buf[k * p->ninputs + cs->offsets_input],
+                                (size_t)cs->offsets_cap * sizeof(int64_t), "the offsets buffer"));
     }
     for (int gi = 0; gi < cs->ngroups; gi++) SL_TRY(open_group(s, cs, gi));
     SL_TRY(alloc_batch_buffers(s, cs, s->max_batch_rows));
@@ -396,6 +485,9 @@ static sluice_status cuda_open(sluice_session *s) {
     cuda_session *cs = sl_calloc(s->ctx, 1, sizeof *cs);
     if (!cs) return sl_error(s->ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
     s->impl = cs;
+    cs->depth = s->depth;
+    cs->ring = s->depth + 2;
+    cs->fault_piece = -1;
     sluice_status st = open_impl(s, cs);
     if (st != SLUICE_OK) cuda_close(s);
     return st;
@@ -405,8 +497,10 @@ static sluice_status cuda_open(sluice_session *s) {
  * work still using them and allocates them again for `rows` rows. They stay that size. */
 static sluice_status reserve_impl(sluice_session *s, cuda_session *cs, int64_t rows) {
     if (rows <= cs->cap_rows) return SLUICE_OK;
+    /* The executor waited for every piece in flight; the streams too, to be sure. */
     CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->stream), "growing the session's buffers");
     CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->copy), "growing the session's buffers");
+    CUDA_TRY(s->ctx, cudaStreamSynchronize(cs->copy_out), "growing the session's buffers");
     free_batch_buffers(s, cs);
     sluice_status st = alloc_batch_buffers(s, cs, rows);
     if (st != SLUICE_OK) {
@@ -458,16 +552,24 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
 
 /* ---- staging host memory through the pinned ring ---------------------------------------- */
 
-/* Copies `bytes` from host src to device dst on the copy stream through the pinned slots. */
+/* Copies `bytes` from host src to device dst on the copy stream: by DMA straight from src
+ * when it lies in pinned memory of the context (cuda/pinned.h), else through the pinned
+ * slots. */
 static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                               size_t bytes, int *slot) {
+    if (sl_cuda_pinned_covers(ctx, src, bytes)) {
+        CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->copy),
+                 "copying a batch to the device");
+        cs->direct_in = true;
+        return SLUICE_OK;
+    }
     size_t slot_bytes = cs->staging_bytes;
     for (size_t at = 0; at < bytes; at += slot_bytes) {
         size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
         int k = *slot;
         *slot = (k + 1) % STAGING_SLOTS;
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
-        memcpy(cs->pinned[k], (const char *)src + at, len);
+        sl_cuda_staging_copy(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len);
         CUDA_TRY(ctx, cudaMemcpyAsync((char *)dst + at, cs->pinned[k], len, cudaMemcpyHostToDevice,
                                       cs->copy), "copying a batch to the device");
         CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy), "recording an event");
@@ -475,8 +577,8 @@ static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, 
     return SLUICE_OK;
 }
 
-/* Copies device src to host dst through the pinned slots: the copy engine fills one slot
- * while the CPU empties the other. */
+/* Copies device src to pageable host dst through the pinned slots on the copy-out stream,
+ * the copy engine filling one slot while the CPU empties the other; complete on return. */
 static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                                size_t bytes) {
     size_t pending_at = 0, pending_len = 0;
@@ -489,14 +591,18 @@ static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst,
             len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
             issued = k;
             k = (k + 1) % STAGING_SLOTS;
+            /* The slot may still be read by a copy in on the other stream (stage_in). */
+            CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy_out, cs->slot_free[issued], 0),
+                     "ordering the result copy");
             CUDA_TRY(ctx, cudaMemcpyAsync(cs->pinned[issued], (const char *)src + at, len,
-                                          cudaMemcpyDeviceToHost, cs->copy),
+                                          cudaMemcpyDeviceToHost, cs->copy_out),
                      "copying results to the host");
-            CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[issued], cs->copy), "recording an event");
+            CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[issued], cs->copy_out), "recording an event");
         }
         if (pending_slot >= 0) {
             CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[pending_slot]), "copying results");
-            memcpy((char *)dst + pending_at, cs->pinned[pending_slot], pending_len);
+            sl_cuda_staging_copy(ctx, &cs->copier, (char *)dst + pending_at,
+                                 cs->pinned[pending_slot], pending_len);
         }
         pending_slot = issued;
         pending_at = at;
@@ -587,11 +693,21 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         in[i] = L->inputs[i] == s->plan.offsets_input ? (const void *)piece->offsets
                                                       : piece->cols[L->inputs[i]];
     for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
-        st = destination(s, cs, piece, gi, L->outputs[i], g->out_buf[i], &outp[i]);
+        st = destination(s, cs, piece, gi, L->outputs[i],
+                         g->out_buf[(piece->seq % cs->depth) * L->noutputs + i], &outp[i]);
+    lane *ln = &cs->lanes[piece->seq % cs->depth];
+    /* The last group's kept-row count waits until the piece is complete (written into the
+     * lane's mapped host word); an earlier group's is read now, for the next group. */
+    bool defer = L->compacts && gi + 1 == cs->ngroups;
+    int64_t *out_rows = defer && ln->count_mapped && piece->rows > 0 ? ln->count_mapped
+                                                                      : (int64_t *)ln->dev_count;
     if (st == SLUICE_OK) {
-        int from = g->touched ? !g->live : g->live;
-        sl_cuda_group_io io = {piece->rows, piece->nsegments, in, outp, s->params, g->carry[from],
-                               g->carry[!g->live], cs->scratch, (int64_t *)cs->dev_small};
+        /* Generation gen + 1 of the carry: from the committed one at the call's first piece,
+         * in place after that (a batch cut into pieces). */
+        void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
+        void *to = g->carry[(g->gen + 1) % cs->ring];
+        sl_cuda_group_io io = {piece->rows, piece->nsegments, in, outp, s->params, from, to,
+                               cs->scratch, out_rows};
         st = sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
     }
     if (st == SLUICE_OK) {
@@ -600,7 +716,19 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         if (L->compacts)
             for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = NULL;
         for (int i = 0; i < L->noutputs; i++) piece->cols[L->outputs[i]] = outp[i];
-        if (L->compacts) st = read_count(ctx, cs, cs->dev_small, &piece->rows);
+    }
+    if (st == SLUICE_OK && L->compacts) {
+        if (defer) {
+            /* piece->rows stays the room the result needs. */
+            if (out_rows != ln->count_mapped) {
+                cudaError_t e = cudaMemcpyAsync(ln->count, ln->dev_count, sizeof(int64_t),
+                                                cudaMemcpyDeviceToHost, cs->stream);
+                if (e != cudaSuccess) st = cuda_status(ctx, e, "reading a row count");
+            }
+            ln->count_pending = true;
+        } else {
+            st = read_count(ctx, cs, ln->dev_count, &piece->rows); /* the next group's rows */
+        }
     }
     if (in != ins) sl_free(ctx, (void *)in);
     if (outp != outs) sl_free(ctx, outp);
@@ -646,7 +774,7 @@ static sluice_status run_sort(sluice_session *s, cuda_session *cs, sl_piece *pie
     }
     for (int c = 0; st == SLUICE_OK && c < g->ncols; c++) {
         in[c] = piece->cols[g->cols[c]];
-        void *own = g->per_stream ? NULL : g->sort_out[c];
+        void *own = g->per_stream ? NULL : g->sort_out[(piece->seq % cs->depth) * g->ncols + c];
         if (g->per_stream) {
             st = pool_alloc(ctx, cs, &own, (size_t)n * sluice_type_size(g->types[c]),
                             "a stream-wide sort's output");
@@ -672,14 +800,52 @@ static sluice_status run_sort(sluice_session *s, cuda_session *cs, sl_piece *pie
     return st;
 }
 
+/* Copies the piece's results in lane ln into its host batch: by DMA on the copy-out stream
+ * into pinned columns (complete at `copied`), through the staging ring into pageable ones
+ * (complete on return). The copy-out stream first waits for the piece's compute. */
+static sluice_status copy_out(sluice_session *s, cuda_session *cs, lane *ln) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
+    sluice_batch *b = ln->batch;
+    CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy_out, ln->computed, 0), "ordering the result copy");
+    for (int i = 0; i < p->noutputs; i++) {
+        size_t bytes = (size_t)b->rows * type_size(p, p->outputs[i]);
+        if (bytes == 0) continue;
+        if (sl_cuda_pinned_covers(ctx, b->owned[i], bytes))
+            CUDA_TRY(ctx, cudaMemcpyAsync(b->owned[i], ln->src[i], bytes, cudaMemcpyDeviceToHost,
+                                          cs->copy_out), "copying results to the host");
+        else
+            SL_TRY(stage_out(ctx, cs, b->owned[i], ln->src[i], bytes));
+    }
+    CUDA_TRY(ctx, cudaEventRecord(ln->copied, cs->copy_out), "recording an event");
+    ln->copy_issued = true;
+    return SLUICE_OK;
+}
+
+/* Sets a result batch's row count (the kept rows of a compaction, known late). */
+static void set_rows(sluice_batch *b, int64_t rows) {
+    b->rows = rows;
+    for (size_t i = 0; i < b->ncolumns; i++) b->columns[i].length = rows;
+}
+
 static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *piece,
                                  sluice_batch **out) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
-    int64_t rows = piece->rows;
+    lane *ln = &cs->lanes[piece->seq % cs->depth];
+    int64_t rows = piece->rows; /* the room: the kept rows when count_pending */
     sluice_status st = SLUICE_OK;
     sluice_batch *b = piece->result;
     piece->result = NULL;
+    /* Copies that must be complete when this returns: a flush's (its sorted rows are
+     * temporaries freed when it settles) and a device input's (the caller's memory is free
+     * once the session's stream is past the push, sluice_cuda.h). */
+    bool now = cs->ntemps > 0 || (ln->device_input && !s->outputs_on_device);
+    if (now && ln->count_pending) {
+        CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "reading a row count");
+        rows = ln->count[0];
+        ln->count_pending = false;
+    }
     if (s->outputs_on_device) {
         if (!b) SL_TRY(device_batch_new(s, cs, rows, &b));
         for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
@@ -691,24 +857,37 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
                 if (e != cudaSuccess) st = cuda_status(ctx, e, "writing a result column");
             }
         }
+        if (st == SLUICE_OK) set_rows(b, rows);
     } else {
-        b = sl_batch_new_host(ctx, p, rows);
+        /* Pinned from the context's pool (copied out by DMA); pageable when none is had. */
+        b = sl_cuda_pinned_batch_new(s, rows);
+        if (!b) b = sl_batch_new_host(ctx, p, rows);
         if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch of %lld rows",
                                 (long long)rows);
-        cudaError_t e = cudaEventRecord(cs->computed, cs->stream);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(cs->copy, cs->computed, 0);
-        if (e != cudaSuccess) st = cuda_status(ctx, e, "ordering the result copy");
-        for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
-            int c = p->outputs[i];
-            st = stage_out(ctx, cs, b->owned[i], piece->cols[c], (size_t)rows * type_size(p, c));
+        set_rows(b, rows);
+        for (int i = 0; i < p->noutputs; i++) ln->src[i] = piece->cols[p->outputs[i]];
+        ln->batch = b;
+        cudaError_t e = cudaEventRecord(ln->computed, cs->stream);
+        if (e != cudaSuccess) st = cuda_status(ctx, e, "recording an event");
+        ln->computed_recorded = true;
+        bool pinned = true;
+        for (int i = 0; i < p->noutputs; i++)
+            pinned = pinned && sl_cuda_pinned_covers(ctx, b->owned[i], (size_t)rows * type_size(p, p->outputs[i]));
+        if (st == SLUICE_OK && (now || (pinned && !ln->count_pending))) {
+            st = copy_out(s, cs, ln); /* DMA issued now, ordered after the compute */
+            if (st == SLUICE_OK && now) {
+                e = cudaEventSynchronize(ln->copied);
+                if (e != cudaSuccess) st = cuda_status(ctx, e, "copying results to the host");
+            }
+        } else {
+            ln->copy_pending = true; /* when the piece is computed (progress_impl) */
         }
+        ln->batch = NULL; /* end_piece records it */
     }
     if (st != SLUICE_OK) {
         sluice_batch_free(b);
         return st;
     }
-    b->rows = rows;
-    for (size_t i = 0; i < b->ncolumns; i++) b->columns[i].length = rows;
     *out = b;
     return SLUICE_OK;
 }
@@ -755,30 +934,36 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
     int64_t rows = piece->rows;
     int slot = 0;
     bool staged = false;
+    int k = (int)(piece->seq % cs->depth);
+    lane *ln = &cs->lanes[k];
+    void **buf = &cs->in_buf[k * p->ninputs];
+    ln->device_input = in->on_device;
     if (rows > cs->cap_rows) SL_TRY(reserve_impl(s, cs, rows));
-    if (!in->on_device) {
-        /* The input buffers may still be read by the previous piece's work. */
-        CUDA_TRY(ctx, cudaEventRecord(cs->computed, cs->stream), "recording an event");
-        CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy, cs->computed, 0), "ordering the input copy");
-    }
+    /* The lane's buffers are free: the executor waited for the piece that had them. */
     for (int i = 0; i < p->ninputs; i++) {
         size_t w = type_size(p, i);
         if (i == cs->offsets_input) {
             if (in->on_device) continue; /* piece->offsets: the caller's device offsets */
             int64_t count = piece->nsegments + 1;
             if (count > cs->offsets_cap) {
-                /* Empty segments can outnumber rows: grow (rare, geometric; waits for the stream). */
+                /* Empty segments can outnumber rows: grow every lane's (rare, geometric;
+                 * waits for the streams). */
                 int64_t cap = 2 * count;
                 CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "growing the offsets buffer");
                 CUDA_TRY(ctx, cudaStreamSynchronize(cs->copy), "growing the offsets buffer");
-                cudaFree(cs->in_buf[i]);
-                cs->in_buf[i] = NULL;
                 cs->offsets_cap = 0;
-                SL_TRY(device_alloc(ctx, &cs->in_buf[i], (size_t)cap * w, "the offsets buffer"));
+                for (int j = 0; j < cs->depth; j++) {
+                    void **o = &cs->in_buf[j * p->ninputs + i];
+                    cudaFree(*o);
+                    *o = NULL;
+                }
+                for (int j = 0; j < cs->depth; j++)
+                    SL_TRY(device_alloc(ctx, &cs->in_buf[j * p->ninputs + i], (size_t)cap * w,
+                                        "the offsets buffer"));
                 cs->offsets_cap = cap;
             }
-            SL_TRY(stage_in(ctx, cs, cs->in_buf[i], piece->offsets, (size_t)count * w, &slot));
-            piece->offsets = cs->in_buf[i];
+            SL_TRY(stage_in(ctx, cs, buf[i], piece->offsets, (size_t)count * w, &slot));
+            piece->offsets = buf[i];
             staged = true;
             continue;
         }
@@ -787,13 +972,19 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
             piece->cols[i] = src;
             continue;
         }
-        SL_TRY(stage_in(ctx, cs, cs->in_buf[i], src, (size_t)rows * w, &slot));
-        piece->cols[i] = cs->in_buf[i];
+        SL_TRY(stage_in(ctx, cs, buf[i], src, (size_t)rows * w, &slot));
+        piece->cols[i] = buf[i];
         staged = true;
     }
     if (staged) {
-        CUDA_TRY(ctx, cudaEventRecord(cs->inputs_ready, cs->copy), "recording an event");
-        CUDA_TRY(ctx, cudaStreamWaitEvent(cs->stream, cs->inputs_ready, 0), "ordering the input copy");
+        CUDA_TRY(ctx, cudaEventRecord(ln->loaded, cs->copy), "recording an event");
+        CUDA_TRY(ctx, cudaStreamWaitEvent(cs->stream, ln->loaded, 0), "ordering the input copy");
+    }
+    if (cs->direct_in) {
+        /* The caller may reuse pinned input once push returns (sluice_cuda.h): its DMA is
+         * done before this piece goes on. Earlier pieces' compute and copies out still run. */
+        cs->direct_in = false;
+        CUDA_TRY(ctx, cudaEventSynchronize(ln->loaded), "copying a batch to the device");
     }
     return SLUICE_OK;
 }
@@ -802,6 +993,7 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
 
 static void begin_impl(cuda_session *cs) {
     for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false;
+    cs->call_first = cs->seen_end;
 }
 
 static sluice_status settle_impl(sluice_session *s, cuda_session *cs) {
@@ -820,14 +1012,166 @@ static sluice_status settle_impl(sluice_session *s, cuda_session *cs) {
 static void commit_impl(cuda_session *cs) {
     for (int i = 0; i < cs->ngroups; i++) {
         group_state *g = &cs->groups[i];
-        if (g->touched) g->live = !g->live;
+        if (g->touched) g->gen++;
         g->touched = false;
+    }
+}
+
+static void lane_clear(lane *L) {
+    L->seq = -1;
+    L->batch = NULL;
+    L->count_pending = L->copy_pending = L->computed_recorded = false;
+    L->computed_seen = L->copy_issued = L->device_input = L->fault_check = false;
+}
+
+/* Waits until the device no longer works for pieces from `first` on, and forgets them: the
+ * executor frees their result batches next, which copies must not be writing into. */
+static void forget_from(cuda_session *cs, int64_t first) {
+    cudaStreamSynchronize(cs->stream);
+    cudaStreamSynchronize(cs->copy);
+    cudaStreamSynchronize(cs->copy_out);
+    cudaGetLastError();
+    for (int k = 0; k < cs->depth; k++) {
+        lane *L = &cs->lanes[k];
+        if (L->seq < 0 || L->seq < first) continue;
+        lane_clear(L);
     }
 }
 
 static void rollback_impl(cuda_session *cs) {
     free_temps(cs);
-    for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false; /* spare carries */
+    cs->direct_in = false;
+    if (cs->seen_end > cs->call_first) forget_from(cs, cs->call_first);
+    for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false; /* generation gen stays */
+}
+
+/* ---- pieces in flight (core/runtime/session.h) ----------------------------------------- */
+
+static void end_piece_impl(sluice_session *s, cuda_session *cs, const sl_piece *piece,
+                           sluice_batch *batch) {
+    lane *ln = &cs->lanes[piece->seq % cs->depth];
+    cudaError_t e = cudaSuccess;
+    ln->fault_check = piece->seq == cs->fault_piece;
+    if (ln->fault_check) {
+        /* The test hook: a word the device writes, read back as a device-side check's
+         * verdict would be (sl_cuda_fault_at_piece). */
+        e = cudaMemsetAsync((int64_t *)ln->dev_count + 1, 0xff, sizeof(int64_t), cs->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(ln->count + 1, (int64_t *)ln->dev_count + 1, sizeof(int64_t),
+                                cudaMemcpyDeviceToHost, cs->stream);
+        ln->computed_recorded = false;
+    }
+    if (e == cudaSuccess && !ln->computed_recorded) e = cudaEventRecord(ln->computed, cs->stream);
+    /* A failure to record is found when the piece is waited for: the event then reports
+     * the stream's state, or the record is redone below from a synchronised stream. */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaStreamSynchronize(cs->stream);
+        cudaEventRecord(ln->computed, cs->stream);
+    }
+    ln->seq = piece->seq;
+    ln->batch = batch;
+    ln->computed_recorded = false;
+    if (!batch) ln->count_pending = ln->copy_pending = false;
+    cs->seen_end = piece->seq + 1;
+    (void)s;
+}
+
+static int64_t clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Waits for an event until deadline (clock_ns; < 0: as long as it takes); *ready whether it
+ * completed. A CUDA error found is returned. */
+static cudaError_t wait_event(cudaEvent_t ev, int64_t deadline, bool *ready) {
+    *ready = false;
+    if (deadline < 0) {
+        cudaError_t e = cudaEventSynchronize(ev);
+        *ready = e == cudaSuccess;
+        return e;
+    }
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess) {
+            *ready = true;
+            return e;
+        }
+        if (e != cudaErrorNotReady) return e;
+        if (clock_ns() >= deadline) return cudaSuccess;
+        struct timespec pause = {0, 20000}; /* 20 us: a small batch's time on the GPU */
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Moves lane ln's piece on as far as it can by deadline; *complete when nothing of it is
+ * left on the device and its batch is final. */
+static sluice_status lane_advance(sluice_session *s, cuda_session *cs, lane *ln, int64_t deadline,
+                                  bool *complete) {
+    sluice_context *ctx = s->ctx;
+    bool ready;
+    *complete = false;
+    if (!ln->computed_seen) {
+        cudaError_t e = wait_event(ln->computed, deadline, &ready);
+        if (e != cudaSuccess) return cuda_status(ctx, e, "running a batch");
+        if (!ready) return SLUICE_OK;
+        ln->computed_seen = true;
+        if (ln->fault_check && ln->count[1] != 0) {
+            ln->count[1] = 0;
+            return sl_error(ctx, SLUICE_ERR_CUDA, "a device-side check failed in piece %lld "
+                            "(a fault injected for testing)", (long long)ln->seq);
+        }
+        if (ln->count_pending && ln->batch) set_rows(ln->batch, ln->count[0]);
+        if (ln->copy_pending && ln->batch) {
+            ln->copy_pending = false;
+            SL_TRY(copy_out(s, cs, ln)); /* pageable: complete already; pinned: DMA issued */
+        }
+    }
+    if (ln->copy_issued) {
+        cudaError_t e = wait_event(ln->copied, deadline, &ready);
+        if (e != cudaSuccess) return cuda_status(ctx, e, "copying results to the host");
+        if (!ready) return SLUICE_OK;
+    }
+    lane_clear(ln);
+    *complete = true;
+    return SLUICE_OK;
+}
+
+static sluice_status progress_impl(sluice_session *s, cuda_session *cs, int64_t until,
+                                   int64_t timeout_ns, int64_t *done) {
+    int64_t deadline = timeout_ns < 0 ? -1 : clock_ns() + timeout_ns;
+    int64_t seq = *done;
+    for (; seq < cs->seen_end; seq++) {
+        lane *ln = &cs->lanes[seq % cs->depth];
+        if (ln->seq != seq) continue; /* forgotten by a rollback: nothing in flight */
+        bool complete;
+        /* Up to `until` wait as told; past it only look (results ready early are free). */
+        sluice_status st = lane_advance(s, cs, ln, seq <= until ? deadline : 0, &complete);
+        if (st != SLUICE_OK) {
+            forget_from(cs, seq);
+            *done = seq;
+            return st;
+        }
+        if (!complete) break;
+    }
+    *done = seq;
+    return SLUICE_OK;
+}
+
+static size_t mark_bytes_impl(const sluice_session *s) {
+    return (size_t)s->plan.ngroups * sizeof(int64_t);
+}
+
+static void mark_impl(cuda_session *cs, int64_t *gens) {
+    for (int i = 0; i < cs->ngroups; i++) gens[i] = cs->groups[i].gen;
+}
+
+static void restore_impl(cuda_session *cs, const int64_t *gens) {
+    for (int i = 0; i < cs->ngroups; i++) {
+        cs->groups[i].gen = gens[i];
+        cs->groups[i].touched = false;
+    }
 }
 
 static sluice_status reset_impl(sluice_session *s, cuda_session *cs) {
@@ -836,7 +1180,7 @@ static sluice_status reset_impl(sluice_session *s, cuda_session *cs) {
         group_state *g = &cs->groups[gi];
         g->touched = false;
         if (g->kind == SL_GROUP_FUSED)
-            CUDA_TRY(ctx, cudaMemcpyAsync(g->carry[g->live], sl_cuda_group_carry_identity(g->fused),
+            CUDA_TRY(ctx, cudaMemcpyAsync(g->carry[g->gen % cs->ring], sl_cuda_group_carry_identity(g->fused),
                                           g->layout->carry_bytes, cudaMemcpyHostToDevice, cs->stream),
                      "resetting a carry");
     }
@@ -934,6 +1278,21 @@ static void cuda_rollback(sluice_session *s) {
 
 static sluice_status cuda_reset(sluice_session *s) { ON_DEVICE(s, reset_impl(s, s->impl)); }
 
+static sluice_status cuda_progress(sluice_session *s, int64_t until, int64_t timeout_ns,
+                                   int64_t *done) {
+    ON_DEVICE(s, progress_impl(s, s->impl, until, timeout_ns, done));
+}
+
+static void cuda_end_piece(sluice_session *s, const sl_piece *piece, sluice_batch *batch) {
+    int prev = enter_device(s->impl);
+    end_piece_impl(s, s->impl, piece, batch);
+    leave_device(s->impl, prev);
+}
+
+static void cuda_mark(sluice_session *s, void *out) { mark_impl(s->impl, out); }
+
+static void cuda_restore(sluice_session *s, const void *mark) { restore_impl(s->impl, mark); }
+
 static const sl_backend_ops cuda_ops = {
     .id = SLUICE_BACKEND_CUDA,
     .name = "cuda",
@@ -957,9 +1316,19 @@ static const sl_backend_ops cuda_ops = {
     .commit = cuda_commit,
     .rollback = cuda_rollback,
     .reset = cuda_reset,
+    .default_depth = 3,
+    .progress = cuda_progress,
+    .end_piece = cuda_end_piece,
+    .mark_bytes = mark_bytes_impl,
+    .mark = cuda_mark,
+    .restore = cuda_restore,
 };
 
 const sl_backend_ops *sl_cuda_backend(void) { return &cuda_ops; }
+
+void sl_cuda_fault_at_piece(sluice_session *s, int64_t seq) {
+    if (s && s->backend == &cuda_ops && s->impl) ((cuda_session *)s->impl)->fault_piece = seq;
+}
 
 /* ---- sluice_cuda.h ------------------------------------------------------------------------ */
 
@@ -975,6 +1344,8 @@ SLUICE_API sluice_status sluice_cuda_session_open(sluice_pipeline *pipeline,
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     if (options && options->version == 1) /* a version 1 struct ends before sort_memory_bytes */
         memcpy(&o, options, offsetof(sluice_session_options, sort_memory_bytes));
+    else if (options && options->version == 2) /* ... a version 2 one before pipeline_depth */
+        memcpy(&o, options, offsetof(sluice_session_options, pipeline_depth));
     else if (options)
         o = *options;
     if (cuda->version != SLUICE_CUDA_OPTIONS_VERSION) {

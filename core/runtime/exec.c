@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/context.h"
@@ -24,19 +25,40 @@ typedef struct spill_run {
 typedef struct sort_buffer {
     void **cols;            /* per column id */
     int64_t rows, cap;
-    int64_t saved_rows;     /* rows when the current call began (transactions) */
     spill_run *runs;
     int nruns, runs_cap;
 } sort_buffer;
 
+/* What undoing a push or flush needs (exec.h, "Pieces in flight"): taken when the call
+ * begins, kept until every piece of the call is complete. */
+typedef struct push_mark {
+    bool is_push;
+    int64_t push;           /* pushes standing before the call */
+    int64_t first_piece, end_piece; /* the call's pieces: [first_piece, end_piece) */
+    int64_t queued, queued_end;     /* batches queued since open, before and after the call */
+    int64_t rows_in, rows_out;
+    int64_t *sort_rows;     /* per group: rows a stream-wide sort held */
+    void *backend;          /* ops->mark_bytes: the backend's carries as they were */
+} push_mark;
+
 struct sl_exec {
     sort_buffer *buffers;   /* per group; used by stream-wide sort groups */
+    /* Pieces in flight: marks of the calls whose pieces are not all complete (a ring, oldest
+     * first), and the current call's. Counters are since open, never reset. */
+    push_mark *marks;
+    int mcap, mfirst, mcount;
+    push_mark cur;
+    int64_t pieces;         /* pieces started */
+    int64_t done;           /* pieces below this are complete */
+    int64_t failed;         /* a failure in flight found in this piece, not yet handled; -1 */
+    sluice_status failed_st; /* ... and its status */
+    int64_t queued;         /* batches queued (less those a rollback dropped) */
+    int64_t ready;          /* batches below this are complete: pullable */
+    int64_t pushes;         /* pushes standing (sluice_session_push_count) */
     const void **cols[2];   /* piece column tables: [0] pushed pieces and sorted rows, [1] the
                                pieces cut from sorted rows */
     int64_t *offsets;       /* host: a segment-aligned piece's offsets, rebased to 0 */
     int64_t offsets_cap;
-    size_t saved_queue_len; /* transactions */
-    int64_t saved_rows_out;
 };
 
 static void drop_runs(sort_buffer *b) {
@@ -60,6 +82,18 @@ static size_t column_size(const sluice_session *s, int c) {
 
 /* ---- open / close ----------------------------------------------------------------------- */
 
+static bool mark_init(sluice_session *s, push_mark *m) {
+    size_t bytes = s->backend->mark_bytes ? s->backend->mark_bytes(s) : 0;
+    m->sort_rows = sl_calloc(s->ctx, (size_t)s->plan.ngroups + 1, sizeof *m->sort_rows);
+    m->backend = bytes ? sl_calloc(s->ctx, 1, bytes) : NULL;
+    return m->sort_rows && (!bytes || m->backend);
+}
+
+static void mark_free(sluice_session *s, push_mark *m) {
+    sl_free(s->ctx, m->sort_rows);
+    sl_free(s->ctx, m->backend);
+}
+
 sluice_status sl_exec_open(sluice_session *s) {
     sluice_context *ctx = s->ctx;
     size_t ncol = (size_t)s->pipeline->ncolumns + 1;
@@ -75,6 +109,13 @@ sluice_status sl_exec_open(sluice_session *s) {
         ex->buffers[gi].cols = sl_calloc(ctx, ncol, sizeof(void *));
         ok = ex->buffers[gi].cols != NULL;
     }
+    /* At most depth pieces are in flight and every push has at least one, so depth + 2
+     * marks (those in flight and the current call's) always suffice. */
+    ex->failed = -1;
+    ex->mcap = s->depth + 2;
+    ex->marks = ok ? sl_calloc(ctx, (size_t)ex->mcap, sizeof *ex->marks) : NULL;
+    ok = ok && ex->marks && mark_init(s, &ex->cur);
+    for (int i = 0; ok && i < ex->mcap; i++) ok = mark_init(s, &ex->marks[i]);
     if (!ok) {
         sl_exec_close(s);
         return oom(ctx, "opening a session");
@@ -96,6 +137,9 @@ void sl_exec_close(sluice_session *s) {
         sl_free(ctx, b->cols);
     }
     sl_free(ctx, ex->buffers);
+    for (int i = 0; ex->marks && i < ex->mcap; i++) mark_free(s, &ex->marks[i]);
+    sl_free(ctx, ex->marks);
+    mark_free(s, &ex->cur);
     sl_free(ctx, (void *)ex->cols[0]);
     sl_free(ctx, (void *)ex->cols[1]);
     sl_free(ctx, ex->offsets);
@@ -105,30 +149,117 @@ void sl_exec_close(sluice_session *s) {
 
 /* ---- transactions ----------------------------------------------------------------------- */
 
+static push_mark *mark_at(sl_exec *ex, int k) { return &ex->marks[(ex->mfirst + k) % ex->mcap]; }
+
+/* Puts the executor's state back to mark m (the backend's carries are the caller's to
+ * restore): stream-sort rows, the queue (batches queued since dropped), counters. */
+static void restore_mark(sluice_session *s, const push_mark *m) {
+    sl_exec *ex = s->exec;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) ex->buffers[gi].rows = m->sort_rows[gi];
+    while (ex->queued > m->queued && s->queue_len > 0) {
+        sluice_batch_free(s->queue[s->queue_head + s->queue_len - 1]);
+        s->queue_len--;
+        ex->queued--;
+    }
+    s->rows_in = m->rows_in;
+    s->rows_out = m->rows_out;
+    ex->pushes = m->push;
+}
+
+/* Makes pullable the batches of every call, oldest first, whose pieces are all complete. */
+static void retire(sl_exec *ex) {
+    while (ex->mcount > 0 && mark_at(ex, 0)->end_piece <= ex->done) {
+        ex->ready = mark_at(ex, 0)->queued_end;
+        ex->mfirst = (ex->mfirst + 1) % ex->mcap;
+        ex->mcount--;
+    }
+}
+
+/* Asks the backend to complete the pieces up to `until`, waiting at most timeout_ns (< 0: as
+ * long as it takes). A failure it reports is kept in ex->failed for reject_failed, which the
+ * calls run once nothing of theirs is left to undo. */
+static sluice_status wait_pieces(sluice_session *s, int64_t until, int64_t timeout_ns) {
+    sl_exec *ex = s->exec;
+    sluice_status st = SLUICE_OK;
+    if (!s->backend->progress) {
+        ex->done = ex->pieces; /* complete when each operation returns */
+    } else if (ex->failed >= 0) {
+        return ex->failed_st; /* not handled yet: nothing goes on before it is */
+    } else if (ex->done < ex->pieces) {
+        int64_t done = ex->done;
+        st = s->backend->progress(s, until, timeout_ns, &done);
+        ex->done = done;
+        if (st != SLUICE_OK) {
+            ex->failed = done;
+            ex->failed_st = st;
+        }
+    }
+    retire(ex);
+    return st;
+}
+
+/* After a failure found in flight in piece ex->failed: the call holding it and every later
+ * one are rejected, the session going back to that call's mark (sluice.h, "Errors with
+ * batches in flight"). Returns st. */
+static sluice_status reject_failed(sluice_session *s, sluice_status st) {
+    sl_exec *ex = s->exec;
+    if (ex->failed < 0) return st;
+    int64_t f = ex->failed;
+    if (st == SLUICE_OK) st = ex->failed_st;
+    ex->failed = -1;
+    ex->done = ex->pieces; /* the backend forgot every piece from f on */
+    int k = 0;
+    while (k < ex->mcount && mark_at(ex, k)->end_piece <= f) k++;
+    if (k == ex->mcount) return st; /* in the current call, which its rollback undid */
+    push_mark *m = mark_at(ex, k);
+    int64_t later = ex->pushes - m->push - 1;
+    restore_mark(s, m);
+    if (s->backend->restore) s->backend->restore(s, m->backend);
+    ex->mcount = k;
+    if (m->is_push)
+        sl_error(s->ctx, st, "push %lld failed on the device (above) and was rejected, with the "
+                 "%lld push%s after it: %lld pushes stand; the results of those are kept",
+                 (long long)m->push, (long long)later, later == 1 ? "" : "es", (long long)ex->pushes);
+    else
+        sl_error(s->ctx, st, "the flush failed on the device (above) and was rejected: the "
+                 "session is as it was before it (%lld pushes stand)", (long long)ex->pushes);
+    return st;
+}
+
 static void txn_begin(sluice_session *s) {
     sl_exec *ex = s->exec;
-    for (int gi = 0; gi < s->plan.ngroups; gi++) ex->buffers[gi].saved_rows = ex->buffers[gi].rows;
-    ex->saved_queue_len = s->queue_len;
-    ex->saved_rows_out = s->rows_out;
+    push_mark *m = &ex->cur;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) m->sort_rows[gi] = ex->buffers[gi].rows;
+    m->push = ex->pushes;
+    m->first_piece = ex->pieces;
+    m->queued = ex->queued;
+    m->rows_in = s->rows_in;
+    m->rows_out = s->rows_out;
+    if (s->backend->mark) s->backend->mark(s, m->backend);
     s->backend->begin(s);
 }
 
-/* Settles the call's work and commits it, or undoes everything the call did. */
-static sluice_status txn_end(sluice_session *s, sluice_status st) {
+/* Settles the call's work and commits it, or undoes everything the call did. A committed
+ * call's mark joins those in flight until its pieces are complete. */
+static sluice_status txn_end(sluice_session *s, sluice_status st, bool is_push) {
     sl_exec *ex = s->exec;
     if (st == SLUICE_OK) st = s->backend->settle(s);
-    if (st == SLUICE_OK) {
-        s->backend->commit(s);
-        return SLUICE_OK;
+    if (st != SLUICE_OK) {
+        s->backend->rollback(s);
+        restore_mark(s, &ex->cur);
+        return st;
     }
-    s->backend->rollback(s);
-    for (int gi = 0; gi < s->plan.ngroups; gi++) ex->buffers[gi].rows = ex->buffers[gi].saved_rows;
-    while (s->queue_len > ex->saved_queue_len) {
-        sluice_batch_free(s->queue[s->queue_head + s->queue_len - 1]);
-        s->queue_len--;
-    }
-    s->rows_out = ex->saved_rows_out;
-    return st;
+    s->backend->commit(s);
+    if (ex->mcount == ex->mcap) wait_pieces(s, mark_at(ex, 0)->end_piece - 1, -1); /* see open */
+    push_mark *m = mark_at(ex, ex->mcount), t = *m;
+    *m = ex->cur;
+    ex->cur = t; /* the arrays swap owners */
+    m->is_push = is_push;
+    m->end_piece = ex->pieces;
+    m->queued_end = ex->queued;
+    ex->mcount++;
+    if (is_push) ex->pushes++;
+    return wait_pieces(s, ex->pieces - 1, s->depth == 1 ? -1 : 0);
 }
 
 /* ---- stream-wide sort buffers ----------------------------------------------------------- */
@@ -351,16 +482,33 @@ static sluice_status spill_over_budget(sluice_session *s) {
         const sl_group *g = &s->plan.groups[gi];
         size_t row = 0;
         for (int j = 0; j < g->nin; j++) row += column_size(s, g->in[j]);
-        if ((double)s->exec->buffers[gi].rows * (double)row >= (double)s->sort_memory_bytes)
-            SL_TRY(spill(s, gi));
+        if ((double)s->exec->buffers[gi].rows * (double)row < (double)s->sort_memory_bytes)
+            continue;
+        /* Only rows of complete pushes are spilled: no later failure can take them back. */
+        SL_TRY(wait_pieces(s, s->exec->pieces - 1, -1));
+        SL_TRY(spill(s, gi));
     }
     return SLUICE_OK;
 }
 
 /* ---- a piece's journey ------------------------------------------------------------------ */
 
-/* Queues a piece's result batch (none for an empty piece). */
-static sluice_status emit(sluice_session *s, sl_piece *piece) {
+/* Numbers a piece; when depth pieces are in flight, first waits for the oldest, whose
+ * buffers this piece gets (exec.h). Every started piece is ended with end_piece. */
+static sluice_status start_piece(sluice_session *s, sl_piece *piece) {
+    sl_exec *ex = s->exec;
+    if (ex->pieces - ex->done >= s->depth) SL_TRY(wait_pieces(s, ex->pieces - s->depth, -1));
+    piece->seq = ex->pieces++;
+    return SLUICE_OK;
+}
+
+static void end_piece(sluice_session *s, const sl_piece *piece, sluice_batch *queued) {
+    if (s->backend->end_piece) s->backend->end_piece(s, piece, queued);
+}
+
+/* Queues a piece's result batch (none for an empty piece); *queued: the batch queued. */
+static sluice_status emit(sluice_session *s, sl_piece *piece, sluice_batch **queued) {
+    *queued = NULL;
     if (piece->rows == 0) {
         sluice_batch_free(piece->result);
         piece->result = NULL;
@@ -370,18 +518,23 @@ static sluice_status emit(sluice_session *s, sl_piece *piece) {
     sluice_status st = s->backend->finish(s, piece, &b);
     piece->result = NULL; /* the backend's finish owns it now */
     if (st != SLUICE_OK) return st;
-    return sl_session_emit(s, b);
+    SL_TRY(sl_session_emit(s, b));
+    s->exec->queued++;
+    *queued = b;
+    return SLUICE_OK;
 }
 
 /* Runs groups from piece->group on: stops at a stream-wide sort (its rows are buffered) or
- * at the end (the result is queued). */
+ * at the end (the result is queued). Ends the piece. */
 static sluice_status advance(sluice_session *s, sl_piece *piece) {
     sluice_status st = SLUICE_OK;
+    sluice_batch *queued = NULL;
     while (st == SLUICE_OK && piece->group < s->plan.ngroups) {
         if (stream_sort(s, piece->group)) {
             st = buffer_append(s, piece->group, piece);
             sluice_batch_free(piece->result);
             piece->result = NULL;
+            end_piece(s, piece, NULL);
             return st;
         }
         st = s->backend->run_group(s, piece);
@@ -389,9 +542,13 @@ static sluice_status advance(sluice_session *s, sl_piece *piece) {
         piece->offsets = NULL; /* only group 0 reads the offsets */
         piece->nsegments = -1;
     }
-    if (st == SLUICE_OK) return emit(s, piece);
-    sluice_batch_free(piece->result);
-    piece->result = NULL;
+    if (st == SLUICE_OK) {
+        st = emit(s, piece, &queued);
+    } else {
+        sluice_batch_free(piece->result);
+        piece->result = NULL;
+    }
+    end_piece(s, piece, queued);
     return st;
 }
 
@@ -399,7 +556,9 @@ static sluice_status advance(sluice_session *s, sl_piece *piece) {
 
 static sluice_status reserve(sluice_session *s, int64_t rows, int64_t nsegments) {
     if (rows <= s->max_batch_rows && nsegments <= s->max_batch_rows) return SLUICE_OK;
-    return s->backend->reserve ? s->backend->reserve(s, rows, nsegments) : SLUICE_OK;
+    if (!s->backend->reserve) return SLUICE_OK;
+    SL_TRY(wait_pieces(s, s->exec->pieces - 1, -1)); /* the buffers are reallocated */
+    return s->backend->reserve(s, rows, nsegments);
 }
 
 /* Runs rows of a sort's output (cols, rows) through groups gi.. in pieces as the plan allows. */
@@ -413,7 +572,8 @@ static sluice_status run_sorted(sluice_session *s, int gi, const void *const *co
         int64_t n = rows - at < step ? rows - at : step;
         for (int c = 0; c <= s->pipeline->ncolumns; c++)
             ex->cols[1][c] = cols[c] ? (const char *)cols[c] + (size_t)at * column_size(s, c) : NULL;
-        sl_piece piece = {gi, n, NULL, -1, ex->cols[1], NULL, 0};
+        sl_piece piece = {gi, n, NULL, -1, ex->cols[1], NULL, 0, 0};
+        SL_TRY(start_piece(s, &piece));
         SL_TRY(advance(s, &piece));
     }
     return SLUICE_OK;
@@ -429,10 +589,13 @@ static int64_t segments_that_fit(const int64_t *off, int64_t nsegments, int64_t 
 
 static sluice_status push_piece(sluice_session *s, const sl_input *in, int64_t first,
                                 int64_t rows, const int64_t *offsets, int64_t nsegments) {
-    sl_piece piece = {0, rows, offsets, nsegments, s->exec->cols[0], NULL, 0};
+    sl_piece piece = {0, rows, offsets, nsegments, s->exec->cols[0], NULL, 0, 0};
     for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = NULL;
-    SL_TRY(s->backend->load(s, in, first, &piece));
-    return advance(s, &piece);
+    SL_TRY(start_piece(s, &piece));
+    sluice_status st = s->backend->load(s, in, first, &piece);
+    if (st == SLUICE_OK) return advance(s, &piece);
+    end_piece(s, &piece, NULL);
+    return st;
 }
 
 static sluice_status push_impl(sluice_session *s, sl_input *in) {
@@ -531,8 +694,11 @@ static sluice_status merged_piece(sluice_session *s, int next, void **hostcols, 
             ex->cols[1][c] = hostcols[c];
         }
     }
-    sl_piece piece = {next, rows, NULL, -1, ex->cols[1], NULL, 0};
-    return advance(s, &piece);
+    sl_piece piece = {next, rows, NULL, -1, ex->cols[1], NULL, 0, 0};
+    SL_TRY(start_piece(s, &piece));
+    SL_TRY(advance(s, &piece));
+    /* The next merged rows go into the same backend buffers: this piece must be done. */
+    return wait_pieces(s, piece.seq, -1);
 }
 
 static sluice_status merge_runs(sluice_session *s, int gi) {
@@ -610,26 +776,36 @@ static sluice_status merge_runs(sluice_session *s, int gi) {
 
 sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
     sl_input in = *input;
-    if (s->backend->check_input) SL_TRY(s->backend->check_input(s, &in));
-    SL_TRY(spill_over_budget(s)); /* committed rows only: nothing to undo if the push fails */
-    txn_begin(s);
-    return txn_end(s, push_impl(s, &in));
+    sl_exec *ex = s->exec;
+    /* A failure found in flight rejects this push too: found first, nothing to undo. */
+    sluice_status st = wait_pieces(s, ex->pieces - 1, 0);
+    if (st == SLUICE_OK && s->backend->check_input) st = s->backend->check_input(s, &in);
+    if (st == SLUICE_OK) st = spill_over_budget(s); /* complete rows only: nothing to undo */
+    if (st == SLUICE_OK) {
+        txn_begin(s);
+        st = txn_end(s, push_impl(s, &in), true);
+    }
+    return reject_failed(s, st);
 }
 
 /* Sorts rows (cols, rows) held for stream-wide sort group gi and runs them through the
  * groups after it (or queues them when it is the last). */
 static sluice_status sort_and_go_on(sluice_session *s, int gi, void *const *cols, int64_t n) {
     sl_exec *ex = s->exec;
-    sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0};
+    sl_piece piece = {gi, n, NULL, -1, ex->cols[0], NULL, 0, 0};
     for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = cols[c];
+    SL_TRY(start_piece(s, &piece));
     /* The sort itself is the backend's to size (it holds the whole stream). */
     sluice_status st = s->backend->run_group(s, &piece);
     if (st != SLUICE_OK || gi + 1 < s->plan.ngroups) {
         sluice_batch_free(piece.result);
         piece.result = NULL;
     }
+    sluice_batch *queued = NULL;
+    if (st == SLUICE_OK && gi + 1 == s->plan.ngroups) st = emit(s, &piece, &queued);
+    end_piece(s, &piece, queued);
     SL_TRY(st);
-    if (gi + 1 == s->plan.ngroups) return emit(s, &piece);
+    if (gi + 1 == s->plan.ngroups) return SLUICE_OK;
     return run_sorted(s, gi + 1, piece.cols, piece.rows);
 }
 
@@ -657,10 +833,12 @@ static sluice_status flush_exchanged(sluice_session *s, int gi) {
 static sluice_status flush_held(sluice_session *s, int gi) {
     sl_piece piece = {.group = gi, .rows = 0, .nsegments = -1, .cols = s->exec->cols[0]};
     for (int c = 0; c <= s->pipeline->ncolumns; c++) piece.cols[c] = NULL;
+    SL_TRY(start_piece(s, &piece));
     sluice_status st = s->backend->flush_group(s, &piece);
     if (st != SLUICE_OK) {
         sluice_batch_free(piece.result);
         piece.result = NULL;
+        end_piece(s, &piece, NULL);
         return st;
     }
     piece.group++;
@@ -692,13 +870,31 @@ static sluice_status flush_impl(sluice_session *s) {
 }
 
 sluice_status sl_exec_flush(sluice_session *s) {
-    txn_begin(s);
-    SL_TRY(txn_end(s, flush_impl(s)));
-    for (int gi = 0; gi < s->plan.ngroups; gi++) drop_runs(&s->exec->buffers[gi]); /* consumed */
+    sl_exec *ex = s->exec;
+    /* Every push first (a failure in flight rejects it before the flush begins), then the
+     * flush's own pieces: after a flush every result is ready. */
+    sluice_status st = wait_pieces(s, ex->pieces - 1, -1);
+    if (st == SLUICE_OK) {
+        txn_begin(s);
+        st = txn_end(s, flush_impl(s), false);
+    }
+    if (st == SLUICE_OK) st = wait_pieces(s, ex->pieces - 1, -1);
+    SL_TRY(reject_failed(s, st));
+    for (int gi = 0; gi < s->plan.ngroups; gi++) drop_runs(&ex->buffers[gi]); /* consumed */
     return SLUICE_OK;
 }
 
 sluice_status sl_exec_reset(sluice_session *s) {
+    sl_exec *ex = s->exec;
+    /* The work in flight ends first; a failure in it no longer matters: all is dropped. */
+    if (wait_pieces(s, ex->pieces - 1, -1) != SLUICE_OK) {
+        ex->failed = -1;
+        sl_diag_clear(s->ctx);
+    }
+    ex->mcount = 0;
+    ex->done = ex->pieces;
+    ex->pushes = 0;
+    ex->ready = ex->queued; /* the session drops the queue */
     SL_TRY(s->backend->reset(s));
     for (int gi = 0; gi < s->plan.ngroups; gi++) {
         s->exec->buffers[gi].rows = 0;
@@ -706,3 +902,54 @@ sluice_status sl_exec_reset(sluice_session *s) {
     }
     return SLUICE_OK;
 }
+
+/* ---- results in flight ------------------------------------------------------------------ */
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Batches at the head of the queue that are complete. */
+static int64_t ready_count(const sluice_session *s) {
+    const sl_exec *ex = s->exec;
+    int64_t pulled = ex->queued - (int64_t)s->queue_len;
+    return ex->ready - pulled;
+}
+
+sluice_status sl_exec_next(sluice_session *s, int64_t timeout_ns, sluice_batch **out) {
+    sl_exec *ex = s->exec;
+    *out = NULL;
+    int64_t deadline = timeout_ns < 0 ? -1 : now_ns() + timeout_ns;
+    for (;;) {
+        while (ready_count(s) > 0) {
+            sluice_batch *b = s->queue[s->queue_head];
+            if (b->rows > 0) {
+                *out = b;
+                return SLUICE_OK;
+            }
+            /* Every row fell away (a compaction's count, read only at completion): no result. */
+            sl_exec_take(s);
+            sluice_batch_free(b);
+        }
+        if (ex->mcount == 0) return SLUICE_OK; /* nothing in flight */
+        int64_t left = -1;
+        if (deadline >= 0) {
+            left = deadline - now_ns();
+            if (left < 0) left = 0;
+        }
+        sluice_status st = wait_pieces(s, mark_at(ex, 0)->end_piece - 1, left);
+        if (st != SLUICE_OK) return reject_failed(s, st);
+        if (ready_count(s) == 0 && deadline >= 0 && now_ns() >= deadline) return SLUICE_OK;
+    }
+}
+
+void sl_exec_take(sluice_session *s) {
+    s->queue_head++;
+    if (--s->queue_len == 0) s->queue_head = 0;
+}
+
+int64_t sl_exec_in_flight(const sluice_session *s) { return s->exec->mcount; }
+
+int64_t sl_exec_push_count(const sluice_session *s) { return s->exec->pushes; }

@@ -27,7 +27,19 @@
  *
  * Transactions. A push or flush that fails leaves the session as it was before the call:
  * the backend's carries restored (ops->rollback), every stream-sort buffer back to its row
- * count before the call, and nothing emitted by the call left in the queue. */
+ * count before the call, and nothing emitted by the call left in the queue.
+ *
+ * Pieces in flight. A backend with ops->progress completes pieces asynchronously: a push
+ * returns once its pieces are issued, and their result batches wait in the queue, not yet
+ * pullable, until the backend says the pieces are complete. Every piece gets a number (seq,
+ * counted since open); the backend may use seq % depth as the piece's set of buffers,
+ * because before piece seq starts the executor waits until piece seq - depth is complete.
+ * Each push leaves a mark (what a rollback needs: sort-buffer rows, queue length, the
+ * backend's ops->mark) that is kept until all its pieces are complete. A batch becomes
+ * pullable only once every piece of its push is complete, so a push is handed out whole or
+ * not at all. When the backend reports a failure in a piece of push P, push P and every
+ * push after it are rejected: the session goes back to P's mark (sluice.h, "Errors with
+ * batches in flight"). */
 #ifndef SL_EXEC_H
 #define SL_EXEC_H
 
@@ -45,6 +57,7 @@ struct sl_piece {
     const void **cols;         /* per column id (plan ncolumns + 1 entries) */
     sluice_batch *result;      /* a result batch the last group wrote in place, or NULL */
     int64_t room;              /* rows `result` has room for */
+    int64_t seq;               /* the piece's number since the session opened (below) */
 };
 
 typedef struct sl_exec sl_exec;
@@ -57,7 +70,17 @@ void sl_exec_close(sluice_session *s);
 sluice_status sl_exec_push(sluice_session *s, const sl_input *in);
 /* End of stream: every stream-wide sort sorts what it holds and the groups after it run. */
 sluice_status sl_exec_flush(sluice_session *s);
-/* Forgets carries and buffered rows (sluice_session_reset). */
+/* Forgets carries and buffered rows (sluice_session_reset), after the work in flight. */
 sluice_status sl_exec_reset(sluice_session *s);
+/* The next result batch once complete (*out NULL when none is), waiting up to timeout_ns
+ * (< 0: as long as it takes) while pushes are in flight; reports a failure found in flight
+ * (the failed push and those after it are then rejected). The batch is still in the queue:
+ * the caller takes it with sl_exec_take. */
+sluice_status sl_exec_next(sluice_session *s, int64_t timeout_ns, sluice_batch **out);
+/* Removes the batch sl_exec_next returned from the head of the queue. */
+void sl_exec_take(sluice_session *s);
+/* Pushes whose pieces are not all complete; pushes standing (sluice_session_push_count). */
+int64_t sl_exec_in_flight(const sluice_session *s);
+int64_t sl_exec_push_count(const sluice_session *s);
 
 #endif

@@ -9,6 +9,7 @@
 #include "runtime/session.h"
 
 #define SL_DEFAULT_MAX_BATCH_ROWS ((int64_t)1 << 22)
+#define SL_MAX_DEPTH 64 /* sluice_session_options.pipeline_depth */
 
 SLUICE_API int sluice_backend_available(sluice_backend backend) {
     const sl_backend_ops *cuda = sl_cuda_backend();
@@ -101,6 +102,8 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     if (options) {
         if (options->version == 1) /* a version 1 caller's struct ends before sort_memory_bytes */
             memcpy(&opts, options, offsetof(sluice_session_options, sort_memory_bytes));
+        else if (options->version == 2) /* ... and a version 2 one before pipeline_depth */
+            memcpy(&opts, options, offsetof(sluice_session_options, pipeline_depth));
         else if (options->version == SLUICE_SESSION_OPTIONS_VERSION)
             opts = *options;
         else
@@ -110,6 +113,11 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
                             SLUICE_SESSION_OPTIONS_VERSION);
     }
     options = &opts;
+    if (options->pipeline_depth < 0 || options->pipeline_depth > SL_MAX_DEPTH)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "session options: pipeline_depth %d is not 0 (the backend's choice) to %d",
+                        options->pipeline_depth, SL_MAX_DEPTH);
+    opts.version = SLUICE_SESSION_OPTIONS_VERSION; /* older versions were copied into opts */
     if (options->sort_memory_bytes < 0)
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "session options: sort_memory_bytes must be >= 0 (0: never spill)");
@@ -128,6 +136,9 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     s->backend = backend;
     s->max_batch_rows = options->max_batch_rows ? options->max_batch_rows : SL_DEFAULT_MAX_BATCH_ROWS;
     s->sort_memory_bytes = options->sort_memory_bytes;
+    /* A backend without pieces in flight completes each one as it goes: depth 1. */
+    s->depth = !backend->progress ? 1
+             : options->pipeline_depth ? options->pipeline_depth : backend->default_depth;
     if (options->spill_dir) {
         s->spill_dir = sl_strdup(ctx, options->spill_dir);
         if (!s->spill_dir) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a session");
@@ -342,15 +353,31 @@ SLUICE_API sluice_status sluice_session_reset(sluice_session *s) {
     return SLUICE_OK;
 }
 
-SLUICE_API sluice_status sluice_session_pull(sluice_session *s, sluice_batch **out) {
+SLUICE_API sluice_status sluice_session_pull_wait(sluice_session *s, sluice_batch **out,
+                                                  int64_t timeout_ms) {
     if (out) *out = NULL;
     if (!s || !out) return SLUICE_ERR_INVALID_ARGUMENT;
     sl_diag_clear(s->ctx);
-    if (s->queue_len == 0) return SLUICE_OK;
-    *out = s->queue[s->queue_head++];
-    sl_owned_add(s->ctx, &(*out)->link, destroy_listed_batch); /* now the caller's */
-    if (--s->queue_len == 0) s->queue_head = 0;
+    int64_t ns = timeout_ms < 0 ? -1 : timeout_ms > INT64_MAX / 1000000 ? INT64_MAX : timeout_ms * 1000000;
+    sluice_batch *b = NULL;
+    SL_TRY(sl_exec_next(s, ns, &b));
+    if (!b) return SLUICE_OK;
+    sl_exec_take(s);
+    sl_owned_add(s->ctx, &b->link, destroy_listed_batch); /* now the caller's */
+    *out = b;
     return SLUICE_OK;
+}
+
+SLUICE_API sluice_status sluice_session_pull(sluice_session *s, sluice_batch **out) {
+    return sluice_session_pull_wait(s, out, 0);
+}
+
+SLUICE_API int64_t sluice_session_in_flight(const sluice_session *s) {
+    return s ? sl_exec_in_flight(s) : -1;
+}
+
+SLUICE_API int64_t sluice_session_push_count(const sluice_session *s) {
+    return s ? sl_exec_push_count(s) : -1;
 }
 
 SLUICE_API sluice_status sluice_run(sluice_pipeline *pipeline, const sluice_session_options *options,
@@ -365,8 +392,8 @@ SLUICE_API sluice_status sluice_run(sluice_pipeline *pipeline, const sluice_sess
         if (s->outputs_on_device) {
             st = sl_error(s->ctx, SLUICE_ERR_INVALID_ARGUMENT,
                           "sluice_run returns host batches; device outputs are for sessions");
-        } else if (s->queue_len == 1) {
-            st = sluice_session_pull(s, out);
+        } else if (s->queue_len == 1 && s->queue[s->queue_head]->rows > 0) {
+            st = sluice_session_pull(s, out); /* ready: the flush waited for every batch */
         } else {
             st = sl_batch_concat(s->ctx, pipeline, s->queue + s->queue_head, s->queue_len, out);
             if (st == SLUICE_OK) sl_owned_add(s->ctx, &(*out)->link, destroy_listed_batch);

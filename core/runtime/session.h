@@ -57,6 +57,7 @@ struct sluice_session {
     sl_exec *exec;           /* the shared executor's state (core/runtime/exec.c) */
     sl_value *params;        /* current value of each pipeline param */
     int64_t max_batch_rows;
+    int depth;                 /* pieces in flight at most (sluice_session_options.pipeline_depth) */
     int64_t sort_memory_bytes; /* stream-sort budget before spilling (0: none; exec.c) */
     char *spill_dir;           /* where spilled runs go; NULL: $TMPDIR, else /tmp */
     bool flushed;
@@ -163,6 +164,28 @@ struct sl_backend_ops {
     void (*rollback)(sluice_session *s);
     sluice_status (*reset)(sluice_session *s);
 
+    /* Pieces in flight (core/runtime/exec.h). All NULL on a backend whose work is complete
+     * when each operation returns (the CPU); default_depth is then unused.
+     * progress: advances the pieces in flight, in order, waiting at most timeout_ns (< 0: as
+     * long as it takes; 0: not at all) until piece `until` and every piece before it are
+     * complete: their result batches' data and row counts final (rows may shrink to the
+     * kept-row count of a compaction read only now), nothing on the device still reading
+     * their buffers. *done: the number of the first piece not complete. On a failure found
+     * in piece f it returns its status (diagnostic set) with *done = f, having waited until
+     * the device no longer works for f or any later piece, and forgotten them (their result
+     * batches are the executor's to free).
+     * end_piece: piece's journey ended, its result (if any) in `batch` (NULL: buffered by a
+     * stream-wide sort, empty, or failed): the backend records what tells it is complete.
+     * mark_bytes / mark / restore: the backend's part of a push's mark (the carries as they
+     * were before the push), kept until its pieces are complete; restore puts them back
+     * after a failure in flight (the device idle then). */
+    int default_depth;
+    sluice_status (*progress)(sluice_session *s, int64_t until, int64_t timeout_ns, int64_t *done);
+    void (*end_piece)(sluice_session *s, const sl_piece *piece, sluice_batch *batch);
+    size_t (*mark_bytes)(const sluice_session *s);
+    void (*mark)(sluice_session *s, void *out);
+    void (*restore)(sluice_session *s, const void *mark);
+
     /* NULL when the backend cannot; else copy fused group gi's scan carries out of / into
      * the session (one sl_scan_carry per scan of the group, in stage order), complete when
      * the call returns (core/runtime/carry.h). */
@@ -173,5 +196,10 @@ struct sl_backend_ops {
 extern const sl_backend_ops sl_cpu_backend;
 /* NULL in builds without CUDA (SLUICE_WITH_CUDA off). */
 const sl_backend_ops *sl_cuda_backend(void);
+/* For tests of failures in flight (CUDA builds only): piece `seq` of the CUDA session s
+ * (counted since open; the push of that number when no batch is cut and nothing is
+ * flushed) reports a fault found on the device, as a device-side check would, when it is
+ * waited for; -1 disarms. The piece's work itself runs normally. */
+void sl_cuda_fault_at_piece(sluice_session *s, int64_t seq);
 
 #endif

@@ -1,0 +1,335 @@
+/* stream_bench.c — issue 11's streaming figures: host-resident batches through a CUDA
+ * session with batches in flight, beside the bus limit measured in the same run.
+ *
+ * Usage: stream_bench [log2_rows=26] [batches=8] [reps=3]
+ *
+ * Jobs (each the median of `reps` timed runs after one warm-up; wall-clock time from the
+ * first push to the last result pulled, results freed as they come):
+ *   - `batches` host batches of 2^log2_rows f32 through an exclusive sum scan, and through
+ *     `filter: x > 0` (about half kept), from malloc memory, from pinned memory the session
+ *     does not know about (cudaMallocHost: staged like malloc memory) and from
+ *     sluice_cuda_host_alloc memory (read by DMA), at depth 1 (the synchronous path) and at
+ *     the default depth; malloc memory once more with SLUICE_CUDA_STAGING_THREADS=8;
+ *   - the bus limit: pinned H2D and D2H of the same bytes issued at once on two streams
+ *     (the scan's bar), and pinned H2D of the input alone (the filter's bar);
+ *   - 2^20- against 2^26-row batches over the same 2^28 rows: device-resident (map, filter
+ *     and count scan, outputs left on the device) and host-resident (the scan, from
+ *     sluice_cuda_host_alloc memory), with the host time of one push;
+ * Prints one line per measurement and a table last. Benchmarks are programs, never timed
+ * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "sluice.h"
+#include "sluice_cuda.h"
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static int g_reps = 3;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return t[n / 2];
+}
+
+static void fail_session(sluice_context *ctx, sluice_status st, const char *what) {
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    fprintf(stderr, "stream_bench: %s: %s: %s\n", what, sluice_status_name(st), d ? d->message : "");
+    exit(1);
+}
+
+/* ---- the bus limit -------------------------------------------------------------------- */
+
+/* Pinned H2D of `bytes` (alone), and H2D with D2H of the same bytes at once on two
+ * streams, in chunks of `chunk` bytes, medians in ms. */
+static void bus_limit(size_t bytes, size_t chunk, double *h2d_ms, double *duplex_ms) {
+    void *hin, *hout, *din, *dout;
+    CK(cudaMallocHost(&hin, chunk));
+    CK(cudaMallocHost(&hout, chunk));
+    CK(cudaMalloc(&din, chunk));
+    CK(cudaMalloc(&dout, chunk));
+    memset(hin, 1, chunk);
+    CK(cudaMemset(dout, 2, chunk));
+    cudaStream_t a, b;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    double t1[16], t2[16];
+    for (int r = 0; r <= g_reps; r++) {
+        double t0 = now_ms();
+        for (size_t at = 0; at < bytes; at += chunk)
+            CK(cudaMemcpyAsync(din, hin, chunk, cudaMemcpyHostToDevice, a));
+        CK(cudaStreamSynchronize(a));
+        double t = now_ms();
+        for (size_t at = 0; at < bytes; at += chunk) {
+            CK(cudaMemcpyAsync(din, hin, chunk, cudaMemcpyHostToDevice, a));
+            CK(cudaMemcpyAsync(hout, dout, chunk, cudaMemcpyDeviceToHost, b));
+        }
+        CK(cudaStreamSynchronize(a));
+        CK(cudaStreamSynchronize(b));
+        if (r > 0) { /* the first is the warm-up */
+            t1[r - 1] = t - t0;
+            t2[r - 1] = now_ms() - t;
+        }
+    }
+    *h2d_ms = median(t1, g_reps);
+    *duplex_ms = median(t2, g_reps);
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    CK(cudaFreeHost(hin));
+    CK(cudaFreeHost(hout));
+    CK(cudaFree(din));
+    CK(cudaFree(dout));
+}
+
+/* ---- sessions ------------------------------------------------------------------------- */
+
+typedef struct job {
+    sluice_context *ctx;
+    sluice_pipeline *p;
+    sluice_session *s;
+    int64_t rows_out;
+} job;
+
+static void job_open(job *j, const char *yaml, int64_t max_rows, int depth, int device_out) {
+    memset(j, 0, sizeof *j);
+    if (sluice_context_create(&j->ctx, NULL) != SLUICE_OK) exit(1);
+    sluice_status st = sluice_pipeline_load_string(j->ctx, yaml, strlen(yaml), "bench", &j->p);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "loading the pipeline");
+    sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+    so.backend = SLUICE_BACKEND_CUDA;
+    so.max_batch_rows = max_rows;
+    so.pipeline_depth = depth;
+    sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
+    co.outputs_on_device = device_out;
+    st = sluice_cuda_session_open(j->p, &so, &co, &j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "opening the session");
+}
+
+static void job_close(job *j) {
+    sluice_session_close(j->s);
+    sluice_pipeline_free(j->p);
+    sluice_context_destroy(j->ctx);
+}
+
+/* Frees every result ready now (wait: every result still to come). */
+static void drain(job *j, int wait) {
+    for (;;) {
+        sluice_batch *b = NULL;
+        sluice_status st = wait ? sluice_session_pull_wait(j->s, &b, -1) : sluice_session_pull(j->s, &b);
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pulling");
+        if (!b) return;
+        j->rows_out += sluice_batch_rows(b);
+        sluice_batch_free(b);
+    }
+}
+
+/* One stream: `nb` pushes of `rows` rows from cols (host or device), each batch at
+ * src + k * stride rows, then flush and every result pulled. Returns ms; *push_us the mean
+ * host time of one push call. */
+static double run_stream(job *j, const float *src, int64_t stride, int64_t rows, int nb,
+                         int on_device, double *push_us) {
+    double t0 = now_ms(), in_push = 0;
+    j->rows_out = 0;
+    for (int k = 0; k < nb; k++) {
+        sluice_column c = {"x", SLUICE_F32, src + (size_t)k * (size_t)stride, rows};
+        double a = now_ms();
+        sluice_status st = on_device ? sluice_cuda_session_push_device(j->s, &c, 1)
+                                     : sluice_session_push(j->s, &c, 1);
+        in_push += now_ms() - a;
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pushing");
+        drain(j, 0);
+    }
+    sluice_status st = sluice_session_flush(j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "flushing");
+    drain(j, 1);
+    double t = now_ms() - t0;
+    st = sluice_session_reset(j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "resetting");
+    if (push_us) *push_us = in_push * 1e3 / nb;
+    return t;
+}
+
+/* Median of g_reps timed streams after one warm-up (which also compiles the kernel). */
+static double time_stream(job *j, const float *src, int64_t stride, int64_t rows, int nb,
+                          int on_device, double *push_us) {
+    double t[16], pu[16];
+    run_stream(j, src, stride, rows, nb, on_device, NULL);
+    for (int r = 0; r < g_reps; r++) t[r] = run_stream(j, src, stride, rows, nb, on_device, &pu[r]);
+    if (push_us) *push_us = median(pu, g_reps);
+    return median(t, g_reps);
+}
+
+static const char *SCAN =
+    "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
+    "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n";
+static const char *FILTER =
+    "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
+    "  - filter: x > 0\noutput: [x]\n";
+static const char *MFC =
+    "sluice: 1\nname: bench-map-filter-count\ninput: {x: f32}\nstages:\n"
+    "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
+    "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n";
+
+typedef struct row {
+    char name[160], sluice[64], bar[64];
+} row;
+static row g_rows[64];
+static int g_nrows;
+
+static void add_row(const char *name, const char *sl, const char *bar) {
+    row *r = &g_rows[g_nrows++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->sluice, sizeof r->sluice, "%s", sl);
+    snprintf(r->bar, sizeof r->bar, "%s", bar);
+}
+
+int main(int argc, char **argv) {
+    int lg = argc > 1 ? atoi(argv[1]) : 26;
+    int nb = argc > 2 ? atoi(argv[2]) : 8;
+    if (argc > 3) g_reps = atoi(argv[3]);
+    if (lg < 10 || lg > 28 || nb < 1 || nb > 64 || g_reps < 1 || g_reps > 15) {
+        fprintf(stderr, "usage: stream_bench [log2_rows 10..28] [batches 1..64] [reps 1..15]\n");
+        return 2;
+    }
+    if (!sluice_backend_available(SLUICE_BACKEND_CUDA)) {
+        fprintf(stderr, "stream_bench: no usable GPU\n");
+        return 77;
+    }
+    int64_t n = (int64_t)1 << lg;
+    size_t bytes = (size_t)n * 4, total = bytes * (size_t)nb;
+    char job_name[160], fig[64], bar[64];
+
+    /* Input: random signs (about half kept by x > 0), the same values in both memories. */
+    float *hmalloc = malloc(total), *hpinned = NULL;
+    if (!hmalloc) return 1;
+    CK(cudaMallocHost((void **)&hpinned, total));
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)n * (size_t)nb; i++) {
+        h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+        hmalloc[i] = (float)((int64_t)(h >> 40) - (1 << 23)) / (float)(1 << 20);
+    }
+    memcpy(hpinned, hmalloc, total);
+
+    double h2d, duplex;
+    bus_limit(total, bytes, &h2d, &duplex);
+    printf("bus: pinned H2D %.1f ms (%.1f GB/s), H2D+D2H at once %.1f ms (%.1f GB/s each way), "
+           "%d x %zu bytes\n", h2d, total / h2d / 1e6, duplex, total / duplex / 1e6, nb, bytes);
+    snprintf(fig, sizeof fig, "%.1f ms", duplex);
+    add_row("bus: pinned H2D and D2H of the scan's bytes at once", fig, "");
+    snprintf(fig, sizeof fig, "%.1f ms", h2d);
+    add_row("bus: pinned H2D of the input alone", fig, "");
+
+    /* Host-resident streams through the scan and the filter. */
+    const char *names[2] = {"exclusive scan", "filter: x > 0"};
+    const char *yamls[2] = {SCAN, FILTER};
+    const char *mem[4] = {"malloc", "cudaMallocHost (not known to sluice)",
+                          "sluice_cuda_host_alloc", "malloc, 8 staging threads"};
+    for (int pl = 0; pl < 2; pl++) {
+        double limit = pl == 0 ? duplex : h2d;
+        for (int depth = 1; depth >= 0; depth--) {
+            job j, j8;
+            job_open(&j8, yamls[pl], n, depth, 0); /* for the 8-thread case */
+            job_open(&j, yamls[pl], n, depth, 0);
+            float *own = NULL; /* pinned memory of the session's context */
+            sluice_status ast = sluice_cuda_host_alloc(j.ctx, total, (void **)&own);
+            if (ast != SLUICE_OK) fail_session(j.ctx, ast, "sluice_cuda_host_alloc");
+            memcpy(own, hmalloc, total);
+            const float *srcs[4] = {hmalloc, hpinned, own, hmalloc};
+            for (int m = 0; m < (depth ? 3 : 4); m++) {
+                if (m == 3) { /* read at a session's first large staging copy */
+                    setenv("SLUICE_CUDA_STAGING_THREADS", "8", 1);
+                    job_close(&j);
+                    j = j8;
+                }
+                double pu;
+                double t = time_stream(&j, srcs[m], n, n, nb, 0, &pu);
+                printf("%s, %d host batches of 2^%d f32 from %s, depth %s: %.1f ms (%.2fx the "
+                       "limit), %.0f us in push, %lld rows out\n", names[pl], nb, lg, mem[m],
+                       depth ? "1" : "default", t, t / limit, pu, (long long)j.rows_out);
+                snprintf(job_name, sizeof job_name, "%s, %d x 2^%d host f32 from %s, depth %s "
+                         "(time / %s)", names[pl], nb, lg, mem[m], depth ? "1" : "default",
+                         pl == 0 ? "H2D+D2H at once" : "H2D alone");
+                snprintf(fig, sizeof fig, "%.1f ms = %.2fx", t, t / limit);
+                snprintf(bar, sizeof bar, "%s", depth ? "" : m == 0 ? "<= 1.5x" : m == 2 ? "<= 1.15x" : "");
+                add_row(job_name, fig, bar);
+            }
+            unsetenv("SLUICE_CUDA_STAGING_THREADS");
+            if (depth) job_close(&j8); /* at depth 0, j is j8 by now */
+            job_close(&j); /* own goes with its context */
+        }
+    }
+
+    /* Small against large batches over the same 2^28 rows (fewer when memory is short). */
+    int64_t all = (int64_t)1 << 28, small = (int64_t)1 << 20, large = (int64_t)1 << 26;
+    float *dx;
+    CK(cudaMalloc((void **)&dx, (size_t)all * 4));
+    for (int64_t at = 0; at < all; at += n) {
+        int64_t m = all - at < n ? all - at : n;
+        CK(cudaMemcpy(dx + at, hmalloc, (size_t)m * 4, cudaMemcpyHostToDevice));
+    }
+    double t_small, t_large, pu_small, pu_large;
+    {
+        job j;
+        job_open(&j, MFC, large, 0, 1);
+        t_large = time_stream(&j, dx, large, large, (int)(all / large), 1, &pu_large);
+        t_small = time_stream(&j, dx, small, small, (int)(all / small), 1, &pu_small);
+        job_close(&j);
+    }
+    printf("device-resident map+filter+count scan, 2^28 rows: 2^26-row batches %.2f ms (%.1f us "
+           "a push), 2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
+           t_large, pu_large, t_small, pu_small, t_large / t_small);
+    snprintf(fig, sizeof fig, "%.2f (%.1f us a push)", t_large / t_small, pu_small);
+    add_row("device-resident map+filter+count, 2^20-row batches / 2^26-row throughput", fig, ">= 0.5");
+    CK(cudaFree(dx));
+
+    /* Host-resident: the scan over as many rows as the input holds, from pinned memory of
+     * the session's context (read by DMA: the bus, not a CPU copy, is what is shared). */
+    int64_t hall = (int64_t)total / 4;
+    if (hall >= large) {
+        hall = hall / large * large;
+        job j;
+        job_open(&j, SCAN, large, 0, 0);
+        float *own = NULL;
+        sluice_status ast = sluice_cuda_host_alloc(j.ctx, (size_t)hall * 4, (void **)&own);
+        if (ast != SLUICE_OK) fail_session(j.ctx, ast, "sluice_cuda_host_alloc");
+        memcpy(own, hmalloc, (size_t)hall * 4);
+        t_large = time_stream(&j, own, large, large, (int)(hall / large), 0, &pu_large);
+        t_small = time_stream(&j, own, small, small, (int)(hall / small), 0, &pu_small);
+        job_close(&j);
+        printf("host-resident scan, %lld pinned rows: 2^26-row batches %.2f ms (%.1f us a push), "
+               "2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
+               (long long)hall, t_large, pu_large, t_small, pu_small, t_large / t_small);
+        snprintf(fig, sizeof fig, "%.2f (%.1f us a push)", t_large / t_small, pu_small);
+        add_row("host-resident scan, 2^20-row batches / 2^26-row throughput", fig, ">= 0.5");
+    }
+
+    printf("\n| job (H200, one run) | sluice | bar |\n|---|---|---|\n");
+    for (int i = 0; i < g_nrows; i++)
+        printf("| %s | %s | %s |\n", g_rows[i].name, g_rows[i].sluice, g_rows[i].bar);
+    CK(cudaFreeHost(hpinned));
+    free(hmalloc);
+    return 0;
+}
