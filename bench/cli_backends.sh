@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cli_backends.sh — `sluice run` of one pipeline on the CPU and CUDA backends over the same
 # generated input in /dev/shm (issue 11's command-line bar: CUDA at most half the CPU's
-# time). A benchmark, not a test: it prints each run's wall time and the run's own summary
-# line, then a table of medians, and checks that the backends wrote the same integer columns.
+# time). A benchmark, not a test: it prints each run's wall time, its own summary line and
+# where its time went (--timings), then a table of medians, and says whether the backends
+# wrote the same bytes.
 #
 #   bench/cli_backends.sh SLUICE_BINARY [LOG2_ROWS=27] [ROUNDS=3] [PIPELINE=pipelines/cull-visible.yaml]
 #
@@ -31,12 +32,12 @@ run() {
   rm -rf "$work/out-$name"
   local start end summary wall
   start=$(date +%s.%N)
-  summary=$("$sluice" run "$pipeline" --in "$work/in" --out "$work/out-$name" --no-progress "$@" 2>&1 | tail -1) ||
-    summary="FAILED: $summary"
+  summary=$("$sluice" run "$pipeline" --in "$work/in" --out "$work/out-$name" --no-progress \
+    --timings "$@" 2>&1 | tail -2) || summary="FAILED: $summary"
   end=$(date +%s.%N)
   wall=$(awk "BEGIN {print $end - $start}")
   echo "$wall" >>"$work/$name.times"
-  printf '%-16s %7.3f s wall   %s\n' "$name" "$wall" "$summary"
+  printf '%-16s %7.3f s wall   %s\n' "$name" "$wall" "${summary//$'\n'/$'\n                                 '}"
 }
 
 run cuda-warmup --backend cuda

@@ -5,12 +5,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "errbuf.h"
 #include "npy.h"
 
 /* splitmix64's finaliser: a bijective mix, good enough that neighbouring counters give
@@ -100,25 +103,73 @@ int sl_gen_offsets(uint64_t seed, uint64_t column, int64_t rows, int64_t **out, 
 /* ---- `sluice gen` ---------------------------------------------------------------------- */
 
 #define GEN_CHUNK_ROWS (INT64_C(1) << 16)
+/* Threads that compute and write a column's chunks (at most; one per core). Every value
+ * depends on its row alone, so the file is the same for any number. */
+#define GEN_MAX_THREADS 16
 
-/* Streams one column of `rows` rows into path. */
+typedef struct gen_job {
+    const sl_npy_writer *w;
+    sluice_type type;
+    uint64_t seed, column, pos; /* pos: where row 0 goes in the file */
+    int64_t rows;
+    int thread, nthreads;
+    int rc;
+    char err[512];
+} gen_job;
+
+/* Chunks thread, thread + nthreads, ... of the column. */
+static void *gen_chunks(void *arg) {
+    gen_job *j = arg;
+    size_t elem = sluice_type_size(j->type);
+    void *chunk = malloc((size_t)GEN_CHUNK_ROWS * elem);
+    if (!chunk) {
+        j->rc = sl_errf(j->err, sizeof j->err, "out of memory");
+        return NULL;
+    }
+    for (int64_t at = (int64_t)j->thread * GEN_CHUNK_ROWS; at < j->rows && j->rc == 0;
+         at += (int64_t)j->nthreads * GEN_CHUNK_ROWS) {
+        int64_t n = j->rows - at < GEN_CHUNK_ROWS ? j->rows - at : GEN_CHUNK_ROWS;
+        sl_gen_values(j->type, j->seed, j->column, at, n, chunk);
+        j->rc = sl_npy_writer_write_at(j->w, j->pos + (uint64_t)at * elem, chunk, (size_t)n * elem,
+                                       j->err, sizeof j->err);
+    }
+    free(chunk);
+    return NULL;
+}
+
+/* Writes one column of `rows` rows into path, its chunks computed and written by several
+ * threads at once. */
 static int write_data_column(const char *path, sluice_type type, uint64_t seed, uint64_t column,
                              int64_t rows) {
     char err[512];
     sl_npy_writer w;
     if (sl_npy_writer_open(&w, path, type, err, sizeof err) != 0) return sl_fail("%s", err);
-    void *chunk = malloc((size_t)GEN_CHUNK_ROWS * sluice_type_size(type));
-    if (!chunk) {
-        sl_npy_writer_close(&w, NULL, 0);
-        return sl_fail("out of memory");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t chunks = (rows + GEN_CHUNK_ROWS - 1) / GEN_CHUNK_ROWS;
+    int nthreads = cores < 1 ? 1 : cores > GEN_MAX_THREADS ? GEN_MAX_THREADS : (int)cores;
+    if (nthreads > chunks) nthreads = chunks < 1 ? 1 : (int)chunks;
+    gen_job jobs[GEN_MAX_THREADS];
+    pthread_t threads[GEN_MAX_THREADS];
+    uint64_t pos = sl_npy_writer_place(&w, rows);
+    int started = 0;
+    for (int t = 0; t < nthreads; t++) {
+        jobs[t] = (gen_job){&w, type, seed, column, pos, rows, t, nthreads, 0, ""};
+        /* Thread 0 is this one; a thread that cannot start leaves its chunks undone: fail. */
+        if (t > 0 && pthread_create(&threads[t], NULL, gen_chunks, &jobs[t]) != 0) {
+            jobs[t].rc = sl_errf(jobs[t].err, sizeof jobs[t].err, "cannot start a thread");
+            break;
+        }
+        started = t + 1;
     }
+    if (started > 0) gen_chunks(&jobs[0]);
     int rc = 0;
-    for (int64_t at = 0; at < rows && rc == 0; at += GEN_CHUNK_ROWS) {
-        int64_t n = rows - at < GEN_CHUNK_ROWS ? rows - at : GEN_CHUNK_ROWS;
-        sl_gen_values(type, seed, column, at, n, chunk);
-        rc = sl_npy_writer_append(&w, chunk, n, err, sizeof err);
+    for (int t = 0; t < nthreads; t++) {
+        if (t > 0 && t < started) pthread_join(threads[t], NULL);
+        if (t <= started && t < nthreads && jobs[t].rc != 0 && rc == 0) {
+            rc = -1;
+            memcpy(err, jobs[t].err, sizeof err);
+        }
     }
-    free(chunk);
     if (sl_npy_writer_close(&w, rc == 0 ? err : NULL, sizeof err) != 0) rc = -1;
     return rc == 0 ? SL_EXIT_OK : sl_fail("%s", err);
 }

@@ -45,6 +45,7 @@ typedef struct run_args {
     int64_t sort_memory; /* bytes a stream-wide sort holds before spilling; -1: auto */
     const char *spill_dir;
     sl_progress_mode progress;
+    bool timings;       /* --timings: say where the time went */
     sluice_param_value *params;
     size_t param_count;
 } run_args;
@@ -52,7 +53,7 @@ typedef struct run_args {
 static const char *const run_options[] = {"in",      "out",     "param",       "backend",
                                           "batch-rows", "threads", "io-threads", "write-behind",
                                           "progress", "no-progress", "sort-memory", "spill-dir",
-                                          NULL};
+                                          "timings", NULL};
 
 /* "512M", "8G", "1048576", "0": bytes, with an optional K, M, G or T (powers of 1024). */
 static bool parse_bytes(const char *text, int64_t *out) {
@@ -83,6 +84,8 @@ static int parse_args(const sl_command *self, int argc, char **argv, run_args *a
             a->progress = SL_PROGRESS_ALWAYS;
         } else if (sl_flag(argv, &i, "no-progress")) {
             a->progress = SL_PROGRESS_NEVER;
+        } else if (sl_flag(argv, &i, "timings")) {
+            a->timings = true;
         } else if ((got = sl_option(self, argc, argv, &i, "in", &a->in)) != 0) {
             if (got < 0) return SL_EXIT_USAGE;
         } else if ((got = sl_option(self, argc, argv, &i, "out", &a->out)) != 0) {
@@ -301,6 +304,13 @@ static void install_signal_handlers(void) {
 
 /* ---- the run ----------------------------------------------------------------------------- */
 
+/* Where a run's time went, in seconds (--timings). The streaming loop's three parts are the
+ * run's thread waiting for the readers, in sluice_session_push, and pulling results and
+ * handing them to the writers (waiting for room in their queue included). */
+typedef struct run_times {
+    double open, start, wait_input, push, pull, flush, final_write, commit, close;
+} run_times;
+
 /* Where a run is: what the summary and the progress line report. */
 typedef struct run_state {
     sluice_session *session;
@@ -311,6 +321,7 @@ typedef struct run_state {
     bool in_abandoned; /* a reader thread still uses in: it must not be closed */
     int64_t rows_in, bytes_in;
     sl_writer *writer; /* when writing behind */
+    run_times t;
 } run_state;
 
 /* Ends the progress line, so that a message starts on a line of its own. */
@@ -434,6 +445,7 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
     sl_reader *reader = NULL;
     int threads = a->io_threads < 0 ? auto_io_threads(r->session) : (int)a->io_threads;
     sl_reader_memory mem;
+    double t = sl_now();
     if (threads > 0 || use_writer_thread(a, r->session)) {
         /* A failed write interrupts a wait for the readers (which may be reading a pipe
          * that delivers nothing for a long while): the run ends at once, as in turn. */
@@ -448,10 +460,13 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
         }
     }
     int rc = SL_EXIT_OK;
+    r->t.start = sl_now() - t;
     for (;;) {
         int64_t rows = 0, bytes = -1;
+        t = sl_now();
         int got = reader ? sl_reader_next(reader, cols, &rows, &bytes, err, sizeof err)
                          : sl_input_next(r->in, a->batch_rows, cols, &rows, err, sizeof err);
+        r->t.wait_input += sl_now() - t;
         if (got == -2 && sl_writer_check(r->writer, err, sizeof err) == 0)
             sl_errf(err, sizeof err, "internal: the reader was interrupted, the writer is fine");
         if (got < 0) {
@@ -461,7 +476,9 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
         }
         if (got == 0) break;
         if (!reader) bytes = sl_input_bytes_read(r->in);
+        t = sl_now();
         sluice_status st = sluice_session_push(r->session, cols, ninputs);
+        r->t.push += sl_now() - t;
         if (st != SLUICE_OK) {
             end_progress(r);
             sl_print_diagnostics(r->ctx);
@@ -471,7 +488,9 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
         }
         r->rows_in += rows;
         r->bytes_in = bytes;
+        t = sl_now();
         rc = write_ready(r, outcols);
+        r->t.pull += sl_now() - t;
         if (rc != SL_EXIT_OK) break;
         show_progress(r);
     }
@@ -492,13 +511,16 @@ static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, boo
         /* The flush reports nothing until it returns: a stream-wide sort orders every row
          * here. */
         sl_progress_phase(r->pg, stream_sort ? "sorting the whole stream" : "finishing the stream");
+        double t = sl_now();
         sluice_status st = sluice_session_flush(r->session);
+        r->t.flush = sl_now() - t;
         if (st != SLUICE_OK) {
             end_progress(r);
             sl_print_diagnostics(r->ctx);
             rc = sl_fail("finishing the stream failed: %s", sluice_strerror(st));
         }
     }
+    double t = sl_now();
     if (rc == SL_EXIT_OK) {
         sl_progress_phase(r->pg, "writing the outputs");
         rc = write_ready(r, outcols);
@@ -514,9 +536,21 @@ static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, boo
             sl_writer_abort(w);
         }
     }
+    r->t.final_write = sl_now() - t;
     free(cols);
     free(outcols);
     return rc;
+}
+
+/* --timings: one line on stderr after the summary. */
+static void print_timings(const run_times *t) {
+    fprintf(stderr,
+            "sluice run: timings: session open %.3f s, readers and writers started %.3f s, "
+            "streaming %.3f s (waiting for input %.3f s, pushing %.3f s, pulling and queueing "
+            "results %.3f s), flush %.3f s, final write %.3f s, commit %.3f s, session close "
+            "%.3f s\n",
+            t->open, t->start, t->wait_input + t->push + t->pull, t->wait_input, t->push,
+            t->pull, t->flush, t->final_write, t->commit, t->close);
 }
 
 /* The whole run once the arguments are parsed and the pipeline is loaded. */
@@ -537,6 +571,7 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     opts.spill_dir = a->spill_dir;
     run_state r = {.ctx = ctx};
     sluice_status st = sluice_session_open(p, &opts, &r.session);
+    r.t.open = sl_now() - t0;
     if (st != SLUICE_OK) {
         if (st == SLUICE_ERR_UNKNOWN_PARAM || st == SLUICE_ERR_BAD_VALUE)
             return explain_bad_param(self, ctx, p, a);
@@ -564,7 +599,9 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     if (rc == SL_EXIT_OK) {
         rows_out = sl_output_rows(r.out);
         sl_progress_phase(r.pg, "syncing the outputs to disk");
+        double t = sl_now();
         commit_failed = sl_output_commit(r.out, err, sizeof err) != 0;
+        r.t.commit = sl_now() - t;
         r.out = NULL;
         end_progress(&r);
         if (commit_failed) rc = sl_fail("%s", err);
@@ -586,7 +623,10 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
                 a->pipeline, r.rows_in, seconds, commit_failed ? "" : "; ",
                 commit_failed ? "" : a->out, commit_failed ? "" : " is as it was");
     if (!r.in_abandoned) sl_input_close(r.in);
+    double t = sl_now();
     sluice_session_close(r.session);
+    r.t.close = sl_now() - t;
+    if (a->timings) print_timings(&r.t);
     int sig = atomic_load(&pending_signal);
     if (sig) {
         /* Interrupted while the outputs were being put in place: they are complete. */
@@ -625,7 +665,7 @@ const sl_command sl_command_run = {
     "run",
     "PIPELINE --in INPUT --out OUTDIR [--param NAME=VALUE]... [--backend auto|cpu|cuda] "
     "[--batch-rows N] [--threads N] [--io-threads N] [--write-behind auto|on|off] "
-    "[--sort-memory SIZE] [--spill-dir DIR] [--progress | --no-progress]",
+    "[--sort-memory SIZE] [--spill-dir DIR] [--progress | --no-progress] [--timings]",
     "Run a pipeline over an input stream and write each output column to OUTDIR/COLUMN.npy.",
     "INPUT is one of:\n"
     "  a directory of COLUMN.npy files, one per input column (1-D, little-endian, the type\n"
@@ -673,7 +713,11 @@ const sl_command sl_command_run = {
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
     "                      rows and bytes read, rows/s, rows written, the share done and an\n"
     "                      ETA when the input's size is known, and the sort or write phase)\n"
-    "A summary line (rows in, rows out, seconds, rows/s) ends every run on stderr.\n\n"
+    "  --timings           after the summary, a line saying where the time went: opening\n"
+    "                      the session, starting the readers and writers, waiting for input,\n"
+    "                      pushing, pulling results, the flush, the final write, the commit\n"
+    "A summary line (rows in, rows out, seconds, rows/s) ends every run on stderr (with\n"
+    "--timings, the timings line follows it).\n\n"
     "exit status:\n"
     "  0    success: every output is complete\n"
     "  1    an error in the pipeline or the data, or an I/O error (diagnostics on stderr);\n"
