@@ -7,7 +7,8 @@
  * exact places even when most keys are equal, and rank r receives the r-th part.
  *
  * The steps. Each rank computes its rows' key images (the images both backends sort by,
- * `bits:` applied, as the executor's spilled runs do), sorts its row indices by them (stable),
+ * `bits:` applied, as the executor's spilled runs do), sorts its row indices by them (the CPU
+ * backend's stable radix sort),
  * draws evenly spaced samples with a weight (its rows per sample), and every rank gathers all
  * samples and picks the same p-1 splitters where the cumulative weight crosses each p-th of
  * the rows. A rank's sorted rows then fall into p contiguous ranges, one per destination;
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/sort.h"
 #include "dist.h"
 #include "runtime/sortkey.h"
 
@@ -69,20 +71,27 @@ static int compare_rows(const uint64_t *ia, int64_t ga, const uint64_t *ib, int6
     return ga < gb ? -1 : ga > gb;
 }
 
-/* Stable merge sort of idx[0, n) by the rows' images (ties keep index order). */
-static void sort_indices(int64_t *idx, int64_t *tmp, int64_t n, const uint64_t *img, int nk) {
-    for (int64_t w = 1; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = compare_rows(img + idx[j] * nk, idx[j], img + idx[i] * nk, idx[i], nk) < 0
-                               ? idx[j++] : idx[i++];
-            while (i < mid) tmp[k++] = idx[i++];
-            while (j < hi) tmp[k++] = idx[j++];
-        }
-        memcpy(idx, tmp, (size_t)n * sizeof *idx);
+/* idx[0, n) := the rows in the order of their images, ties in index order (a stable LSD
+ * radix sort, key by key from the least significant: the CPU backend's own, on one thread). */
+static sluice_status sort_indices(sluice_context *ctx, int64_t *idx, int64_t n,
+                                  const uint64_t *img, int nk) {
+    uint64_t *keys = sl_alloc(ctx, (size_t)n * 8), *ktmp = sl_alloc(ctx, (size_t)n * 8);
+    uint64_t *ptmp = sl_alloc(ctx, (size_t)n * 8);
+    int64_t *counts = sl_calloc(ctx, sl_cpu_radix_counts(NULL), sizeof(int64_t));
+    sluice_status st = SLUICE_OK;
+    if (!keys || !ktmp || !ptmp || !counts)
+        st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: a distributed stream-wide sort");
+    for (int64_t i = 0; st == SLUICE_OK && i < n; i++) idx[i] = i;
+    for (int k = nk - 1; st == SLUICE_OK && k >= 0; k--) {
+        for (int64_t i = 0; i < n; i++) keys[i] = img[idx[i] * nk + k];
+        if (sl_cpu_radix_sort(NULL, counts, keys, ktmp, true, idx, ptmp, true, n, 0, 64))
+            memcpy(idx, ptmp, (size_t)n * 8);
     }
+    sl_free(ctx, keys);
+    sl_free(ctx, ktmp);
+    sl_free(ctx, ptmp);
+    sl_free(ctx, counts);
+    return st;
 }
 
 /* A sample: nk images, the global position, and how many rows it stands for. Records of
@@ -100,7 +109,7 @@ typedef struct xstate {
     void **host;       /* per column id: the rows in host memory */
     void **owned;      /* per column id: host copies this file made */
     uint64_t *img;
-    int64_t *idx, *tmp;
+    int64_t *idx;
     uint64_t *samples, *all_samples;
     int *sample_counts, *sample_displs;
     int64_t *send_counts, *recv_counts;
@@ -120,7 +129,6 @@ static void xstate_free(xstate *x, const sluice_pipeline *p) {
     sl_free(x->ctx, x->recv_host);
     sl_free(x->ctx, x->img);
     sl_free(x->ctx, x->idx);
-    sl_free(x->ctx, x->tmp);
     sl_free(x->ctx, x->samples);
     sl_free(x->ctx, x->all_samples);
     sl_free(x->ctx, x->sample_counts);
@@ -163,8 +171,7 @@ static sluice_status prepare(xstate *x, sluice_session *s, const sl_group *g, co
     x->img = sl_calloc(ctx, (size_t)n * (size_t)nk, sizeof(uint64_t));
     void *kimg = sl_calloc(ctx, (size_t)n, sizeof(uint64_t));
     x->idx = sl_calloc(ctx, (size_t)n, sizeof(int64_t));
-    x->tmp = sl_calloc(ctx, (size_t)n, sizeof(int64_t));
-    if (!x->img || !kimg || !x->idx || !x->tmp) {
+    if (!x->img || !kimg || !x->idx) {
         sl_free(ctx, kimg);
         return oom(ctx);
     }
@@ -179,9 +186,21 @@ static sluice_status prepare(xstate *x, sluice_session *s, const sl_group *g, co
         }
     }
     sl_free(ctx, kimg);
-    for (int64_t i = 0; i < n; i++) x->idx[i] = i;
-    sort_indices(x->idx, x->tmp, n, x->img, nk);
-    return SLUICE_OK;
+    return sort_indices(ctx, x->idx, n, x->img, nk);
+}
+
+/* dst[i] = src[idx[i]] for rows of w bytes (a loop per width: a memcpy call per row costs
+ * more than the copy). */
+static void gather_rows(unsigned char *dst, const void *src, const int64_t *idx, int64_t n,
+                        size_t w) {
+    switch (w) {
+    case 1: for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)src)[idx[i]]; break;
+    case 2: for (int64_t i = 0; i < n; i++) ((uint16_t *)(void *)dst)[i] = ((const uint16_t *)src)[idx[i]]; break;
+    case 4: for (int64_t i = 0; i < n; i++) ((uint32_t *)(void *)dst)[i] = ((const uint32_t *)src)[idx[i]]; break;
+    case 8: for (int64_t i = 0; i < n; i++) ((uint64_t *)(void *)dst)[i] = ((const uint64_t *)src)[idx[i]]; break;
+    default:
+        for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * w, (const char *)src + (size_t)idx[i] * w, w);
+    }
 }
 
 sluice_status sl_dist_sort_exchange(void *arg, sluice_session *s, int gi, void *const *cols,
@@ -307,8 +326,7 @@ sluice_status sl_dist_sort_exchange(void *arg, sluice_session *s, int gi, void *
     for (int j = 0; st == SLUICE_OK && j < g->nin; j++) {
         int c = g->in[j];
         size_t w = sluice_type_size(p->columns[c].type);
-        const unsigned char *src = x.host[c];
-        for (int64_t i = 0; i < rows; i++) memcpy(x.send + (size_t)i * w, src + (size_t)x.idx[i] * w, w);
+        gather_rows(x.send, x.host[c], x.idx, rows, w);
         unsigned char *dst = be->from_host ? x.recv_host[c] : out_cols[c];
         x.nreqs = 0;
         int64_t sat = 0, rat = 0;

@@ -9,7 +9,9 @@
 #      must be refused at open (the CUDA backend has no carry hooks yet), the rest must equal
 #      one CPU process (maps, filters, sorts of every key kind, per-batch scans, offsets);
 #   2. the same on the CPU backend, as a control;
-#   3. `mpirun -np 2 sluice run --backend cuda` on the cookbook against one CPU process.
+#   3. `mpirun -np 2 sluice run --backend cuda` on the cookbook against one CPU process;
+#   4. bench/mpi_scaling.sh on the CPU backend (16 quiet cores: 1, 2 and 4 ranks against one
+#      process), what notes/DISTRIBUTED.md's model is checked against.
 set -uo pipefail
 out=${OUT:-device-check-out}
 mkdir -p "$out"
@@ -46,7 +48,7 @@ w=$b/cookbook
 rm -rf $w; mkdir -p $w
 for yaml in pipelines/*.yaml; do
   n=$(basename "$yaml" .yaml)
-  $sluice gen "$yaml" --rows 1000003 --out $w/$n-in >/dev/null 2>&1
+  $sluice gen "$yaml" --rows 300007 --out $w/$n-in >/dev/null 2>&1
   $sluice run "$yaml" --in $w/$n-in --out $w/$n-ref --backend cpu --no-progress >/dev/null 2>&1
   if timeout 60 mpirun -np 2 $sluice run "$yaml" --in $w/$n-in --out $w/$n-gpu --backend cuda \
       >$w/$n.log 2>&1; then
@@ -62,3 +64,5 @@ for yaml in pipelines/*.yaml; do
   fi
   printf '%-16s %s\n' "$n" "$r" | tee -a "$out/results.txt"
 done
+echo "== 4. CPU backend: one process against 1, 2 and 4 ranks (bench/mpi_scaling.sh)" | tee -a "$out/results.txt"
+timeout 60 bench/mpi_scaling.sh $sluice 8388608 cpu 2>&1 | tee -a "$out/results.txt"
