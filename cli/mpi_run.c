@@ -10,6 +10,9 @@
  * count its rows out when needed, and a final time for the results (sluice_mpi.h): the rank
  * re-reads its range for each, so nothing but a batch is held.
  *
+ * GPUs. With the CUDA backend (or auto) rank i of a node uses GPU i mod GPUs, unless
+ * CUDA_VISIBLE_DEVICES is set already (pick_gpu).
+ *
  * Outputs, all or nothing. From the start of the final pass every rank knows where its rows
  * go. Rank 0 makes OUTDIR and one temporary per output column, .COLUMN.npy.partial-PID (PID
  * rank 0's), with its final header and length; every rank then writes its rows with pwrite
@@ -57,6 +60,7 @@ int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p) {
 
 #else
 
+#include <dirent.h>
 #include <mpi.h>
 
 #include "errbuf.h"
@@ -405,6 +409,27 @@ static int commit_outputs(mpi_run *r) {
     return agree(r, rc);
 }
 
+/* One GPU per rank: rank i of a node takes GPU (i mod GPUs), by CUDA_VISIBLE_DEVICES, set
+ * before the CUDA runtime starts (before MPI_Init and the session's open). Left alone when the user
+ * (or the launcher) set it already, or when the launcher does not say the local rank. GPUs
+ * are counted from the driver's /proc entries, which need no CUDA call. */
+static void pick_gpu(void) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = getenv("MPI_LOCALRANKID");
+    if (!local) local = getenv("SLURM_LOCALID");
+    if (!local || getenv("CUDA_VISIBLE_DEVICES")) return;
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d) return;
+    int gpus = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        gpus += e->d_name[0] != '.';
+    closedir(d);
+    if (gpus <= 0) return;
+    char which[16];
+    snprintf(which, sizeof which, "%d", atoi(local) % gpus);
+    setenv("CUDA_VISIBLE_DEVICES", which, 0);
+}
+
 int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p) {
     char *text = NULL;
     sluice_status st = sluice_mpi_explain(p, &text);
@@ -418,6 +443,8 @@ int sl_mpi_explain(sluice_context *ctx, sluice_pipeline *p) {
 }
 
 int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a) {
+    /* Before MPI_Init: a CUDA-aware MPI may start the CUDA runtime there. */
+    if (a->backend != SLUICE_BACKEND_CPU) pick_gpu();
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         return sl_fail("MPI_Init_thread failed");
