@@ -32,8 +32,8 @@ for f in ref_files:
             diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
             ok = (an & bn) | (~an & ~bn & ((a == b) | (diff <= rtol * scale)))
     else:
-        ok = a.view(np.uint8).reshape(len(a), -1) == b.view(np.uint8).reshape(len(b), -1)
-        ok = ok.all(axis=1) if ok.ndim == 2 else ok
+        w = a.dtype.itemsize
+        ok = (a.view(np.uint8).reshape(len(a), w) == b.view(np.uint8).reshape(len(b), w)).all(axis=1)
     if not ok.all():
         i = int(np.argmin(ok))
         print(f"{f}: row {i} of {len(a)}: {a[i]!r} vs {b[i]!r}")
