@@ -85,6 +85,7 @@ typedef struct lane {
     bool computed_recorded; /* `computed` already recorded for this piece (finish) */
     bool computed_seen;     /* `computed` completed (progress) */
     bool copy_issued;       /* the copy out was issued: complete at `copied` */
+    bool pinned_out;        /* every column of the host batch is pinned: copied out by DMA */
     bool device_input;      /* the piece reads the caller's device memory */
     bool fault_check;       /* the fault word is read back (sl_cuda_fault_at_piece) */
     const void **src;       /* per output: the device column the batch is copied from */
@@ -552,11 +553,14 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
 
 /* ---- staging host memory through the pinned ring ---------------------------------------- */
 
+static void issue_ready_copies(sluice_session *s, cuda_session *cs);
+
 /* Copies `bytes` from host src to device dst on the copy stream: by DMA straight from src
  * when it lies in pinned memory of the context (cuda/pinned.h), else through the pinned
- * slots. */
-static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
+ * slots (between slots, results ready to go out are sent: issue_ready_copies). */
+static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, const void *src,
                               size_t bytes, int *slot) {
+    sluice_context *ctx = s->ctx;
     if (sl_cuda_pinned_covers(ctx, src, bytes)) {
         CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->copy),
                  "copying a batch to the device");
@@ -568,6 +572,7 @@ static sluice_status stage_in(sluice_context *ctx, cuda_session *cs, void *dst, 
         size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
         int k = *slot;
         *slot = (k + 1) % STAGING_SLOTS;
+        issue_ready_copies(s, cs);
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
         sl_cuda_staging_copy(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len);
         CUDA_TRY(ctx, cudaMemcpyAsync((char *)dst + at, cs->pinned[k], len, cudaMemcpyHostToDevice,
@@ -828,6 +833,38 @@ static void set_rows(sluice_batch *b, int64_t rows) {
     for (size_t i = 0; i < b->ncolumns; i++) b->columns[i].length = rows;
 }
 
+/* Issues the copy out of every piece in flight whose kernels are done and whose pinned
+ * batch waited for its kept-row count, without waiting for anything, so the copy engine
+ * works while the host waits elsewhere (a push's own copy in). What cannot be issued now
+ * (an error, a fault to check) is left as it was for progress_impl to handle and report;
+ * this reports nothing. */
+static void issue_ready_copies(sluice_session *s, cuda_session *cs) {
+    const sluice_pipeline *p = s->pipeline;
+    for (int k = 0; k < cs->depth; k++) {
+        lane *ln = &cs->lanes[k];
+        if (ln->seq < 0 || ln->computed_seen || !ln->copy_pending || !ln->pinned_out ||
+            !ln->batch || ln->fault_check || cudaEventQuery(ln->computed) != cudaSuccess)
+            continue;
+        sluice_batch *b = ln->batch;
+        if (ln->count_pending) set_rows(b, ln->count[0]);
+        cudaError_t e = cudaStreamWaitEvent(cs->copy_out, ln->computed, 0);
+        for (int i = 0; i < p->noutputs && e == cudaSuccess; i++) {
+            size_t bytes = (size_t)b->rows * type_size(p, p->outputs[i]);
+            if (bytes > 0)
+                e = cudaMemcpyAsync(b->owned[i], ln->src[i], bytes, cudaMemcpyDeviceToHost,
+                                    cs->copy_out);
+        }
+        if (e == cudaSuccess) e = cudaEventRecord(ln->copied, cs->copy_out);
+        if (e != cudaSuccess) {
+            /* Leave it to progress_impl, which copies again and reports what fails. */
+            cudaGetLastError();
+            continue;
+        }
+        ln->computed_seen = ln->copy_issued = true;
+        ln->copy_pending = ln->count_pending = false;
+    }
+}
+
 static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *piece,
                                  sluice_batch **out) {
     sluice_context *ctx = s->ctx;
@@ -873,6 +910,7 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
         bool pinned = true;
         for (int i = 0; i < p->noutputs; i++)
             pinned = pinned && sl_cuda_pinned_covers(ctx, b->owned[i], (size_t)rows * type_size(p, p->outputs[i]));
+        ln->pinned_out = pinned;
         if (st == SLUICE_OK && (now || (pinned && !ln->count_pending))) {
             st = copy_out(s, cs, ln); /* DMA issued now, ordered after the compute */
             if (st == SLUICE_OK && now) {
@@ -962,7 +1000,7 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
                                         "the offsets buffer"));
                 cs->offsets_cap = cap;
             }
-            SL_TRY(stage_in(ctx, cs, buf[i], piece->offsets, (size_t)count * w, &slot));
+            SL_TRY(stage_in(s, cs, buf[i], piece->offsets, (size_t)count * w, &slot));
             piece->offsets = buf[i];
             staged = true;
             continue;
@@ -972,7 +1010,7 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
             piece->cols[i] = src;
             continue;
         }
-        SL_TRY(stage_in(ctx, cs, buf[i], src, (size_t)rows * w, &slot));
+        SL_TRY(stage_in(s, cs, buf[i], src, (size_t)rows * w, &slot));
         piece->cols[i] = buf[i];
         staged = true;
     }
@@ -982,9 +1020,18 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
     }
     if (cs->direct_in) {
         /* The caller may reuse pinned input once push returns (sluice_cuda.h): its DMA is
-         * done before this piece goes on. Earlier pieces' compute and copies out still run. */
+         * done before this piece goes on. Earlier pieces' compute and copies out still run,
+         * and a copy out that waited for a kept-row count is issued as soon as it can be,
+         * so it shares the bus with this copy in. */
         cs->direct_in = false;
-        CUDA_TRY(ctx, cudaEventSynchronize(ln->loaded), "copying a batch to the device");
+        for (;;) {
+            cudaError_t e = cudaEventQuery(ln->loaded);
+            if (e == cudaSuccess) break;
+            if (e != cudaErrorNotReady) return cuda_status(ctx, e, "copying a batch to the device");
+            issue_ready_copies(s, cs);
+            struct timespec pause = {0, 20000};
+            nanosleep(&pause, NULL);
+        }
     }
     return SLUICE_OK;
 }
@@ -1022,6 +1069,7 @@ static void lane_clear(lane *L) {
     L->batch = NULL;
     L->count_pending = L->copy_pending = L->computed_recorded = false;
     L->computed_seen = L->copy_issued = L->device_input = L->fault_check = false;
+    L->pinned_out = false;
 }
 
 /* Waits until the device no longer works for pieces from `first` on, and forgets them: the
