@@ -33,6 +33,13 @@ static int compile_all_groups_for(sluice_context *ctx, sluice_pipeline *p, const
         if (plan.groups[gi].kind != SL_GROUP_FUSED) continue;
         sl_codegen cg;
         st = sl_cuda_codegen(ctx, p, &plan, gi, arch, &cg);
+        if (st == SLUICE_ERR_BACKEND_UNAVAILABLE && plan.groups[gi].reduces) {
+            /* the CUDA backend refuses reduce stages at session open (its caps) until its
+               reduce lands; the generator says so with a status, never a wrong kernel */
+            fprintf(stderr, "%s: group %d ends in a reduce: not generated for CUDA yet\n", what,
+                    gi);
+            continue;
+        }
         if (st != SLUICE_OK) {
             tu_print_diags(ctx);
             ck_abort_msg("%s: codegen of group %d failed", what, gi);
@@ -332,16 +339,20 @@ START_TEST(kernel_shapes) {
     ck_assert_uint_ge(cg.dynamic_smem, 3 * (size_t)cg.tile_rows * 4);
     ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
     ck_assert_ptr_nonnull(strstr(cg.source, "sl::bulk_load("));
-    /* the hand-over to the look-back warp: one __syncthreads in the loop both roles run */
-    const char *handover = strstr(cg.source, "__syncthreads();\n        if (threadIdx.x >= BLOCK)");
-    ck_assert_ptr_nonnull(handover);
-    ck_assert_ptr_null(strstr(handover + 1, "__syncthreads"));
-    ck_assert_ptr_null(strstr(cg.source, "block_sync<2"));
+    ck_assert_ptr_nonnull(strstr(cg.source, "overlapped = true"));
+    /* the tile loop is kernels/sl_tile.cuh's: the source holds the group's own pieces only
+       (no loop, no tile counter, no look-back, no barrier of its own) */
+    ck_assert_ptr_nonnull(strstr(cg.source, "sl::fused_kernel<Kernel>(a)"));
+    ck_assert_ptr_null(strstr(cg.source, "atomicAdd"));
+    ck_assert_ptr_null(strstr(cg.source, "lookback"));
+    ck_assert_ptr_null(strstr(cg.source, "__syncthreads"));
+    ck_assert_ptr_null(strstr(cg.source, "for (int k = 0;"));
     sl_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* the same group on sm_80: the two-stage loop, no look-back warp */
     cg = generate_for(ctx, scan, &p, 0, 80);
     ck_assert(!cg.lookback_warp);
+    ck_assert_ptr_nonnull(strstr(cg.source, "overlapped = false"));
     ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
     ck_assert_uint_ge(cg.dynamic_smem, 2 * (size_t)cg.tile_rows * 4);
     sl_codegen_free(ctx, &cg);
@@ -420,12 +431,11 @@ START_TEST(run_to_run_orders_rounding_lookbacks) {
     sluice_pipeline *pf, *pd;
     sl_codegen fast = generate_for(ctx, fast_yaml, &pf, 0, arch);
     sl_codegen det = generate_for(ctx, det_yaml, &pd, 0, arch);
-    ck_assert_ptr_null(strstr(fast.source, "_ordered"));
-    ck_assert_ptr_null(strstr(fast.source, "tile_exclusive_prefix<true>"));
+    ck_assert_ptr_null(strstr(fast.source, "ORDERED = true"));
     if (determinism_cases[k].rounds) {
-        const bool warp = det.lookback_warp;
-        ck_assert_ptr_nonnull(strstr(det.source, warp ? "sl::lookback_exclusive_ordered("
-                                                       : "sl::tile_exclusive_prefix<true>("));
+        /* kernels/sl_tile.cuh takes the ordered look-back for a phase whose traits say so, in
+           the kernel with a look-back warp and in the two-stage loop alike */
+        ck_assert_ptr_nonnull(strstr(det.source, "ORDERED = true"));
         void *cubin = NULL;
         size_t size = 0;
         sluice_status st = sl_nvrtc_compile(ctx, det.source, "det.cu", arch, &cubin, &size);

@@ -2,7 +2,10 @@
  * kernel's shape). Three steps: analyse the group (which columns it reads, makes and must
  * write; which look-back phase every scan and the compaction count belong to), lay out each
  * phase's state tuple (the same layout on the host, for the carry's identity bytes, and on
- * the device, checked by static_assert), then print the kernel. */
+ * the device, checked by static_assert), then print what is the group's own: the state
+ * structs, their combines (kernels/sl_monoid.h) and traits, a Tile struct whose member
+ * functions load, compute and store the group's columns, and the instantiation of the tile
+ * loop, which is code in kernels/sl_tile.cuh. */
 #include "cuda/codegen.h"
 
 #include <stdio.h>
@@ -12,12 +15,7 @@
 #include "../../kernels/sl_scratch.h"
 #include "../../kernels/tuning.h"
 #include "expr/expr.h"
-#include "cuda/fused.h"
 #include "stages/kind.h"
-
-/* The expression a block's thread 0 uses to take a tile from the counter at the start of
- * scratch (kernels/sl_scratch.h). */
-#define TAKE_TILE "(long long)atomicAdd((unsigned long long *)a.scratch, 1ull)"
 
 /* ---- analysis ------------------------------------------------------------------------ */
 
@@ -206,11 +204,18 @@ static sluice_status analyse_sort(cg *g, int s, analysis *a) {
                     "internal: a sort stage inside a fused group");
 }
 
+static sluice_status analyse_reduce(cg *g, int s, analysis *a) {
+    (void)a;
+    return sl_error(g->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                    "stage %d: the CUDA backend does not run reduce stages yet", s + 1);
+}
+
 static sluice_status (*const analyse_stage[])(cg *g, int s, analysis *a) = {
     [SL_STAGE_MAP] = analyse_map,
     [SL_STAGE_COMPACT] = analyse_compact,
     [SL_STAGE_SCAN] = analyse_scan,
     [SL_STAGE_SORT] = analyse_sort,
+    [SL_STAGE_REDUCE] = analyse_reduce,
 };
 
 static sluice_status analyse(cg *g) {
@@ -423,6 +428,37 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
                      id, id);
 }
 
+static bool slot_resets(const cg *g, const cg_slot *slot) {
+    return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
+}
+
+/* Whether phase `phase` takes the ordered look-back (kernels/sl_lookback.cuh): only under
+ * `determinism: run_to_run`, and only when one of its combines gives different bits in
+ * another association: a float sum, product or recurrence, or a declared operator (its
+ * associativity is only sampled). Integer, bool, min/max, bitwise and count combines are
+ * exact, so the fast look-back already gives the same bits every run. */
+static bool phase_ordered(const cg *g, int phase) {
+    if (g->p->determinism != SL_DETERMINISM_RUN_TO_RUN) return false;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        if (sc->op == SL_SCAN_CUSTOM) return true;
+        if (sc->op != SL_SCAN_SUM && sc->op != SL_SCAN_PROD && sc->op != SL_SCAN_LINREC) continue;
+        for (int f = 0; f < sc->nfields; f++)
+            if (sl_type_is_float(sc->acc[f])) return true;
+    }
+    return false;
+}
+
+/* A key column's value as segments compare it: a bool key is its truth value (keys 1, 2, 2,
+ * 0 are two segments). */
+static const char *key_read(const cg *g, int column) {
+    return g->p->columns[column].type == SLUICE_BOOL ? "sl_cvt_bool_bool" : "";
+}
+
+/* Phase `phase`'s state S<phase>, its identity s<phase>_identity(), its combine Op<phase>,
+ * and its traits Phase<phase> for kernels/sl_tile.cuh. */
 static void emit_struct(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
     sl_strbuf_printf(sb, "struct __align__(%d) S%d {\n", g->state_size[phase] % 8 == 0 ? 8 : 4,
@@ -464,10 +500,12 @@ static void emit_struct(cg *g, int phase) {
                      "struct Op%d {\n    __device__ __forceinline__ S%d operator()(const S%d &l, "
                      "const S%d &r) const {\n        S%d o = {};\n",
                      phase, phase, phase, phase, phase);
+    int count_field = -1;
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase) continue;
         if (slot->kind == SLOT_COUNT) {
+            count_field = slot->count_field;
             sl_strbuf_printf(sb, "        o.f%d = sl_mon_sum_i64(l.f%d, r.f%d);\n",
                              slot->count_field, slot->count_field, slot->count_field);
             continue;
@@ -519,216 +557,31 @@ static void emit_struct(cg *g, int phase) {
         sl_strbuf_append(sb, "        }\n");
     }
     sl_strbuf_append(sb, "        return o;\n    }\n};\n");
-}
 
-/* The per-row element state of phase `phase` into `e` (inside the item loop). */
-static void emit_element(cg *g, int phase) {
-    sl_strbuf *sb = &g->sb;
-    for (int si = 0; si < g->nslots; si++) {
-        const cg_slot *slot = &g->slots[si];
-        if (slot->phase != phase) continue;
-        if (slot->kind == SLOT_COUNT) {
-            sl_strbuf_printf(sb, "            e.f%d = ", slot->count_field);
-            emit_alive(g, g->last);
-            sl_strbuf_append(sb, " ? 1 : 0;\n");
-            continue;
-        }
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
-        sl_strbuf_append(sb, "            {\n                const bool alive = ");
-        emit_alive(g, slot->stage);
-        sl_strbuf_append(sb, ";\n                if (alive) {\n");
-        for (int f = 0; f < sc->nfields; f++) {
-            sl_strbuf_printf(sb, "                    e.f%d = (%s)(", slot->value_field[f],
-                             ctype(sc->acc[f]));
-            emit_expr(sb, sc->of[f]);
-            sl_strbuf_append(sb, ");\n");
-        }
-        switch (sc->segments) {
-        case SL_SEGMENTS_NONE: break;
-        case SL_SEGMENTS_HEADFLAG:
-            sl_strbuf_printf(sb, "                    e.f%d = (sl_bool)(c%d[i] != 0);\n",
-                             slot->flag_field, sc->segment_column);
-            break;
-        case SL_SEGMENTS_OFFSETS:
-            sl_strbuf_printf(sb, "                    e.f%d = (sl_bool)head_bit(i);\n",
-                             slot->flag_field);
-            break;
-        case SL_SEGMENTS_KEY: {
-            /* a bool key is its truth value (keys 1, 2, 2, 0 are two segments) */
-            const char *kr = g->p->columns[sc->segment_column].type == SLUICE_BOOL
-                                 ? "sl_cvt_bool_bool" : "";
-            sl_strbuf_printf(sb,
-                             "                    e.f%d = 1; e.f%d = 0; e.f%d = %s(c%d[i]); "
-                             "e.f%d = %s(c%d[i]);\n",
-                             slot->flag_field, slot->interior_field, slot->first_field, kr,
-                             sc->segment_column, slot->last_field, kr, sc->segment_column);
-            break;
-        }
-        }
-        sl_strbuf_append(sb, "                }\n            }\n");
-    }
-}
-
-/* The per-row outputs of phase `phase` from `before` (prefix excluding the row), `run`
- * (including it) and `e` (the row's own element). */
-static void emit_outputs(cg *g, int phase) {
-    sl_strbuf *sb = &g->sb;
-    for (int si = 0; si < g->nslots; si++) {
-        const cg_slot *slot = &g->slots[si];
-        if (slot->phase != phase) continue;
-        if (slot->kind == SLOT_COUNT) {
-            sl_strbuf_printf(sb,
-                             "            keep[i] = e.f%d != 0;\n            local_pos[i] = "
-                             "(int)(before.f%d - tile_excl.f%d);\n",
-                             slot->count_field, slot->count_field, slot->count_field);
-            continue;
-        }
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
-        for (int f = 0; f < sc->nfields; f++) {
-            int into = sc->into[f];
-            if (into < 0) continue;
-            int vf = slot->value_field[f];
-            if (!sc->exclusive) {
-                sl_strbuf_printf(sb, "            c%d[i] = run.f%d;\n", into, vf);
-                continue;
-            }
-            switch (sc->segments) {
-            case SL_SEGMENTS_NONE:
-                sl_strbuf_printf(sb, "            c%d[i] = before.f%d;\n", into, vf);
-                break;
-            case SL_SEGMENTS_HEADFLAG:
-            case SL_SEGMENTS_OFFSETS:
-                sl_strbuf_printf(sb, "            c%d[i] = e.f%d ? ", into, slot->flag_field);
-                emit_value(sb, sc->acc[f], sc->identity[f]);
-                sl_strbuf_printf(sb, " : before.f%d;\n", vf);
-                break;
-            case SL_SEGMENTS_KEY:
-                sl_strbuf_printf(sb,
-                                 "            c%d[i] = (before.f%d && sl_key_same_%s(before.f%d, "
-                                 "%s(c%d[i]))) ? before.f%d : ",
-                                 into, slot->flag_field,
-                                 type_name(g->p->columns[sc->segment_column].type),
-                                 slot->last_field,
-                                 g->p->columns[sc->segment_column].type == SLUICE_BOOL
-                                     ? "sl_cvt_bool_bool" : "",
-                                 sc->segment_column, vf);
-                emit_value(sb, sc->acc[f], sc->identity[f]);
-                sl_strbuf_append(sb, ";\n");
-                break;
-            }
-        }
-    }
-}
-
-static void emit_maps_at_level(cg *g, int level) {
-    sl_strbuf *sb = &g->sb;
-    bool any = false;
-    for (int s = g->first; s < g->last; s++) {
-        const sl_stage *st = &g->p->stages[s];
-        if (st->kind != SL_STAGE_MAP) continue;
-        for (int k = 0; k < st->map.count; k++) {
-            int c = st->map.columns[k];
-            if (!g->plan->map_entry_live[s][k] || g->level[c] != level) continue;
-            if (!any) sl_strbuf_append(sb, "#pragma unroll\n    for (int i = 0; i < ITEMS; i++) {\n");
-            any = true;
-            sl_strbuf_printf(sb, "        c%d[i] = (%s)(", c, ctype(g->p->columns[c].type));
-            emit_expr(sb, st->map.exprs[k]);
-            sl_strbuf_append(sb, ");\n");
-        }
-    }
-    if (any) sl_strbuf_append(sb, "    }\n");
-}
-
-static bool slot_resets(const cg *g, const cg_slot *slot) {
-    return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
-}
-
-/* Whether phase `phase` takes the ordered look-back (kernels/sl_lookback.cuh): only under
- * `determinism: run_to_run`, and only when one of its combines gives different bits in
- * another association: a float sum, product or recurrence, or a declared operator (its
- * associativity is only sampled). Integer, bool, min/max, bitwise and count combines are
- * exact, so the fast look-back already gives the same bits every run. */
-static bool phase_ordered(const cg *g, int phase) {
-    if (g->p->determinism != SL_DETERMINISM_RUN_TO_RUN) return false;
-    for (int si = 0; si < g->nslots; si++) {
-        const cg_slot *slot = &g->slots[si];
-        if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
-        if (sc->op == SL_SCAN_CUSTOM) return true;
-        if (sc->op != SL_SCAN_SUM && sc->op != SL_SCAN_PROD && sc->op != SL_SCAN_LINREC) continue;
-        for (int f = 0; f < sc->nfields; f++)
-            if (sl_type_is_float(sc->acc[f])) return true;
-    }
-    return false;
-}
-
-/* The thread's rows of every input column into registers: from this tile's stage when the
- * copy engine brought it, else from global memory. Emitted at the top of the tile and again
- * after each look-back: the stage still holds the tile then, so the inputs need not stay in
- * registers across the look-back (its wide windows want those registers; keeping both made
- * ptxas spill under the resident-blocks cap). */
-static void emit_input_loads(cg *g) {
-    sl_strbuf *sb = &g->sb;
-    const sl_codegen *o = g->out;
-    const sluice_pipeline *p = g->p;
-    for (int k = 0; k < o->ninputs; k++) {
-        if (k == o->offsets_input) continue;
-        int c = o->inputs[k];
-        const char *t = ctype(p->columns[c].type);
-        if (g->staged[k])
-            sl_strbuf_printf(sb,
-                             "    if (staged) sl::load_staged<%s, ITEMS>((const %s *)((const unsigned char *)tile_buf + %zu), c%d);\n"
-                             "    else sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
-                             t, t, g->stage_offset[k], c, t, t, k, c);
-        else
-            sl_strbuf_printf(sb, "    sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
-                             t, t, k, c);
-    }
-}
-
-/* Thread 0 takes the block's next tile and starts the copies of its inputs into the stage
- * the previous tile used (free since the end-of-tile barrier). */
-static void emit_take_next(cg *g) {
-    sl_strbuf_printf(&g->sb,
-                     "        if (threadIdx.x == 0) {\n            const long long next = %s;\n"
-                     "            queue.tile[s ^ 1] = next;\n"
-                     "            if (next < ntiles) issue_loads(next, s ^ 1);\n        }\n",
-                     g->phases > 0 ? TAKE_TILE : "tile + (long long)gridDim.x");
-}
-
-/* The tile's reduction of phase `phase`: each thread folds its items, the block scans the
- * thread totals (barrier `bar`: 0 = __syncthreads, else a named barrier of BLOCK threads);
- * declares thread_excl and block_agg. */
-static void emit_reduce(cg *g, int phase, int bar) {
-    sl_strbuf *sb = &g->sb;
+    /* traits: the look-back, where the phase sits in the carry, the kept-row count, the
+       per-batch resets (reset: batch, and the compaction's count, start every batch from
+       the identity) */
+    char count_expr[32];
+    if (count_field >= 0) snprintf(count_expr, sizeof count_expr, "s.f%d", count_field);
+    else snprintf(count_expr, sizeof count_expr, "((void)s, 0ll)");
     sl_strbuf_printf(sb,
-                     "        S%d agg = s%d_identity();\n#pragma unroll\n        for (int i = 0; "
-                     "i < ITEMS; i++) {\n            S%d e = s%d_identity();\n",
-                     phase, phase, phase, phase);
-    emit_element(g, phase);
-    sl_strbuf_append(sb, "            agg = op(agg, e);\n        }\n");
-    sl_strbuf_printf(sb,
-                     "        S%d thread_excl, block_agg;\n        "
-                     "sl::block_exclusive_scan<S%d, BLOCK, %d>(scan_storage%d, agg, s%d_identity(), "
-                     "op, thread_excl, block_agg);\n",
-                     phase, phase, bar, phase, phase);
-}
-
-/* Declares `carry`: the identity, or, where `cond` holds (tile 0's publishing thread), the
- * state carried from the previous batch, with the per-batch resets applied. */
-static void emit_carry(cg *g, int phase, const char *cond) {
-    sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb, "        S%d carry = s%d_identity();\n", phase, phase);
-    sl_strbuf_printf(sb, "        if (%s) {\n            memcpy(&carry, a.carry_in + %zu, sizeof carry);\n",
-                     cond, g->carry_offset[phase]);
+                     "struct Phase%d {\n    typedef S%d S;\n    typedef Op%d Op;\n"
+                     "    static constexpr bool ORDERED = %s;\n"
+                     "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
+                     "    static constexpr bool COUNTS = %s;\n"
+                     "    __device__ static __forceinline__ S identity() { return s%d_identity(); }\n"
+                     "    __device__ static __forceinline__ long long count(const S &s) { return %s; }\n"
+                     "    __device__ static __forceinline__ void reset(S &carry) {\n",
+                     phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
+                     g->carry_offset[phase], count_field >= 0 ? "true" : "false", phase,
+                     count_expr);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase || !slot_resets(g, slot)) continue;
-        /* reset: batch, and the compaction's count, start every batch from the identity */
         if (slot->kind == SLOT_COUNT) {
-            sl_strbuf_printf(sb, "            carry.f%d = 0;\n", slot->count_field);
+            sl_strbuf_printf(sb, "        carry.f%d = 0;\n", slot->count_field);
         } else {
-            sl_strbuf_printf(sb, "            { const S%d id = s%d_identity();", phase, phase);
+            sl_strbuf_printf(sb, "        { const S%d id = s%d_identity();", phase, phase);
             const sl_scan *sc = &g->p->stages[slot->stage].scan;
             for (int f = 0; f < sc->nfields; f++)
                 sl_strbuf_printf(sb, " carry.f%d = id.f%d;", slot->value_field[f],
@@ -739,78 +592,183 @@ static void emit_carry(cg *g, int phase, const char *cond) {
             sl_strbuf_append(sb, " }\n");
         }
     }
-    sl_strbuf_append(sb, "        }\n");
+    sl_strbuf_append(sb, "        (void)carry;\n    }\n};\n");
 }
 
-/* With tile_excl known: the last tile writes the batch's carry (and kept-row count), and
- * each row's outputs follow from the running state. Needs tile, tile_excl, thread_excl,
- * block_agg and the input registers. */
-static void emit_epilogue(cg *g, int phase) {
+/* Tile::element(S<phase> &e, int i): the per-row element state of the thread's item i. */
+static void emit_element(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb,
-                     "        if (tile == ntiles - 1 && threadIdx.x == 0) {\n            const S%d "
-                     "total = op(tile_excl, block_agg);\n            memcpy(a.carry_out + "
-                     "%zu, &total, sizeof total);\n",
-                     phase, g->carry_offset[phase]);
-    for (int si = 0; si < g->nslots; si++)
-        if (g->slots[si].phase == phase && g->slots[si].kind == SLOT_COUNT)
-            sl_strbuf_printf(sb, "            *a.out_rows = total.f%d;\n",
-                             g->slots[si].count_field);
-    sl_strbuf_append(sb, "        }\n");
-    for (int si = 0; si < g->nslots; si++)
-        if (g->slots[si].phase == phase && g->slots[si].kind == SLOT_COUNT)
+    sl_strbuf_printf(sb, "    __device__ __forceinline__ void element(S%d &e, int i) const {\n",
+                     phase);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb, "        e.f%d = ", slot->count_field);
+            emit_alive(g, g->last);
+            sl_strbuf_append(sb, " ? 1 : 0;\n");
+            continue;
+        }
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        sl_strbuf_append(sb, "        {\n            const bool alive = ");
+        emit_alive(g, slot->stage);
+        sl_strbuf_append(sb, ";\n            if (alive) {\n");
+        for (int f = 0; f < sc->nfields; f++) {
+            sl_strbuf_printf(sb, "                e.f%d = (%s)(", slot->value_field[f],
+                             ctype(sc->acc[f]));
+            emit_expr(sb, sc->of[f]);
+            sl_strbuf_append(sb, ");\n");
+        }
+        switch (sc->segments) {
+        case SL_SEGMENTS_NONE: break;
+        case SL_SEGMENTS_HEADFLAG:
+            sl_strbuf_printf(sb, "                e.f%d = (sl_bool)(c%d[i] != 0);\n",
+                             slot->flag_field, sc->segment_column);
+            break;
+        case SL_SEGMENTS_OFFSETS:
+            sl_strbuf_printf(sb, "                e.f%d = (sl_bool)head_bit(i);\n",
+                             slot->flag_field);
+            break;
+        case SL_SEGMENTS_KEY: {
+            const char *kr = key_read(g, sc->segment_column);
             sl_strbuf_printf(sb,
-                             "        out_base = tile_excl.f%d;\n        tile_kept = "
-                             "(int)block_agg.f%d;\n",
-                             g->slots[si].count_field, g->slots[si].count_field);
-    sl_strbuf_printf(sb,
-                     "        S%d run = op(tile_excl, thread_excl);\n#pragma unroll\n        for "
-                     "(int i = 0; i < ITEMS; i++) {\n            S%d e = s%d_identity();\n",
-                     phase, phase, phase);
-    emit_element(g, phase);
-    sl_strbuf_append(sb, "            const auto before = run;\n            run = op(run, e);\n");
-    sl_strbuf_append(sb, "            (void)before;\n");
-    emit_outputs(g, phase);
-    sl_strbuf_append(sb, "        }\n");
-}
-
-static void emit_phase(cg *g, int phase) {
-    sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb, "    { /* ---- look-back phase %d ---- */\n        const Op%d op;\n", phase,
-                     phase);
-    emit_reduce(g, phase, 0);
-    emit_carry(g, phase, "tile == 0 && threadIdx.x == 0");
-    sl_strbuf_printf(sb,
-                     "        const sl::tile_states<S%d> states = {a.scratch + "
-                     "phase_offset[%d], ntiles};\n"
-                     "        const S%d tile_excl = sl::tile_exclusive_prefix%s(states, tile, carry, "
-                     "block_agg, s%d_identity(), op, &broadcast%d);\n",
-                     phase, phase - 1, phase, phase_ordered(g, phase) ? "<true>" : "", phase,
-                     phase);
-    /* The last look-back is done: only now take the next tile and start its copies. A tile
-     * taken earlier would publish nothing until this one is finished, and every tile after
-     * it would wait for that in its look-back: on the H200 taking it at the top of the loop
-     * chained the blocks together (scan at 17% of copy instead of 52%). */
-    if (phase == g->phases) emit_take_next(g);
-    emit_input_loads(g);
-    emit_epilogue(g, phase);
+                             "                e.f%d = 1; e.f%d = 0; e.f%d = %s(c%d[i]); "
+                             "e.f%d = %s(c%d[i]);\n",
+                             slot->flag_field, slot->interior_field, slot->first_field, kr,
+                             sc->segment_column, slot->last_field, kr, sc->segment_column);
+            break;
+        }
+        }
+        sl_strbuf_append(sb, "            }\n        }\n");
+    }
     sl_strbuf_append(sb, "    }\n");
 }
 
-/* The lambda thread 0 calls to start a tile's input copies into stage s (kernels/sl_pipe.cuh):
- * bulk copies of every staged column when the tile is whole and the columns 16-byte aligned,
- * else a plain arrival (the block then loads that tile from global memory). */
+/* Tile::outputs(i, before, run, e, tile_excl): item i's outputs of phase `phase` from
+ * `before` (the prefix excluding the row), `run` (including it) and `e` (its own element). */
+static void emit_outputs(cg *g, int phase) {
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_printf(sb,
+                     "    __device__ __forceinline__ void outputs(int i, const S%d &before, const "
+                     "S%d &run, const S%d &e, const S%d &tile_excl) {\n"
+                     "        (void)before; (void)run; (void)e; (void)tile_excl;\n",
+                     phase, phase, phase, phase);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind == SLOT_COUNT) {
+            sl_strbuf_printf(sb,
+                             "        keep[i] = e.f%d != 0;\n        local_pos[i] = "
+                             "(int)(before.f%d - tile_excl.f%d);\n",
+                             slot->count_field, slot->count_field, slot->count_field);
+            continue;
+        }
+        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        for (int f = 0; f < sc->nfields; f++) {
+            int into = sc->into[f];
+            if (into < 0) continue;
+            int vf = slot->value_field[f];
+            if (!sc->exclusive) {
+                sl_strbuf_printf(sb, "        c%d[i] = run.f%d;\n", into, vf);
+                continue;
+            }
+            switch (sc->segments) {
+            case SL_SEGMENTS_NONE:
+                sl_strbuf_printf(sb, "        c%d[i] = before.f%d;\n", into, vf);
+                break;
+            case SL_SEGMENTS_HEADFLAG:
+            case SL_SEGMENTS_OFFSETS:
+                sl_strbuf_printf(sb, "        c%d[i] = e.f%d ? ", into, slot->flag_field);
+                emit_value(sb, sc->acc[f], sc->identity[f]);
+                sl_strbuf_printf(sb, " : before.f%d;\n", vf);
+                break;
+            case SL_SEGMENTS_KEY:
+                sl_strbuf_printf(sb,
+                                 "        c%d[i] = (before.f%d && sl_key_same_%s(before.f%d, "
+                                 "%s(c%d[i]))) ? before.f%d : ",
+                                 into, slot->flag_field,
+                                 type_name(g->p->columns[sc->segment_column].type),
+                                 slot->last_field, key_read(g, sc->segment_column),
+                                 sc->segment_column, vf);
+                emit_value(sb, sc->acc[f], sc->identity[f]);
+                sl_strbuf_append(sb, ";\n");
+                break;
+            }
+        }
+    }
+    sl_strbuf_append(sb, "    }\n");
+}
+
+/* Tile::maps(level): the map entries whose values are known after look-back phase `level`
+ * (0: before any). Called with constants, so each call keeps one branch. */
+static void emit_maps(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_append(sb, "    __device__ __forceinline__ void maps(int level) {\n        (void)level;\n");
+    for (int level = 0; level <= g->phases; level++) {
+        bool any = false;
+        for (int s = g->first; s < g->last; s++) {
+            const sl_stage *st = &g->p->stages[s];
+            if (st->kind != SL_STAGE_MAP) continue;
+            for (int k = 0; k < st->map.count; k++) {
+                int c = st->map.columns[k];
+                if (!g->plan->map_entry_live[s][k] || g->level[c] != level) continue;
+                if (!any)
+                    sl_strbuf_printf(sb, "        if (level == %d) {\n#pragma unroll\n"
+                                         "            for (int i = 0; i < ITEMS; i++) {\n", level);
+                any = true;
+                sl_strbuf_printf(sb, "                c%d[i] = (%s)(", c,
+                                 ctype(g->p->columns[c].type));
+                emit_expr(sb, st->map.exprs[k]);
+                sl_strbuf_append(sb, ");\n");
+            }
+        }
+        if (any) sl_strbuf_append(sb, "            }\n        }\n");
+    }
+    sl_strbuf_append(sb, "    }\n");
+}
+
+/* Tile::load_inputs: the thread's rows of every input column into registers, from the tile's
+ * stage when the copy engine brought it, else from global memory. Called at the top of the
+ * tile and again after each look-back (kernels/sl_tile.cuh says why). */
+static void emit_input_loads(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    sl_strbuf_append(sb, "    __device__ __forceinline__ void load_inputs(const SlArgs &a, bool staged, "
+                         "const uint4 *tile_buf) {\n        (void)staged; (void)tile_buf; (void)a;\n");
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        int c = o->inputs[k];
+        const char *t = ctype(p->columns[c].type);
+        if (g->staged[k])
+            sl_strbuf_printf(sb,
+                             "        if (staged) sl::load_staged<%s, ITEMS>((const %s *)((const unsigned char *)tile_buf + %zu), c%d);\n"
+                             "        else sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
+                             t, t, g->stage_offset[k], c, t, t, k, c);
+        else
+            sl_strbuf_printf(sb, "        sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
+                             t, t, k, c);
+    }
+    sl_strbuf_append(sb, "    }\n");
+}
+
+/* Kernel::issue_loads: thread 0 starts tile t's input copies into stage s
+ * (kernels/sl_pipe.cuh): bulk copies of every staged column when the tile is whole and the
+ * columns 16-byte aligned, else a plain arrival (the block then loads that tile from global
+ * memory). */
 static void emit_issue_loads(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
-    sl_strbuf_append(sb, "    auto issue_loads = [&](long long t, int s) {\n"
+    sl_strbuf_append(sb, "    __device__ static __forceinline__ void issue_loads(sl::tile_queue<STAGES> &queue, "
+                         "const SlArgs &a, uint4 *sl_smem, long long t, int s) {\n"
                          "        const long long tf = t * (long long)TILE;\n"
-                         "        const bool bulk = sl::bulk_tile(tf, rows, TILE)");
+                         "        const bool bulk = sl::bulk_tile(tf, a.rows, TILE)");
     for (int k = 0; k < o->ninputs; k++)
         if (g->staged[k]) sl_strbuf_printf(sb, " && sl::aligned16(a.in[%d])", k);
     sl_strbuf_append(sb, ";\n        queue.bulk[s] = bulk;\n        if (bulk) {\n"
-                         "            unsigned char *stage = (unsigned char *)(sl_smem + s * (BUF / 16));\n");
+                         "            unsigned char *stage = (unsigned char *)(sl_smem + s * (BUF / 16));\n"
+                         "            (void)stage;\n");
     sl_strbuf_printf(sb, "            sl::queue_expect(queue, s, %zuu);\n", g->staged_bytes);
     for (int k = 0; k < o->ninputs; k++) {
         if (!g->staged[k]) continue;
@@ -820,223 +778,74 @@ static void emit_issue_loads(cg *g) {
                          "(unsigned)(TILE * %zu));\n",
                          g->stage_offset[k], k, w, w);
     }
-    sl_strbuf_append(sb, "        } else {\n            sl::queue_arrive(queue, s);\n        }\n    };\n");
+    sl_strbuf_append(sb, "        } else {\n            sl::queue_arrive(queue, s);\n        }\n    }\n");
 }
 
-/* The barrier among the row-owning threads: __syncthreads (bar 0) or named barrier `bar`
- * of BLOCK threads (the kernel with a look-back warp). */
-static void barrier_call(int bar, char *buf, size_t cap) {
-    if (bar) snprintf(buf, cap, "sl::block_sync<%d, BLOCK>()", bar);
-    else snprintf(buf, cap, "__syncthreads()");
-}
-
-/* head_bit(i): whether the thread's item i starts a segment (reads `heads`). */
-static void emit_head_bit(cg *g) {
-    sl_strbuf_append(&g->sb, "    auto head_bit = [&](int i) -> bool { const int r = threadIdx.x * ITEMS + i; "
-                             "return (heads[r >> 5] >> (r & 31)) & 1u; };\n");
-}
-
-/* The segment heads of the tile (offsets segments): a bitmap `heads` (TILE bits, shared
- * memory) set from the offsets inside the tile, and head_bit(i) for the thread's item i.
- * `bar` is the barrier among the row-owning threads (0: __syncthreads). */
-static void emit_heads(cg *g, int bar) {
-    char sync[64];
-    barrier_call(bar, sync, sizeof sync);
-    sl_strbuf_printf(&g->sb,
-                     "    for (int w = threadIdx.x; w < TILE / 32; w += BLOCK) heads[w] = 0;\n"
-                     "    %s;\n"
-                     "    {\n        const long long *offs = (const long long *)a.in[%d];\n"
-                     "        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);\n"
-                     "        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];\n"
-                     "        for (long long j = j0 + threadIdx.x; j < j1; j += BLOCK) {\n"
-                     "            const long long r = offs[j] - tile_first;\n"
-                     "            if (r >= 0 && r < TILE) atomicOr(&heads[r >> 5], 1u << (r & 31));\n"
-                     "        }\n    }\n    %s;\n",
-                     sync, g->out->offsets_input, sync);
-    emit_head_bit(g);
-}
-
-/* Registers for every column the kernel reads, makes or writes. */
-static void emit_column_registers(cg *g) {
-    for (int c = 0; c < g->p->ncolumns; c++)
-        if (g->in_group[c])
-            sl_strbuf_printf(&g->sb, "    %s c%d[ITEMS] = {};\n", ctype(g->p->columns[c].type), c);
-}
-
-/* The tile's outputs, staged through its stage `tile_buf` (its inputs are in registers by
- * then): whole tiles transposed to coalesced 16-byte stores, kept rows packed before they
- * are written at out_base. `bar` as in emit_heads. */
-static void emit_stores(cg *g, int bar) {
+/* Tile::store<BAR>: the tile's outputs, staged through its stage `tile_buf` (its inputs are
+ * in registers by then): whole tiles transposed to coalesced 16-byte stores, kept rows packed
+ * before they are written at out_base. BAR is the barrier among the row-owning threads (0:
+ * __syncthreads). */
+static void emit_stores(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
-    char sync[64];
-    barrier_call(bar, sync, sizeof sync);
-    if (!o->compacts) {
-        for (int k = 0; k < o->noutputs; k++) {
-            int c = o->outputs[k];
-            const char *t = ctype(p->columns[c].type);
-            sl_strbuf_printf(sb,
-                             "    sl::store_tile<%s, ITEMS, BLOCK, %d>((%s *)a.out[%d], tile_first, rows, c%d, "
-                             "tile_buf);\n",
-                             t, bar, t, k, c);
-        }
-        return;
-    }
+    sl_strbuf_append(sb, "    template <int BAR> __device__ __forceinline__ void store(const SlArgs &a, "
+                         "uint4 *tile_buf) {\n        (void)a; (void)tile_buf;\n");
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
-        sl_strbuf_printf(sb,
-                         "    {\n        %s *stage = (%s *)tile_buf;\n        %s;\n"
-                         "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
-                         "stage[local_pos[i]] = c%d[i];\n        %s;\n"
-                         "        %s *dst = (%s *)a.out[%d] + out_base;\n"
-                         "        for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
-                         "stage[j];\n    }\n",
-                         t, t, sync, c, sync, t, t, k);
+        if (!o->compacts)
+            sl_strbuf_printf(sb,
+                             "        sl::store_tile<%s, ITEMS, BLOCK, BAR>((%s *)a.out[%d], tile_first, rows, "
+                             "c%d, tile_buf);\n",
+                             t, t, k, c);
+        else
+            sl_strbuf_printf(sb,
+                             "        {\n            %s *stage = (%s *)tile_buf;\n"
+                             "            sl::block_sync<BAR, BLOCK>();\n"
+                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if (keep[i]) "
+                             "stage[local_pos[i]] = c%d[i];\n"
+                             "            sl::block_sync<BAR, BLOCK>();\n"
+                             "            %s *dst = (%s *)a.out[%d] + out_base;\n"
+                             "            for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
+                             "stage[j];\n        }\n",
+                             t, t, c, t, t, k);
     }
+    sl_strbuf_append(sb, "    }\n");
 }
 
-/* The kernel of a group with one look-back phase on a GPU with the copy engine (sm_90+):
- * BLOCK threads own the rows and one more warp does nothing but look-backs, so a block never
- * stands still while a tile waits for its predecessors. Per iteration j the BLOCK threads
- *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
- *   meet the look-back warp (a __syncthreads): it has finished tile j-1 by then and takes
- *   tile j;
- *   take tile j+1 and start its copies (into the stage tile j-2 left);
- *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
- *   the outputs.
- * So a look-back runs while the block finishes the previous tile and waits for the next
- * one's copies. A tile is taken only when nothing stands between it and its aggregate but
- * its copies and the previous tile's epilogue. A block that waits at the hand-over must hold
- * no tile that is taken but not yet published: the look-backs of every later tile would wait
- * for it, their blocks would wait at their own hand-overs holding tiles of their own, and
- * the blocks would chain. Measured on the H200, 2026-11-29 (scan, % of copy bandwidth):
- * taking the next tile at the top of the loop or two ahead, 17-24%; keeping the copies of
- * two or three tiles in flight (one more stage each), 20% and 13%; as here, 64%. The
- * two-stage kernel, for comparison, spent 65% of its warp cycles at the barrier behind the
- * look-back (40-47%).
- *
- * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
- * the same instruction (__syncthreads met at two places is undefined in PTX and failed
- * synccheck). compute-sanitizer racecheck still reports thread 0's store of handed_agg and
- * the look-back warp's load of it across that barrier: scripts/racecheck_probe.cu shows it
- * reports this ordered pattern whenever the row threads also use a named barrier of their
- * own, and not without one (bench/RESULTS.md, runs 13-18). */
-static sluice_status emit_overlapped_kernel(cg *g) {
+/* GroupParams (the pipeline's params, read once per block) and GroupTile (one thread's rows
+ * of a tile: a register array per column the kernel reads, makes or writes, and the
+ * per-group pieces of the tile loop as member functions). */
+static void emit_tile(cg *g) {
     sl_strbuf *sb = &g->sb;
-    const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
-    sl_strbuf_append(sb,
-                     "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
-                     "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
-    sl_strbuf_printf(sb,
-                     "    const unsigned long long phase_offset0 = SL_SCRATCH_ALIGN + sl_segment_index_bytes(%d, "
-                     "(unsigned long long)ntiles);\n",
-                     o->has_offsets ? 1 : 0);
-    sl_strbuf_append(sb, "    __shared__ sl::block_scan_storage<S1, BLOCK> scan_storage1;\n"
-                         "    __shared__ S1 handed_agg[STAGES];  /* block aggregate of the stage's tile */\n"
-                         "    __shared__ S1 handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */\n"
-                         "    extern __shared__ uint4 sl_smem[];\n"
-                         "    __shared__ sl::tile_queue<STAGES> queue;\n");
-    if (o->has_offsets) sl_strbuf_append(sb, "    __shared__ uint32_t heads_of_stage[STAGES][TILE / 32];\n");
+    sl_strbuf_append(sb, "struct GroupParams {\n");
     for (int k = 0; k < p->nparams; k++)
-        sl_strbuf_printf(sb, "    %s p%d; memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
-                         ctype(p->params[k].type), k, k, k, k);
-    emit_issue_loads(g);
-    sl_strbuf_append(sb,
-                     "    const Op1 op;\n"
-                     "    const sl::tile_states<S1> states = {a.scratch + phase_offset0, ntiles};\n"
-                     "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
-                     "        const long long t0 = " TAKE_TILE ";\n"
-                     "        queue.tile[0] = t0;\n        if (t0 < ntiles) issue_loads(t0, 0);\n"
-                     "    }\n    __syncthreads();\n");
-    /* One loop for both roles, so that the hand-over is one __syncthreads that every thread
-       reaches at the same instruction; only the row-owning threads read the tile before it. */
-    sl_strbuf_append(sb, "    S1 held_thread_excl = s1_identity(); /* tile j-1's, for its epilogue */\n"
-                         "    for (int j = 0;; j++) {\n"
-                         "        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;\n"
-                         "        long long tile_j = ntiles;\n"
-                         "        S1 next_thread_excl = s1_identity();\n"
-                         "        if (threadIdx.x < BLOCK) tile_j = queue.tile[s];\n"
-                         "        if (tile_j < ntiles) { /* ---- reduce tile j (row-owning threads) ---- */\n"
-                         "    const long long tile = tile_j;\n"
-                         "    sl::queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);\n"
-                         "    const bool staged = queue.bulk[s] != 0;\n"
-                         "    uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
-                         "    const long long tile_first = tile * (long long)TILE;\n"
-                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
-                         "    (void)staged; (void)tile_buf; (void)first;\n");
-    emit_column_registers(g);
-    emit_input_loads(g);
-    if (o->has_offsets) {
-        sl_strbuf_append(sb, "    uint32_t *const heads = heads_of_stage[s];\n");
-        emit_heads(g, 1);
-    }
-    emit_maps_at_level(g, 0);
-    sl_strbuf_append(sb, "    {\n");
-    emit_reduce(g, 1, 1);
-    sl_strbuf_append(sb, "        if (threadIdx.x == 0) {\n"
-                         "            if (tile != 0) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);\n"
-                         "            handed_agg[s] = block_agg;\n        }\n"
-                         "        next_thread_excl = thread_excl;\n    }\n");
-    sl_strbuf_append(sb, "        }\n"
-                         "        /* the hand-over: the look-back warp has finished tile j-1 and takes tile j (or the end) */\n"
-                         "        __syncthreads();\n"
-                         "        if (threadIdx.x >= BLOCK) { /* ---- the look-back warp: tile j's prefix ---- */\n"
-                         "            const long long tile = queue.tile[s];\n"
-                         "            if (tile >= ntiles) break;\n"
-                         "            const S1 block_agg = handed_agg[s];\n"
-                         "            S1 tile_excl;\n            if (tile == 0) {\n");
-    emit_carry(g, 1, "true");
-    sl_strbuf_append(sb, "                tile_excl = carry;\n            } else {\n"
-                         "                tile_excl = sl::lookback_exclusive");
-    if (phase_ordered(g, 1)) sl_strbuf_append(sb, "_ordered");
-    sl_strbuf_append(sb, "(states, tile, s1_identity(), op);\n"
-                         "            }\n"
-                         "            if ((threadIdx.x & 31) == 0) {\n"
-                         "                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));\n"
-                         "                handed_excl[s] = tile_excl;\n            }\n"
-                         "            __syncwarp();\n"
-                         "            continue;\n        }\n"
-                         "        if (tile_j < ntiles && threadIdx.x == 0) {\n"
-                         "            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate\n"
-                         "               must not wait for a look-back (see above) */\n"
-                         "            const int sn = (j + 1) % STAGES;\n"
-                         "            const long long next = " TAKE_TILE ";\n"
-                         "            queue.tile[sn] = next;\n"
-                         "            if (next < ntiles) issue_loads(next, sn);\n        }\n"
-                         "        if (j > 0) { /* ---- finish tile j-1 ---- */\n"
-                         "    const long long tile = queue.tile[sp];\n"
-                         "    const bool staged = queue.bulk[sp] != 0;\n"
-                         "    uint4 *const tile_buf = sl_smem + sp * (BUF / 16);\n"
-                         "    const long long tile_first = tile * (long long)TILE;\n"
-                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
-                         "    (void)staged; (void)first;\n");
-    emit_column_registers(g);
-    emit_input_loads(g);
-    if (o->has_offsets) {
-        sl_strbuf_append(sb, "    const uint32_t *const heads = heads_of_stage[sp];\n");
-        emit_head_bit(g);
-    }
-    if (o->compacts)
+        sl_strbuf_printf(sb, "    %s p%d;\n", ctype(p->params[k].type), k);
+    sl_strbuf_append(sb, "    __device__ __forceinline__ explicit GroupParams(const SlArgs &a) {\n"
+                         "        (void)a;\n");
+    for (int k = 0; k < p->nparams; k++)
+        sl_strbuf_printf(sb, "        memcpy(&p%d, &a.params[%d], sizeof p%d);\n", k, k, k);
+    sl_strbuf_append(sb, "    }\n};\n");
+
+    sl_strbuf_append(sb, "struct GroupTile : GroupParams, sl::tile_rows<ITEMS> {\n");
+    for (int c = 0; c < p->ncolumns; c++)
+        if (g->in_group[c])
+            sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
+    if (g->out->compacts)
         sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
                              "    long long out_base = 0;\n    int tile_kept = 0;\n");
-    emit_maps_at_level(g, 0);
-    sl_strbuf_append(sb, "    {\n        const S1 tile_excl = handed_excl[sp], block_agg = handed_agg[sp];\n"
-                         "        const S1 thread_excl = held_thread_excl;\n");
-    emit_epilogue(g, 1);
-    sl_strbuf_append(sb, "    }\n");
-    emit_maps_at_level(g, 1);
-    emit_stores(g, 1);
-    sl_strbuf_append(sb, "        }\n"
-                         "        held_thread_excl = next_thread_excl;\n"
-                         "        if (tile_j >= ntiles) break;\n"
-                         "        /* stage sp is free once its tile is finished and its stores read out */\n"
-                         "        sl::fence_async_proxy();\n"
-                         "        sl::block_sync<1, BLOCK>();\n"
-                         "    }\n}\n");
-    return SLUICE_OK;
+    sl_strbuf_append(sb, "    __device__ __forceinline__ explicit GroupTile(const GroupParams &p) "
+                         ": GroupParams(p) {}\n");
+    emit_input_loads(g);
+    emit_maps(g);
+    for (int ph = 1; ph <= g->phases; ph++) {
+        emit_element(g, ph);
+        emit_outputs(g, ph);
+    }
+    emit_stores(g);
+    sl_strbuf_append(sb, "};\n");
 }
 
 static sluice_status emit_kernel(cg *g) {
@@ -1071,14 +880,14 @@ static sluice_status emit_kernel(cg *g) {
 
     sl_strbuf_printf(sb,
                      "/* sluice fused kernel: pipeline '%s', stages %d..%d (generated by "
-                     "core/cuda/codegen.c) */\n",
+                     "core/cuda/codegen.c; the tile loop is kernels/sl_tile.cuh) */\n",
                      p->name ? p->name : "", g->first + 1, g->last);
-    sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_lookback.cuh\"\n#include "
-                         "\"sl_monoid.h\"\n#include \"sl_pipe.cuh\"\n");
+    sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_monoid.h\"\n#include \"sl_tile.cuh\"\n");
     sl_strbuf_printf(sb,
                      "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
                      "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
-                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g), threads);
+                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g),
+                     threads);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -1087,96 +896,28 @@ static sluice_status emit_kernel(cg *g) {
                      o->ninputs ? o->ninputs : 1, o->noutputs ? o->noutputs : 1,
                      p->nparams ? p->nparams : 1);
     for (int ph = 1; ph <= g->phases; ph++) emit_struct(g, ph);
+    emit_tile(g);
 
-    if (o->has_offsets) {
-        sl_strbuf_printf(sb,
-                         "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL "(const SlArgs a) {\n"
-                         "    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                         "    if (t > a.ntiles) return;\n"
-                         "    const long long *offs = (const long long *)a.in[%d];\n"
-                         "    const long long target = t * (long long)TILE;\n"
-                         "    long long lo = 0, hi = a.nsegments;\n"
-                         "    while (lo < hi) { const long long mid = lo + (hi - lo) / 2; if "
-                         "(offs[mid] < target) lo = mid + 1; else hi = mid; }\n"
-                         "    ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = "
-                         "(unsigned long long)lo;\n}\n",
-                         o->offsets_input);
-    }
-
-    if (g->overlapped) return emit_overlapped_kernel(g);
-    sl_strbuf_append(sb,
-                     "extern \"C\" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) " SL_CG_KERNEL
-                     "(const SlArgs a) {\n    const long long rows = a.rows, ntiles = a.ntiles;\n");
-    /* phase offsets inside scratch: the same arithmetic as sl_codegen_phase_offset */
-    if (g->phases > 0) {
-        sl_strbuf_printf(sb, "    unsigned long long phase_offset[%d];\n", g->phases);
-        sl_strbuf_printf(sb,
-                         "    phase_offset[0] = SL_SCRATCH_ALIGN + sl_segment_index_bytes(%d, "
-                         "(unsigned long long)ntiles);\n",
-                         o->has_offsets ? 1 : 0);
-        for (int ph = 2; ph <= g->phases; ph++)
-            sl_strbuf_printf(sb,
-                             "    phase_offset[%d] = phase_offset[%d] + sl_tile_states_bytes(%zu, "
-                             "(unsigned long long)ntiles);\n",
-                             ph - 1, ph - 2, g->state_size[ph - 1]);
-        for (int ph = 1; ph <= g->phases; ph++)
-            sl_strbuf_printf(sb,
-                             "    __shared__ sl::block_scan_storage<S%d, BLOCK> scan_storage%d;\n"
-                             "    __shared__ S%d broadcast%d;\n",
-                             ph, ph, ph, ph);
-    }
-    for (int k = 0; k < p->nparams; k++)
-        sl_strbuf_printf(sb,
-                         "    %s p%d; memcpy(&p%d, &a.params[%d], sizeof p%d);\n",
-                         ctype(p->params[k].type), k, k, k, k);
-
-    /* The persistent tile loop (kernels/sl_pipe.cuh): two shared-memory stages of BUF bytes;
-     * stage k & 1 holds the k-th tile's staged input columns, then serves as the staging
-     * buffer of its stores and compaction. Tiles come from the atomic counter when tiles
-     * depend on each other through a look-back (a block only ever waits on tiles already
-     * taken), else block b takes tiles b, b + grid, ... */
-    sl_strbuf_printf(sb, "    extern __shared__ uint4 sl_smem[];\n"
-                         "    __shared__ sl::tile_queue<2> queue;\n");
-    emit_issue_loads(g);
-    const char *first_tile = g->phases > 0 ? TAKE_TILE : "(long long)blockIdx.x";
+    /* the instantiation */
+    sl_strbuf_append(sb, "struct Kernel {\n    typedef SlArgs Args;\n    typedef GroupParams Params;\n"
+                         "    typedef GroupTile Tile;\n    typedef sl::phase_list<");
+    for (int ph = 1; ph <= g->phases; ph++) sl_strbuf_printf(sb, "%sPhase%d", ph > 1 ? ", " : "", ph);
     sl_strbuf_printf(sb,
-                     "    if (threadIdx.x == 0) {\n        sl::queue_init(queue);\n"
-                     "        const long long t0 = %s;\n        queue.tile[0] = t0;\n"
-                     "        if (t0 < ntiles) issue_loads(t0, 0);\n    }\n    __syncthreads();\n"
-                     "    for (int k = 0;; k++) {\n        const int s = k & 1;\n"
-                     "        const long long tile = queue.tile[s];\n        if (tile >= ntiles) break;\n",
-                     first_tile);
-    /* Tiles without a look-back depend on nothing: their next tile is taken at once. */
-    if (g->phases == 0) emit_take_next(g);
-    sl_strbuf_append(sb, "        sl::queue_wait(queue, s, (unsigned)(k >> 1) & 1u);\n"
-                         "        const bool staged = queue.bulk[s] != 0;\n"
-                         "        uint4 *const tile_buf = sl_smem + s * (BUF / 16);\n"
-                         "        (void)staged;\n");
-    sl_strbuf_append(sb, "    const long long tile_first = tile * (long long)TILE;\n"
-                         "    const long long first = tile_first + (long long)threadIdx.x * ITEMS;\n"
-                         "    (void)first; (void)tile_first; (void)rows; (void)ntiles;\n");
-    emit_column_registers(g);
-    emit_input_loads(g);
-    if (o->has_offsets) {
-        sl_strbuf_append(sb, "    __shared__ uint32_t heads_of_tile[TILE / 32];\n"
-                             "    uint32_t *const heads = heads_of_tile;\n");
-        emit_heads(g, 0);
-    }
-    if (o->compacts)
-        sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
-                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
-
-    emit_maps_at_level(g, 0);
-    for (int ph = 1; ph <= g->phases; ph++) {
-        emit_phase(g, ph);
-        emit_maps_at_level(g, ph);
-    }
-
-    /* stores, staged through this tile's stage (its inputs are in registers by now) */
-    emit_stores(g, 0);
-    /* end of tile: the stage, the scan storages and the broadcasts are reused next */
-    sl_strbuf_append(sb, "        sl::fence_async_proxy();\n        __syncthreads();\n    }\n");
-    sl_strbuf_append(sb, "}\n");
+                     "> Phases;\n    static constexpr int block = BLOCK, items = ITEMS, stages = STAGES;\n"
+                     "    static constexpr long long tile = TILE;\n"
+                     "    static constexpr unsigned buf = BUF;\n"
+                     "    static constexpr int phases = %d;\n"
+                     "    static constexpr bool overlapped = %s, compacts = %s, offsets = %s;\n"
+                     "    static constexpr int offsets_input = %d;\n",
+                     g->phases, g->overlapped ? "true" : "false", o->compacts ? "true" : "false",
+                     o->has_offsets ? "true" : "false", o->offsets_input);
+    emit_issue_loads(g);
+    sl_strbuf_append(sb, "};\n");
+    sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
+                         "(const SlArgs a) {\n    sl::fused_kernel<Kernel>(a);\n}\n");
+    if (o->has_offsets)
+        sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
+                             "(const SlArgs a) {\n    sl::segment_index<Kernel>(a);\n}\n");
     return SLUICE_OK;
 }
 

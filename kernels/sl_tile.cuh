@@ -1,0 +1,394 @@
+/* sl_tile.cuh — the persistent tile loop of the generated fused kernels, as templates: take a
+ * tile, bring its inputs in (kernels/sl_pipe.cuh), compute the stages' expressions, reduce
+ * each look-back phase's states, find the tile's prefix by decoupled look-back
+ * (kernels/sl_lookback.cuh), compute the per-row outputs and store them. core/cuda/codegen.c
+ * emits only what differs between groups (codegen.h describes the kernel's shape):
+ *
+ *   struct SlArgs           the kernel's one parameter (slots as codegen.h lists them)
+ *   S<k>, Op<k>, Phase<k>   each look-back phase's state tuple, its combine, and its traits:
+ *                             typedef S, Op; ORDERED (the ordered look-back), CARRY_OFFSET,
+ *                             COUNTS (it holds the compaction's kept-row count, read by
+ *                             count(s)); identity(); reset(carry) (per-batch resets)
+ *   struct Params           the pipeline's params, loaded once per block from SlArgs
+ *   struct Tile : Params    one thread's rows of a tile: the column registers and, as member
+ *                           functions, load_inputs, maps(level), element(S<k> &, i) and
+ *                           outputs(i, before, run, e, tile_excl) per phase, store<BAR>;
+ *                           sl::tile_rows supplies rows/tile/first and head_bit(i)
+ *   struct Kernel           the instantiation: block, items, tile, buf and stages; phases,
+ *                           compacts, offsets and offsets_input; the phase_list; and
+ *                           issue_loads (thread 0 starts a tile's input copies into a stage)
+ *   sl_fused / sl_fused_segindex   one-line kernels calling fused_kernel<Kernel> and
+ *                           segment_index<Kernel>
+ *
+ * Two loop shapes: two_stage_loop (any number of chained look-back phases, two shared-memory
+ * stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the row-owning
+ * threads; why and how, below). Everything is inline, so each kernel is one function after
+ * instantiation, as if written out by hand. */
+#ifndef SL_TILE_CUH
+#define SL_TILE_CUH
+
+#include "sl_lookback.cuh"
+#include "sl_pipe.cuh"
+
+namespace sl {
+
+template <class... P> struct phase_list {};
+
+/* A tile index from the atomic counter at the start of scratch (kernels/sl_scratch.h). */
+__device__ __forceinline__ long long take_tile(unsigned char *scratch) {
+    return (long long)atomicAdd((unsigned long long *)scratch, 1ull);
+}
+
+/* What a thread knows of the tile it works on; the generated Tile derives from it. */
+template <int ITEMS> struct tile_rows {
+    long long rows = 0, tile = 0, tile_first = 0, first = 0;
+    const uint32_t *heads = nullptr; /* offsets segments: the tile's head bitmap */
+    /* whether the thread's item i starts a segment (offsets segments) */
+    __device__ __forceinline__ bool head_bit(int i) const {
+        const int r = threadIdx.x * ITEMS + i;
+        return (heads[r >> 5] >> (r & 31)) & 1u;
+    }
+    __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_) {
+        rows = rows_;
+        tile = tile_;
+        tile_first = tile_ * tile_rows_;
+        first = tile_first + (long long)threadIdx.x * ITEMS;
+    }
+};
+
+/* The offsets-segment index (helper kernel sl_fused_segindex): for every tile t in [0,
+ * ntiles], the first offsets entry at or after the tile's first row, by binary search, into
+ * scratch after the tile counter. The main kernel then reads only the offsets inside a tile. */
+template <class K> __device__ __forceinline__ void segment_index(const typename K::Args &a) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t > a.ntiles) return;
+    const long long *offs = (const long long *)a.in[K::offsets_input];
+    const long long target = t * (long long)K::tile;
+    long long lo = 0, hi = a.nsegments;
+    while (lo < hi) {
+        const long long mid = lo + (hi - lo) / 2;
+        if (offs[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = (unsigned long long)lo;
+}
+
+/* The segment heads of a tile (offsets segments): a bitmap of TILE bits in shared memory set
+ * from the offsets inside the tile. BAR is the barrier among the row-owning threads (0:
+ * __syncthreads). */
+template <class K, int BAR>
+__device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::Args &a, long long tile,
+                                            long long tile_first) {
+    for (int w = threadIdx.x; w < K::tile / 32; w += K::block) heads[w] = 0;
+    block_sync<BAR, K::block>();
+    {
+        const long long *offs = (const long long *)a.in[K::offsets_input];
+        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
+        for (long long j = j0 + threadIdx.x; j < j1; j += K::block) {
+            const long long r = offs[j] - tile_first;
+            if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
+        }
+    }
+    block_sync<BAR, K::block>();
+}
+
+/* The tile's reduction of phase P: each thread folds its items, the block scans the thread
+ * totals (barrier BAR). */
+template <class K, class P, int BAR>
+__device__ __forceinline__ void tile_reduce(const typename K::Tile &t,
+                                            block_scan_storage<typename P::S, K::block> &storage,
+                                            typename P::S &thread_excl, typename P::S &block_agg) {
+    typedef typename P::S S;
+    const typename P::Op op;
+    S agg = P::identity();
+#pragma unroll
+    for (int i = 0; i < K::items; i++) {
+        S e = P::identity();
+        t.element(e, i);
+        agg = op(agg, e);
+    }
+    block_exclusive_scan<S, K::block, BAR>(storage, agg, P::identity(), op, thread_excl, block_agg);
+}
+
+/* The identity, or where `cond` holds (tile 0's publishing thread) the state carried from the
+ * previous batch with the per-batch resets applied. */
+template <class K, class P>
+__device__ __forceinline__ typename P::S carry_in(const typename K::Args &a, bool cond) {
+    typename P::S carry = P::identity();
+    if (cond) {
+        memcpy(&carry, a.carry_in + P::CARRY_OFFSET, sizeof carry);
+        P::reset(carry);
+    }
+    return carry;
+}
+
+/* With the tile's exclusive prefix known: the last tile writes the batch's carry (and
+ * kept-row count), and each row's outputs follow from the running state. */
+template <class K, class P>
+__device__ __forceinline__ void tile_epilogue(typename K::Tile &t, const typename K::Args &a,
+                                              long long ntiles, const typename P::S &tile_excl,
+                                              const typename P::S &thread_excl,
+                                              const typename P::S &block_agg) {
+    typedef typename P::S S;
+    const typename P::Op op;
+    if (t.tile == ntiles - 1 && threadIdx.x == 0) {
+        const S total = op(tile_excl, block_agg);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &total, sizeof total);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(total);
+    }
+    if constexpr (P::COUNTS) {
+        t.out_base = P::count(tile_excl);
+        t.tile_kept = (int)P::count(block_agg);
+    }
+    S run = op(tile_excl, thread_excl);
+#pragma unroll
+    for (int i = 0; i < K::items; i++) {
+        S e = P::identity();
+        t.element(e, i);
+        const S before = run;
+        run = op(run, e);
+        t.outputs(i, before, run, e, tile_excl);
+    }
+}
+
+/* Thread 0 takes the block's next tile and starts the copies of its inputs into stage `sn`
+ * (free since the end-of-tile barrier): from the counter when tiles depend on each other
+ * through a look-back (a block only ever waits on tiles already taken), else tile + grid. */
+template <class K, int STAGES>
+__device__ __forceinline__ void take_next(tile_queue<STAGES> &queue, const typename K::Args &a,
+                                          uint4 *smem, long long tile, int sn) {
+    if (threadIdx.x == 0) {
+        const long long next = K::phases > 0 ? take_tile(a.scratch) : tile + (long long)gridDim.x;
+        queue.tile[sn] = next;
+        if (next < a.ntiles) K::issue_loads(queue, a, smem, next, sn);
+    }
+}
+
+/* ---- the two-stage loop ------------------------------------------------------------------
+ * Two shared-memory stages of BUF bytes: stage k & 1 holds the k-th tile's staged input
+ * columns, then serves as the staging buffer of its stores and compaction. Chained phases
+ * run one after another inside the tile, each with its own look-back. */
+
+template <class K, int PH>
+__device__ __forceinline__ void run_phases(phase_list<>, typename K::Tile &, const typename K::Args &,
+                                           tile_queue<2> &, uint4 *, int, unsigned long long, uint4 *,
+                                           bool) {}
+
+template <class K, int PH, class P, class... REST>
+__device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::Tile &t,
+                                           const typename K::Args &a, tile_queue<2> &queue,
+                                           uint4 *smem, int s, unsigned long long offset,
+                                           uint4 *tile_buf, bool staged) {
+    typedef typename P::S S;
+    __shared__ block_scan_storage<S, K::block> scan_storage;
+    __shared__ S broadcast;
+    const long long ntiles = a.ntiles;
+    {
+        const typename P::Op op;
+        S thread_excl, block_agg;
+        tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
+        const S carry = carry_in<K, P>(a, t.tile == 0 && threadIdx.x == 0);
+        const tile_states<S> states = {a.scratch + offset, ntiles};
+        const S tile_excl = tile_exclusive_prefix<P::ORDERED>(states, t.tile, carry, block_agg,
+                                                              P::identity(), op, &broadcast);
+        /* The last look-back is done: only now take the next tile and start its copies. A
+         * tile taken earlier would publish nothing until this one is finished, and every tile
+         * after it would wait for that in its look-back: on the H200 taking it at the top of
+         * the loop chained the blocks together (scan at 17% of copy instead of 52%). */
+        if constexpr (sizeof...(REST) == 0) take_next<K, 2>(queue, a, smem, t.tile, s ^ 1);
+        /* the stage still holds the tile: reload the inputs rather than keep them in
+           registers across the look-back (its wide windows want those registers) */
+        t.load_inputs(a, staged, tile_buf);
+        tile_epilogue<K, P>(t, a, ntiles, tile_excl, thread_excl, block_agg);
+    }
+    t.maps(PH);
+    run_phases<K, PH + 1>(phase_list<REST...>{}, t, a, queue, smem, s,
+                          offset + sl_tile_states_bytes(sizeof(S), (unsigned long long)ntiles),
+                          tile_buf, staged);
+}
+
+template <class K> __device__ __forceinline__ void two_stage_loop(const typename K::Args &a) {
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const typename K::Params params(a);
+    extern __shared__ uint4 sl_smem[];
+    __shared__ tile_queue<2> queue;
+    if (threadIdx.x == 0) {
+        queue_init(queue);
+        const long long t0 = K::phases > 0 ? take_tile(a.scratch) : (long long)blockIdx.x;
+        queue.tile[0] = t0;
+        if (t0 < ntiles) K::issue_loads(queue, a, sl_smem, t0, 0);
+    }
+    __syncthreads();
+    for (int k = 0;; k++) {
+        const int s = k & 1;
+        const long long tile = queue.tile[s];
+        if (tile >= ntiles) break;
+        /* tiles without a look-back depend on nothing: their next tile is taken at once */
+        if constexpr (K::phases == 0) take_next<K, 2>(queue, a, sl_smem, tile, s ^ 1);
+        queue_wait(queue, s, (unsigned)(k >> 1) & 1u);
+        const bool staged = queue.bulk[s] != 0;
+        uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
+        typename K::Tile t(params);
+        t.at(rows, tile, K::tile);
+        t.load_inputs(a, staged, tile_buf);
+        if constexpr (K::offsets) {
+            __shared__ uint32_t heads_of_tile[K::tile / 32];
+            build_heads<K, 0>(heads_of_tile, a, tile, t.tile_first);
+            t.heads = heads_of_tile;
+        }
+        t.maps(0);
+        run_phases<K, 1>(typename K::Phases{}, t, a, queue, sl_smem, s,
+                         SL_SCRATCH_ALIGN + sl_segment_index_bytes(K::offsets ? 1 : 0,
+                                                                   (unsigned long long)ntiles),
+                         tile_buf, staged);
+        /* stores, staged through this tile's stage (its inputs are in registers by now) */
+        t.template store<0>(a, tile_buf);
+        /* end of tile: the stage, the scan storages and the broadcasts are reused next */
+        fence_async_proxy();
+        __syncthreads();
+    }
+}
+
+/* ---- the overlapped loop ----------------------------------------------------------------
+ * A group with one look-back phase on a GPU with the copy engine (sm_90+): BLOCK threads own
+ * the rows and one more warp does nothing but look-backs, so a block never stands still
+ * while a tile waits for its predecessors. Per iteration j the BLOCK threads
+ *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
+ *   meet the look-back warp (a __syncthreads): it has finished tile j-1 by then and takes
+ *   tile j;
+ *   take tile j+1 and start its copies (into the stage tile j-2 left);
+ *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
+ *   the outputs.
+ * So a look-back runs while the block finishes the previous tile and waits for the next
+ * one's copies. A tile is taken only when nothing stands between it and its aggregate but
+ * its copies and the previous tile's epilogue. A block that waits at the hand-over must hold
+ * no tile that is taken but not yet published: the look-backs of every later tile would wait
+ * for it, their blocks would wait at their own hand-overs holding tiles of their own, and
+ * the blocks would chain (bench/RESULTS.md has the measurements of the alternatives).
+ *
+ * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
+ * the same instruction (__syncthreads met at two places is undefined in PTX and failed
+ * synccheck). compute-sanitizer racecheck still reports thread 0's store of handed_agg and
+ * the look-back warp's load of it across that barrier: scripts/racecheck_probe.cu shows it
+ * reports this ordered pattern whenever the row threads also use a named barrier of their
+ * own, and not without one (bench/RESULTS.md, runs 13-18). */
+
+template <class P> struct first_phase;
+template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
+    typedef P type;
+};
+
+template <class K> __device__ __forceinline__ void overlapped_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P;
+    typedef typename P::S S;
+    constexpr int STAGES = K::stages, BLOCK = K::block;
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const typename K::Params params(a);
+    const unsigned long long phase_offset0 =
+        SL_SCRATCH_ALIGN + sl_segment_index_bytes(K::offsets ? 1 : 0, (unsigned long long)ntiles);
+    __shared__ block_scan_storage<S, BLOCK> scan_storage;
+    __shared__ S handed_agg[STAGES];  /* block aggregate of the stage's tile */
+    __shared__ S handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */
+    extern __shared__ uint4 sl_smem[];
+    __shared__ tile_queue<STAGES> queue;
+    __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
+    const typename P::Op op;
+    const tile_states<S> states = {a.scratch + phase_offset0, ntiles};
+    if (threadIdx.x == 0) {
+        queue_init(queue);
+        const long long t0 = take_tile(a.scratch);
+        queue.tile[0] = t0;
+        if (t0 < ntiles) K::issue_loads(queue, a, sl_smem, t0, 0);
+    }
+    __syncthreads();
+    S held_thread_excl = P::identity(); /* tile j-1's, for its epilogue */
+    for (int j = 0;; j++) {
+        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
+        long long tile_j = ntiles;
+        S next_thread_excl = P::identity();
+        if (threadIdx.x < BLOCK) tile_j = queue.tile[s];
+        if (tile_j < ntiles) { /* ---- reduce tile j (row-owning threads) ---- */
+            const long long tile = tile_j;
+            queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
+            const bool staged = queue.bulk[s] != 0;
+            uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile);
+            t.load_inputs(a, staged, tile_buf);
+            if constexpr (K::offsets) {
+                t.heads = heads_of_stage[s];
+                build_heads<K, 1>(heads_of_stage[s], a, tile, t.tile_first);
+            }
+            t.maps(0);
+            S thread_excl, block_agg;
+            tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
+            if (threadIdx.x == 0) {
+                if (tile != 0) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
+                handed_agg[s] = block_agg;
+            }
+            next_thread_excl = thread_excl;
+        }
+        /* the hand-over: the look-back warp has finished tile j-1 and takes tile j (or the end) */
+        __syncthreads();
+        if (threadIdx.x >= BLOCK) { /* ---- the look-back warp: tile j's prefix ---- */
+            const long long tile = queue.tile[s];
+            if (tile >= ntiles) break;
+            const S block_agg = handed_agg[s];
+            S tile_excl;
+            if (tile == 0) {
+                tile_excl = carry_in<K, P>(a, true);
+            } else if constexpr (P::ORDERED) {
+                tile_excl = lookback_exclusive_ordered(states, tile, P::identity(), op);
+            } else {
+                tile_excl = lookback_exclusive(states, tile, P::identity(), op);
+            }
+            if ((threadIdx.x & 31) == 0) {
+                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));
+                handed_excl[s] = tile_excl;
+            }
+            __syncwarp();
+            continue;
+        }
+        if (tile_j < ntiles && threadIdx.x == 0) {
+            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate must not
+               wait for a look-back (see above) */
+            const int sn = (j + 1) % STAGES;
+            const long long next = take_tile(a.scratch);
+            queue.tile[sn] = next;
+            if (next < ntiles) K::issue_loads(queue, a, sl_smem, next, sn);
+        }
+        if (j > 0) { /* ---- finish tile j-1 ---- */
+            const long long tile = queue.tile[sp];
+            const bool staged = queue.bulk[sp] != 0;
+            uint4 *const tile_buf = sl_smem + sp * (K::buf / 16);
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile);
+            t.load_inputs(a, staged, tile_buf);
+            if constexpr (K::offsets) t.heads = heads_of_stage[sp];
+            t.maps(0);
+            {
+                const S tile_excl = handed_excl[sp], block_agg = handed_agg[sp];
+                const S thread_excl = held_thread_excl;
+                tile_epilogue<K, P>(t, a, ntiles, tile_excl, thread_excl, block_agg);
+            }
+            t.maps(1);
+            t.template store<1>(a, tile_buf);
+        }
+        held_thread_excl = next_thread_excl;
+        if (tile_j >= ntiles) break;
+        /* stage sp is free once its tile is finished and its stores read out */
+        fence_async_proxy();
+        block_sync<1, BLOCK>();
+    }
+}
+
+/* The kernel body: the overlapped loop when the generator asked for it (K::overlapped). */
+template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
+    if constexpr (K::overlapped) overlapped_loop<K>(a);
+    else two_stage_loop<K>(a);
+}
+
+} /* namespace sl */
+
+#endif
