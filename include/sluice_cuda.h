@@ -23,8 +23,8 @@
  *     the overwrite on the same stream, or synchronise with it (cudaStreamSynchronize, or an
  *     event recorded on the stream after the push); a batch pulled from the session is
  *     complete, and so are the pushes before it. A push whose results go to the host, or
- *     whose compaction's kept-row count a later stage needs, returns only after its work is
- *     complete, so its input is free when it returns.
+ *     whose compaction's kept-row count a later stage needs, returns only after the work
+ *     reading its input is done, so its input is free when it returns.
  *   - Host input (sluice_session_push): a column whose rows all lie in pinned memory of the
  *     session's context (sluice_cuda_host_alloc, sluice_cuda_host_register, or a host result
  *     batch of that context; see "Pinned host memory" below) is read by the copy engine
