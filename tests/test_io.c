@@ -867,6 +867,102 @@ START_TEST(input_csv_batches_into_caller_buffers) {
 }
 END_TEST
 
+/* Memory a device reads by DMA, as `sluice run` gives the readers for a CUDA session: here
+ * aligned malloc blocks, recorded so the test can tell where each batch was read to and that
+ * every block goes back, on the thread that started and stopped the readers. */
+typedef struct fake_dma {
+    void *blocks[16];
+    size_t bytes[16];
+    int nalloc, nreleased;
+    pthread_t owner;
+    bool foreign_thread;
+} fake_dma;
+
+static void *fake_dma_alloc(void *arg, size_t bytes) {
+    fake_dma *d = arg;
+    if (!pthread_equal(pthread_self(), d->owner)) d->foreign_thread = true;
+    if (d->nalloc == 16) return NULL;
+    void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    d->blocks[d->nalloc] = p;
+    d->bytes[d->nalloc++] = bytes;
+    return p;
+}
+
+static void fake_dma_release(void *arg, void *p) {
+    fake_dma *d = arg;
+    if (!pthread_equal(pthread_self(), d->owner)) d->foreign_thread = true;
+    d->nreleased++;
+    free(p);
+}
+
+/* Whether [p, p + bytes) lies in one of d's blocks. */
+static bool in_fake_dma(const fake_dma *d, const void *p, size_t bytes) {
+    for (int i = 0; i < d->nalloc; i++) {
+        const char *b = d->blocks[i];
+        if ((const char *)p >= b && (const char *)p + bytes <= b + d->bytes[i]) return true;
+    }
+    return false;
+}
+
+/* Readers given device memory (cli/flow.h, sl_reader_memory) read every batch that fits into
+ * it, and give the same batches as sl_input_next; a batch larger than the memory (one long
+ * segment) and the offsets are read as without it; every block is released by
+ * sl_reader_stop, on the caller's thread. */
+START_TEST(reader_reads_into_given_memory) {
+    make_tmp();
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = load(ctx, ragged_yaml);
+    char err[512];
+    float v[20];
+    for (int i = 0; i < 20; i++) v[i] = (float)i * 1.5f;
+    int64_t offs[] = {0, 3, 3, 10, 11, 20}; /* the segment of 7 rows outgrows batches of 4 */
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("v.npy"), SLUICE_F32, v, 20, err, sizeof err), 0);
+    ck_assert_int_eq(sl_npy_write_file(tmp_path("rows.npy"), SLUICE_I64, offs, 6, err, sizeof err), 0);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        sl_input *a = NULL, *b = NULL;
+        ck_assert_msg(sl_input_open(&a, p, tmp_root, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(sl_input_open(&b, p, tmp_root, err, sizeof err) == 0, "%s", err);
+        fake_dma d = {.owner = pthread_self()};
+        sl_reader_memory mem = {fake_dma_alloc, fake_dma_release, &d};
+        sl_reader *r = NULL;
+        ck_assert_msg(sl_reader_start(&r, b, 4, threads, 2, &mem, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(d.nalloc, 2); /* a slot each, for the one data column */
+        int in_dma = 0, beside = 0;
+        for (;;) {
+            sluice_column want[2], got[2];
+            int64_t wrows, grows, bytes;
+            int w = sl_input_next(a, 4, want, &wrows, err, sizeof err);
+            int g = sl_reader_next(r, got, &grows, &bytes, err, sizeof err);
+            ck_assert_int_eq(g, w);
+            if (!g) break;
+            ck_assert_int_eq(grows, wrows);
+            for (int c = 0; c < 2; c++) {
+                size_t n = (size_t)got[c].length * sluice_type_size(got[c].type);
+                ck_assert_int_eq(got[c].length, want[c].length);
+                ck_assert(memcmp(got[c].data, want[c].data, n) == 0);
+            }
+            bool dma = in_fake_dma(&d, got[0].data, (size_t)grows * 4);
+            ck_assert_msg(dma == (grows <= 4), "a batch of %lld rows %s the given memory",
+                          (long long)grows, dma ? "in" : "not in");
+            ck_assert(!in_fake_dma(&d, got[1].data, 8)); /* offsets: the slot's own buffer */
+            in_dma += dma;
+            beside += !dma;
+        }
+        ck_assert_int_gt(in_dma, 0);
+        ck_assert_int_gt(beside, 0);
+        ck_assert(sl_reader_stop(r));
+        ck_assert_int_eq(d.nreleased, d.nalloc);
+        ck_assert(!d.foreign_thread);
+        sl_input_close(a);
+        sl_input_close(b);
+    }
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    remove_tmp();
+}
+END_TEST
+
 /* Result batches written by several writer threads (cli/flow.c: each batch's columns cut into
  * 4 MiB chunks, written where they were placed when queued) give the same files, byte for
  * byte, as one thread, and hold exactly the batches' rows in order: columns of several chunks
@@ -969,6 +1065,7 @@ static Suite *io_suite(void) {
     tcase_add_test(input, input_csv_batches_into_caller_buffers);
     suite_add_tcase(s, input);
     TCase *flow = tcase_create("flow");
+    tcase_add_test(flow, reader_reads_into_given_memory);
     tcase_add_test(flow, writer_threads_write_what_one_writes);
     suite_add_tcase(s, flow);
     return s;
