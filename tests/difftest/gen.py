@@ -707,9 +707,10 @@ class PipeGen:
 
     def g_reduce(self):
         """A `reduce` (the contract of issue 10 item 6): segments absent, from an offsets input,
-        a head-flag column or `{key:}`; an optional index; 1 to 4 reductions of every operator,
-        all reading the columns live before the stage; `per` batch or stream. Afterwards only
-        the key, the index and the reductions are live."""
+        a head-flag column or `{key:}`; an optional index; 1 to 4 reductions (now and then up
+        to 32, SCHEMA.md's limit) of every operator, all reading the columns live before the
+        stage; `per` batch or stream. Afterwards only the key, the index and the reductions
+        are live."""
         r = self.rng
         how = r.choice([None, None, 'offsets', 'offsets', 'flag', 'key', 'key', 'key'])
         seg = None
@@ -732,7 +733,7 @@ class PipeGen:
         cols = self.usable()
         ops = ['sum', 'prod', 'min', 'max', 'and', 'or', 'xor', 'count', 'linrec', 'declared']
         defs = []
-        for _ in range(r.choice([1, 1, 2, 2, 3, 4])):
+        for _ in range(r.choice([1, 1, 2, 2, 3, 4]) if r.random() < 0.95 else r.randint(5, 32)):
             op = r.choice(ops)
             v = {'op': op, 'of': None, 'acc': None, 'skind': None}
             defs += self.operation(v, ExprGen(r, cols), op)
