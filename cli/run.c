@@ -461,6 +461,10 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
     }
     int rc = SL_EXIT_OK;
     r->t.start = sl_now() - t;
+    /* The first row of every push, so that a failure the session finds in an earlier push
+     * still in flight (sluice.h, "Errors with batches in flight") names that batch's rows. */
+    int64_t *starts = NULL;
+    size_t npushes = 0, starts_cap = 0;
     for (;;) {
         int64_t rows = 0, bytes = -1;
         t = sl_now();
@@ -476,14 +480,30 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
         }
         if (got == 0) break;
         if (!reader) bytes = sl_input_bytes_read(r->in);
+        if (npushes == starts_cap) {
+            size_t cap = starts_cap ? 2 * starts_cap : 64;
+            int64_t *grown = realloc(starts, cap * sizeof *starts);
+            if (!grown) {
+                end_progress(r);
+                rc = sl_fail("out of memory");
+                break;
+            }
+            starts = grown;
+            starts_cap = cap;
+        }
+        starts[npushes++] = r->rows_in;
         t = sl_now();
         sluice_status st = sluice_session_push(r->session, cols, ninputs);
         r->t.push += sl_now() - t;
         if (st != SLUICE_OK) {
             end_progress(r);
             sl_print_diagnostics(r->ctx);
+            /* The first push that does not stand failed: this one, or one still in flight. */
+            int64_t f = sluice_session_push_count(r->session);
+            if (f < 0 || (size_t)f >= npushes) f = (int64_t)npushes - 1;
+            int64_t end = (size_t)f + 1 < npushes ? starts[f + 1] : r->rows_in + rows;
             rc = sl_fail("%s: the batch of rows %" PRId64 "..%" PRId64 " was rejected: %s",
-                         a->in, r->rows_in, r->rows_in + rows, sluice_strerror(st));
+                         a->in, starts[f], end, sluice_strerror(st));
             break;
         }
         r->rows_in += rows;
@@ -494,6 +514,7 @@ static int push_batches(run_state *r, const sluice_pipeline *p, const run_args *
         if (rc != SL_EXIT_OK) break;
         show_progress(r);
     }
+    free(starts);
     /* At the end of the input the readers have ended already; after a failure they stop. */
     if (r->writer) sl_writer_on_fail(r->writer, NULL, NULL);
     if (!sl_reader_stop(reader)) r->in_abandoned = true;
