@@ -104,8 +104,8 @@
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
- *                            staging buffers (default: 4, or the cores online when fewer;
- *                            1: the calling thread alone); read on a session's first large
+ *                            staging buffers (default: half the cores online, 1 to 8; 1:
+ *                            the calling thread alone); read on a session's first large
  *                            staging copy; results are the same for every N.
  *
  * Errors

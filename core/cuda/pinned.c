@@ -349,10 +349,12 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
 /* One core copies pageable memory at about 6-12 GB/s, well below the bus; a few threads, each
  * copying a contiguous part, bring a staging copy near the memory bandwidth. Chunks below
  * COPY_SPLIT_MIN bytes are copied by the calling thread alone (waking helpers costs a few
- * microseconds); each part is at least COPY_PART_MIN bytes. By default min(4, cores online)
- * threads copy in all (the caller and its helpers). */
+ * microseconds); each part is at least COPY_PART_MIN bytes. By default half the cores
+ * online, 1 to 8, copy in all (the caller and its helpers): on the H200's 16-core host 8
+ * threads staged a 256 MiB batch in 7.6 ms where 4 took 11 ms (bench/RESULTS.md, batches in
+ * flight). */
 #define COPY_MAX_THREADS 16
-#define COPY_DEFAULT_THREADS 4
+#define COPY_DEFAULT_THREADS 8
 #define COPY_SPLIT_MIN ((size_t)2 << 20)
 #define COPY_PART_MIN ((size_t)1 << 20)
 
@@ -411,7 +413,8 @@ static int copy_threads_wanted(void) {
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
-    return cores < COPY_DEFAULT_THREADS ? (int)cores : COPY_DEFAULT_THREADS;
+    long half = cores / 2 < 1 ? 1 : cores / 2;
+    return half < COPY_DEFAULT_THREADS ? (int)half : COPY_DEFAULT_THREADS;
 }
 
 /* A copier with its helpers started (none when one thread is wanted or none can start);
