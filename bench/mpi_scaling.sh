@@ -20,7 +20,7 @@ for name in cull-visible drawdown ragged-cumsum sort-by-depth; do
   "$sluice" gen "$yaml" --rows "$rows" --out "$work/$name-in" >/dev/null
   t0=$(now); "$sluice" run "$yaml" --in "$work/$name-in" --out "$work/$name-ref" --backend "$backend" \
     --threads 1 --no-progress 2>/dev/null; t1=$(now)
-  one=$(echo "$t1 - $t0" | bc -l)
+  one=$(awk "BEGIN { print $t1 - $t0 }")
   line=$(printf '%-16s %10s %8.3f' "$name" "$rows" "$one")
   speed=""
   for np in 1 2 4; do
@@ -29,9 +29,9 @@ for name in cull-visible drawdown ragged-cumsum sort-by-depth; do
       --out "$work/$name-np$np" --backend "$backend" --threads 1 2>/dev/null
     t1=$(now)
     "$py" tests/mpi/compare.py "$work/$name-ref" "$work/$name-np$np" || { echo "$name np $np: WRONG"; exit 1; }
-    t=$(echo "$t1 - $t0" | bc -l)
+    t=$(awk "BEGIN { print $t1 - $t0 }")
     line="$line $(printf '%8.3f' "$t")"
-    [ "$np" -gt 1 ] && speed="$speed $(printf '%5.2fx' "$(echo "$one / $t" | bc -l)")"
+    [ "$np" -gt 1 ] && speed="$speed $(awk "BEGIN { printf \"%5.2fx\", $one / $t }")"
   done
   echo "$line  $speed"
 done
