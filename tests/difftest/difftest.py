@@ -110,12 +110,25 @@ def read_results(outdir):
         return 'load', err[-3000:], None
     if rc != 0:
         return 'run', 'driver exit %d\n%s' % (rc, err[-3000:]), None
-    outs = []
+    return None, '', read_outputs(outdir)
+
+
+class Outputs(list):
+    """A driver run's output columns, (name, type, array) each; pulls: the rows pulled so far
+    after each push (pulls.txt; None where the driver pulled only at the end)."""
+    pulls = None
+
+
+def read_outputs(outdir):
+    outs = Outputs()
     with open(os.path.join(outdir, 'outputs.txt')) as f:
         for line in f:
             name, t = line.split()
             outs.append((name, t, read_npy(os.path.join(outdir, name + '.npy'))))
-    return None, '', outs
+    if os.path.exists(os.path.join(outdir, 'pulls.txt')):
+        with open(os.path.join(outdir, 'pulls.txt')) as f:
+            outs.pulls = [int(x) for x in f.read().split()]
+    return outs
 
 
 def export_cases(args):
@@ -214,8 +227,9 @@ def judge_results(args):
 
 def run_driver(driver, d, backend, case, outdir):
     os.makedirs(outdir, exist_ok=True)
-    if os.path.exists(os.path.join(outdir, 'outputs.txt')):
-        os.remove(os.path.join(outdir, 'outputs.txt'))
+    for stale in ('outputs.txt', 'pulls.txt'):
+        if os.path.exists(os.path.join(outdir, stale)):
+            os.remove(os.path.join(outdir, stale))
     cmd = [driver, os.path.join(d, 'pipeline.yaml'), d, outdir, '--backend', backend] + \
         driver_args(case)
     t0 = time.time()
@@ -234,12 +248,7 @@ def run_driver(driver, d, backend, case, outdir):
         return 'load', p.stderr[-3000:], None
     if p.returncode != 0:
         return 'run', 'driver exit %d\n%s' % (p.returncode, p.stderr[-3000:]), None
-    outs = []
-    with open(os.path.join(outdir, 'outputs.txt')) as f:
-        for line in f:
-            name, t = line.split()
-            outs.append((name, t, read_npy(os.path.join(outdir, name + '.npy'))))
-    return None, '', outs
+    return None, '', read_outputs(outdir)
 
 
 # ---------------------------------------------------------------- one case
@@ -265,8 +274,9 @@ def check(case, data, backends, driver, keep=None, results=None):
             return read_results(os.path.join(results, tag + '_' + be))
         return run_driver(driver, d, be, case, os.path.join(d, tag + '_' + be))
     try:
+        timing = {}
         try:
-            expected = ref.run(case, data)
+            expected = ref.run(case, data, timing)
         except Exception:         # a mistake of the tester itself, never a library verdict
             return Failure('reference', 'the reference cannot run this case (a tester bug):\n'
                            + traceback.format_exc(limit=4), '-')
@@ -296,6 +306,16 @@ def check(case, data, backends, driver, keep=None, results=None):
                     bad.append((name, m))
             if bad:
                 return Failure('values', '\n'.join(m for _, m in bad), be, [n for n, _ in bad])
+            # When rows come out: on the CPU a push's results are complete when it returns
+            # (sluice.h: nothing is in flight there), so the pulls after push b hold exactly
+            # the rows the reference makes available by then.
+            if be == 'cpu' and outs.pulls is not None:
+                want = [int(np.count_nonzero(timing['avail'] <= b))
+                        for b in range(len(outs.pulls))]
+                if outs.pulls != want:
+                    b = next(i for i, (g, w) in enumerate(zip(outs.pulls, want)) if g != w)
+                    return Failure('timing', 'rows pulled so far after each push %s, expected %s '
+                                   '(first differs after push %d)' % (outs.pulls, want, b), be)
             got[be] = outs
             if case['determinism']:
                 # run_to_run: bitwise identical between runs on the same device and cutting

@@ -20,7 +20,8 @@
  * "NAME TYPE" per output in the pipeline's order.
  * --warmup first pushes the whole stream without pulling and calls sluice_session_reset, which
  * must leave nothing of it behind; --oneshot runs sluice_run on the whole input instead
- * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush. Every
+ * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush.
+ * Without either, OUTDIR/pulls.txt has a line per push: the rows pulled so far after it. Every
  * other push lists its columns in reverse order (the API matches them by name).
  *
  * Exit status: 0 success; 2 usage or file problems; 3 the pipeline did not load; 4 a push,
@@ -286,6 +287,9 @@ int main(int argc, char **argv) {
     }
 
     int64_t *boffs = NULL;
+    /* The rows pulled so far after each push (pulls.txt): when rows come out, not only which. */
+    int64_t *pulled = calloc(ncuts + 1, sizeof *pulled);
+    if (!pulled) return 2;
     if (oneshot) { /* sluice_run: one batch, flushed, every output in one batch */
         sluice_column cols[MAX_COLS];
         for (size_t i = 0; i < nin; i++) {
@@ -370,6 +374,7 @@ int main(int argc, char **argv) {
             break;
         }
         if (pass == 1 && !pull_at_end && pull_all(ctx, s, outs, nout)) rc = 4;
+        pulled[b] = nout ? outs[0].length : 0;
     }
     if (rc == 0 && !oneshot) {
         st = sluice_session_flush(s);
@@ -400,6 +405,18 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < nout; i++) free(outs[i].data);
     free(outs);
+    if (rc == 0 && !oneshot && !pull_at_end) {
+        snprintf(path, sizeof path, "%s/pulls.txt", outdir);
+        FILE *pf2 = fopen(path, "w");
+        if (!pf2) {
+            fprintf(stderr, "driver: cannot write %s\n", path);
+            rc = 2;
+        } else {
+            for (size_t b = 0; b <= ncuts; b++) fprintf(pf2, "%lld\n", (long long)pulled[b]);
+            fclose(pf2);
+        }
+    }
+    free(pulled);
     free(boffs);
     free(psets);
     free(cuts);

@@ -601,13 +601,19 @@ def sort_image(a, t):
 
 # ---------------------------------------------------------------- the pipeline
 
-def run(case, data):
-    """Runs a case; returns (outputs: list of (name, Col)). data: name -> numpy array."""
+def run(case, data, timing=None):
+    """Runs a case; returns (outputs: list of (name, Col)). data: name -> numpy array.
+    timing: a dict that gets 'avail', the push after which each output row must have come
+    out of the CPU backend's pulls (len(cuts) + 1: only after the flush): a row comes out
+    with its push, except behind a stream-wide sort (at flush) and from a reduce (the
+    contract: with its push for `per: batch` and offsets segments; for the others when the
+    row that closes the segment comes out, the last segment's at flush)."""
     n = case['rows']
     cuts = case['cuts']
     batch = np.zeros(n, dtype=np.int64)
     for c in cuts:
         batch[c:] += 1
+    avail = batch.copy()
     env = {}
     order = []
     offs_heads = {}
@@ -666,6 +672,7 @@ def run(case, data):
             idx = np.nonzero(keep)[0]
             env = {c: env[c].take(idx) for c in live}
             batch = batch[idx]
+            avail = avail[idx]
             offs_heads, offs_segs = {}, {}
             n = len(idx)
         elif k in ('scan', 'segmented_scan'):
@@ -708,9 +715,11 @@ def run(case, data):
                 live = [c for c in live if c in st['keys'] or c in st['values']]
             env = {c: env[c].take(idx) for c in live}
             batch = batch[idx]
+            avail = avail[idx] if st['per'] == 'batch' else np.full(n, nbatches, np.int64)
             offs_heads, offs_segs = {}, {}
         elif k == 'reduce':
             segs = reduce_segments(st, env, n, batch, nbatches, offs_segs)
+            avail = reduce_avail(st, segs, avail, nbatches)
             new, batch = do_reduce(case, st, scope(env, n, batch), n, segs, nbatches)
             live = [name for name, _ in new]
             env = dict(new)
@@ -720,6 +729,8 @@ def run(case, data):
         else:
             raise RefError(k)
     outs = case['output'] if case['output'] is not None else [c for c in order if c in live]
+    if timing is not None:
+        timing['avail'] = avail
     return [(c, env[c]) for c in outs]
 
 
@@ -783,6 +794,19 @@ def reduce_segments(st, env, n, batch, nbatches, offs_segs):
     starts = np.nonzero(heads)[0].tolist()
     ends = starts[1:] + [n]
     return [(int(batch[e - 1]), s, e) for s, e in zip(starts, ends)]
+
+
+def reduce_avail(st, segs, avail, nbatches):
+    """After which push each row of a reduce comes out (see run's timing): with its push for
+    `per: batch` and offsets segments (or later, if its rows came later); at flush for the
+    whole stream; else with the row that starts the next segment, the last one at flush."""
+    seg = st['segments']
+    if st['per'] == 'batch' or (seg is not None and seg[0] == 'offsets'):
+        return np.array([max([b] + avail[a:e].tolist()) for b, a, e in segs], dtype=np.int64)
+    if seg is None:
+        return np.full(len(segs), nbatches, np.int64)
+    return np.array([avail[segs[j + 1][1]] for j in range(len(segs) - 1)] + [nbatches] *
+                    (1 if segs else 0), dtype=np.int64)
 
 
 def _reduction_identity(case, v, t, field=None):
