@@ -854,16 +854,6 @@ static int64_t reduce_rows(const fused_run *r, worker *wk, const tile_status *ci
     return count_flags(h, cur);
 }
 
-/* Value k's state at the tile's row i: its prefix, after the carry when it is a local one. */
-static void value_at(const sl_cpu_fused *g, const worker *wk, const tile_status *cin, int k,
-                     int64_t i, sl_value *v) {
-    const sl_scan *sc = g->scans[k];
-    const scan_tile *sk = &wk->tiles[k];
-    for (int f = 0; f < sc->nfields; f++) v[f] = sl_value_load(sc->acc[f], sk->y[f], i);
-    if (i < sk->fix_n && !sk->with_carry && !sk->head0)
-        sl_cpu_scan_combine(sc, cin->carries[k].v, v, v);
-}
-
 static void store_bits(void *to, size_t size, int64_t at, uint64_t bits) {
     switch (size) {
     case 1: ((uint8_t *)to)[at] = (uint8_t)bits; break;
@@ -883,6 +873,28 @@ static void reduce_store(const sl_cpu_fused *g, void *const *dest, int k, const 
             sl_value_store(sc->acc[f], dest[sc->into[f]], at, v[f]);
 }
 
+/* Writes value k's state at the tile's row i as output row `at`: the prefix's bits as they
+ * are (one typed copy a kept field: a segment per row must not cost much more than a row),
+ * or, for a local prefix (before the tile's first head, carry not applied), the carry ⊕ it. */
+static void write_value_at(const sl_cpu_fused *g, const worker *wk, const tile_status *cin,
+                           void *const *dest, int k, int64_t i, int64_t at) {
+    const sl_scan *sc = g->scans[k];
+    const scan_tile *sk = &wk->tiles[k];
+    if (i < sk->fix_n && !sk->with_carry && !sk->head0) {
+        sl_value v[SL_MAX_FIELDS];
+        for (int f = 0; f < sc->nfields; f++) v[f] = sl_value_load(sc->acc[f], sk->y[f], i);
+        sl_cpu_scan_combine(sc, cin->carries[k].v, v, v);
+        reduce_store(g, dest, k, v, at);
+        return;
+    }
+    for (int f = 0; f < sc->nfields; f++) {
+        int c = sc->into[f];
+        if (c < 0 || !dest[c]) continue;
+        size_t size = g->col_size[c];
+        store_bits(dest[c], size, at, load_bits(sk->y[f], size, i));
+    }
+}
+
 static void reduce_store_row(const sl_cpu_fused *g, void *const *dest, int64_t at, uint64_t key,
                              int64_t index) {
     const sl_reduce *rd = g->reduce;
@@ -899,16 +911,13 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
     const sl_reduce *rd = g->reduce;
     int rs = g->reduce_slot;
     int64_t at = cin->out_rows, index = cin->carries[rs].segments;
-    sl_value v[SL_MAX_FIELDS];
     if (rd->segments == SL_SEGMENTS_OFFSETS) {
         int64_t k1 = segments_before(r, t + 1);
         for (int64_t k = segments_before(r, t); k < k1; k++, at++) {
             int64_t first = r->offsets[k], end = r->offsets[k + 1];
             for (int j = 0; j < rd->nvalues; j++) {
-                const sl_scan *sc = g->scans[rs + j];
-                if (first == end) memcpy(v, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
-                else value_at(g, wk, cin, rs + j, end - 1 - t * T, v);
-                reduce_store(g, r->dest, rs + j, v, at);
+                if (first == end) reduce_store(g, r->dest, rs + j, g->scans[rs + j]->identity, at);
+                else write_value_at(g, wk, cin, r->dest, rs + j, end - 1 - t * T, at);
             }
             reduce_store_row(g, r->dest, at, 0, index++);
         }
@@ -921,10 +930,7 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
         if (!h[i]) continue;
         for (int j = 0; j < rd->nvalues; j++) {
             if (i == 0) reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
-            else {
-                value_at(g, wk, cin, rs + j, i - 1, v);
-                reduce_store(g, r->dest, rs + j, v, at);
-            }
+            else write_value_at(g, wk, cin, r->dest, rs + j, i - 1, at);
         }
         uint64_t kb = !key ? 0
                       : i == 0 ? cin->carries[rs].last_key
