@@ -296,14 +296,16 @@ typedef struct sluice_session_options {
                                        always those of the whole batch, on every backend:
                                        - it is cut into pieces of at most this many rows
                                          when no boundary means anything (no offsets input,
-                                         no `reset: batch` scan, no `per: batch` sort); each
-                                         piece is then a result batch of its own;
+                                         no `reset: batch` scan, no `per: batch` sort or
+                                         reduce); each piece is then a result batch of its
+                                         own (none when a reduce gave no row for it);
                                        - with an offsets input in host memory (and neither
                                          of the others), it is cut between segments, each
                                          piece holding at most this many rows and segments,
                                          or one segment when a segment alone is longer;
-                                       - otherwise (a `reset: batch` scan or `per: batch`
-                                         sort, or offsets in device memory) it runs whole:
+                                       - otherwise (a `reset: batch` scan, a `per: batch`
+                                         sort or reduce, or offsets in device memory) it
+                                         runs whole:
                                          the session's scratch grows to fit it and stays
                                          that size (SLUICE_ERR_NO_MEMORY if it cannot).
                                        Rows sorted by a stream-wide sort go on through the
