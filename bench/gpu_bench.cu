@@ -16,7 +16,9 @@
 #include <vector>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
 
@@ -134,7 +136,7 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
 }
 
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, segscan,
-// sort, sortf32, six, host); unset runs them all. The copy always runs: it is the yardstick.
+// sort, sortf32, six, host, reduce, segreduce, reducebykey); unset runs them all. The copy always runs: it is the yardstick.
 static bool want(const char *job) {
     const char *list = getenv("GPU_BENCH_JOBS");
     if (!list || !*list) return true;
@@ -168,6 +170,9 @@ static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
         sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
         so.backend = SLUICE_BACKEND_CUDA;
         so.max_batch_rows = n;
+        // one batch at a time: each timed step is one whole push and pull (the figures are a
+        // pass's time; bench/stream_bench.c measures batches in flight)
+        so.pipeline_depth = 1;
         sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
         co.stream = g_stream;
         co.outputs_on_device = 1;
@@ -220,6 +225,7 @@ int main(int argc, char **argv) {
     int lg = argc > 1 ? atoi(argv[1]) : 28;
     if (argc > 2) g_reps = atoi(argv[2]);
     const int64_t n = (int64_t)1 << lg;
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out at once, so a crash shows the job it hit
     CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -464,6 +470,7 @@ int main(int argc, char **argv) {
             sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
             so.backend = SLUICE_BACKEND_CUDA;
             so.max_batch_rows = hn;
+            so.pipeline_depth = 1;
             if (sluice_pipeline_load_string(j.ctx, yaml, strlen(yaml), "bench", &j.p) == SLUICE_OK &&
                 sluice_session_open(j.p, &so, &j.s) == SLUICE_OK) {
                 sluice_column c = {"x", SLUICE_F32, hx, hn};
@@ -482,6 +489,95 @@ int main(int argc, char **argv) {
                           fmt("%.2fx", t_sl < 0 ? -1 : t_sl / t_copy_pinned), "", ""});
         CK(cudaFreeHost(hpin));
         free(hx);
+    }
+
+    // 8. reduce (issue 10 item 6): the f32 sum of the whole batch, per offsets segment (average
+    // 1000 and 8 rows) and per run of equal keys, each one sluice pass beside CUB's call.
+    // `per: batch` makes every push emit its rows (a stream-wide reduce emits at flush only).
+    if (want("reduce")) {
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] { CK(cub::DeviceReduce::Sum(tmp, b, x, out, n, g_stream)); });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-reduce\ninput: {x: f32}\nstages:\n"
+                           "  - reduce: {values: [{op: sum, of: x, into: s}], per: batch}\noutput: [s]\n", n)) {
+            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            if (j.failed) t_sl = -1;
+            if (!j.failed && j.out_rows != 1) printf("sluice reduce gave %lld rows, want 1\n", (long long)j.out_rows);
+            sluice_close(j);
+        } else printf("sluice reduce: %s\n", j.why.c_str());
+        double jb = 4.0 * n;
+        printf("reduce sum      sluice %8.3f ms (%5.1f%% copy)  CUB DeviceReduce::Sum %8.3f ms (%5.1f%% copy)\n",
+               t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({"reduce: f32 sum of the batch (% of copy)", fmt("%.1f%%", pct(jb, t_sl)),
+                          fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
+    }
+    for (int avg : {1000, 8}) {
+        if (!want("segreduce")) break;
+        std::vector<int64_t> off;
+        std::vector<int> keys;
+        make_segments(n, avg, off, keys);
+        int64_t *doff;
+        const int64_t nseg = (int64_t)off.size() - 1;
+        CK(cudaMalloc(&doff, off.size() * 8));
+        CK(cudaMemcpy(doff, off.data(), off.size() * 8, cudaMemcpyHostToDevice));
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] {
+            CK(cub::DeviceSegmentedReduce::Sum(tmp, b, x, out, nseg, doff, doff + 1, g_stream));
+        });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-segreduce\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
+                           "stages:\n  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\noutput: [s]\n", n)) {
+            std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            if (j.failed) t_sl = -1;
+            if (!j.failed && j.out_rows != nseg) printf("sluice segmented reduce gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
+            sluice_close(j);
+        } else printf("sluice segmented reduce: %s\n", j.why.c_str());
+        double jb = 4.0 * n + 8.0 * off.size() + 4.0 * nseg;
+        printf("segreduce avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB DeviceSegmentedReduce::Sum %8.3f ms (%5.1f%% copy)\n",
+               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("reduce: sum per offsets segment, avg ") + std::to_string(avg) + " (% of copy)",
+                          fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
+        CK(cudaFree(doff));
+    }
+    for (int avg : {1000, 8}) {
+        if (!want("reducebykey")) break;
+        std::vector<int64_t> off;
+        std::vector<int> keys;
+        make_segments(n, avg, off, keys);
+        int *dkeys, *ukeys;
+        int64_t *nruns;
+        const int64_t nseg = (int64_t)off.size() - 1;
+        CK(cudaMalloc(&dkeys, n * 4));
+        CK(cudaMalloc(&ukeys, n * 4));
+        CK(cudaMalloc(&nruns, 8));
+        CK(cudaMemcpy(dkeys, keys.data(), n * 4, cudaMemcpyHostToDevice));
+        size_t b = tmp_bytes;
+        double t_cub = time_ms([&] {
+            CK(cub::DeviceReduce::ReduceByKey(tmp, b, dkeys, ukeys, x, out, nruns, cuda::std::plus<>(), n, g_stream));
+        });
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-reducebykey\ninput: {k: i32, x: f32}\nstages:\n"
+                           "  - reduce: {segments: {key: k}, values: [{op: sum, of: x, into: s}], per: batch}\n"
+                           "output: [k, s]\n", n)) {
+            std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
+            t_sl = time_ms([&] { sluice_step(j, c); });
+            if (j.failed) t_sl = -1;
+            if (!j.failed && j.out_rows != nseg) printf("sluice reduce by key gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
+            sluice_close(j);
+        } else printf("sluice reduce by key: %s\n", j.why.c_str());
+        double jb = 8.0 * n + 8.0 * nseg;
+        printf("reducebykey avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey %8.3f ms (%5.1f%% copy)\n",
+               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("reduce: sum per run of keys, avg ") + std::to_string(avg) + " (% of copy)",
+                          fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
+        CK(cudaFree(dkeys));
+        CK(cudaFree(ukeys));
+        CK(cudaFree(nruns));
     }
 
     printf("\n| job (2^%d rows) | sluice | CUB | bar |\n|---|---|---|---|\n", lg);
