@@ -22,6 +22,8 @@ struct sl_progress {
     int64_t rows_in, bytes_in, rows_out;
     const char *phase;
     double phase_start;
+    int64_t phase_out0, phase_out_total; /* rows out at the phase's start, and when it ends
+                                            (-1: unknown) */
     size_t last_len;          /* of the line on screen, to blank what a shorter one leaves */
     bool shown;
     pthread_mutex_t lock;
@@ -69,7 +71,22 @@ static void print_locked(sl_progress *pg, bool force) {
         sl_format_count(bytes, sizeof bytes, (double)pg->bytes_in, "B");
         n += snprintf(line + n, sizeof line - (size_t)n, " (%s)", bytes);
     }
-    if (pg->phase) {
+    if (pg->phase && pg->phase_out_total > pg->phase_out0) {
+        /* A phase that writes a known number of rows: its share done and an ETA. */
+        char t[32], total[32];
+        double phase_time = now - pg->phase_start;
+        double done = (double)(pg->rows_out - pg->phase_out0) /
+                      (double)(pg->phase_out_total - pg->phase_out0);
+        fmt_duration(t, sizeof t, phase_time);
+        sl_format_count(total, sizeof total, (double)pg->phase_out_total, "");
+        n += snprintf(line + n, sizeof line - (size_t)n, ", %s of %s rows out; %s... %s", out,
+                      total, pg->phase, t);
+        if (done > 0 && done < 1) {
+            char eta[32];
+            fmt_duration(eta, sizeof eta, phase_time * (1 - done) / done);
+            n += snprintf(line + n, sizeof line - (size_t)n, ", %.0f%%, ETA %s", done * 100, eta);
+        }
+    } else if (pg->phase) {
         char t[32];
         fmt_duration(t, sizeof t, now - pg->phase_start);
         n += snprintf(line + n, sizeof line - (size_t)n, ", %s rows out; %s... %s", out,
@@ -150,15 +167,19 @@ void sl_progress_update(sl_progress *pg, int64_t rows_in, int64_t bytes_in, int6
     pthread_mutex_unlock(&pg->lock);
 }
 
-void sl_progress_phase(sl_progress *pg, const char *what) {
+void sl_progress_phase_rows(sl_progress *pg, const char *what, int64_t rows_out_total) {
     if (!pg) return;
     pthread_mutex_lock(&pg->lock);
     pg->phase = what;
     pg->phase_start = sl_now();
+    pg->phase_out0 = pg->rows_out;
+    pg->phase_out_total = rows_out_total;
     /* A phase is news: shown at once, once the line is showing at all. */
     if (what && pg->phase_start - pg->start >= pg->first_delay) print_locked(pg, true);
     pthread_mutex_unlock(&pg->lock);
 }
+
+void sl_progress_phase(sl_progress *pg, const char *what) { sl_progress_phase_rows(pg, what, -1); }
 
 void sl_progress_finish(sl_progress *pg) {
     if (!pg) return;

@@ -3,7 +3,8 @@
  * it is one line rewritten in place (shown once the run has taken a second); when forced on
  * elsewhere (--progress) it is a line per update. A blocking step that reports nothing
  * itself (the flush, where a stream-wide sort orders every row; syncing the outputs) is a
- * named phase whose elapsed time a ticker thread keeps updating. */
+ * named phase whose elapsed time a ticker thread keeps updating; the final write, whose rows
+ * are known once the flush is done, also shows its rows out of that total and an ETA. */
 #ifndef SL_CLI_PROGRESS_H
 #define SL_CLI_PROGRESS_H
 
@@ -27,6 +28,9 @@ void sl_progress_update(sl_progress *pg, int64_t rows_in, int64_t bytes_in, int6
 /* Enters a named phase ("sorting the whole stream", …, a string that outlives the phase)
  * whose elapsed time is shown, with the rows written, until the next phase; NULL leaves it. */
 void sl_progress_phase(sl_progress *pg, const char *what);
+/* The same for a phase that writes results until rows_out_total rows are out in all: the line
+ * then shows the rows out of that total, the share of the phase done and its ETA. */
+void sl_progress_phase_rows(sl_progress *pg, const char *what, int64_t rows_out_total);
 /* Formats a count with three significant digits and a metric prefix: "1.23 M rows/s",
  * "512 kB", "17 rows" (unit may be ""). */
 void sl_format_count(char *buf, size_t cap, double v, const char *unit);

@@ -320,6 +320,7 @@ typedef struct run_state {
     sl_input *in;
     bool in_abandoned; /* a reader thread still uses in: it must not be closed */
     int64_t rows_in, bytes_in;
+    int64_t rows_handed; /* result rows written or handed to the writers */
     sl_writer *writer; /* when writing behind */
     run_times t;
 } run_state;
@@ -339,33 +340,84 @@ static void show_progress(void *arg) {
     sl_progress_update(r->pg, r->rows_in, r->bytes_in, rows_written(r));
 }
 
-/* Pulls every ready result batch: written here, or handed to the writer thread. */
-static int write_ready(run_state *r, sluice_column *outcols) {
+/* Writes result batch b here, or hands it to the writer threads; takes b. */
+static int write_batch(run_state *r, sluice_batch *b, sluice_column *outcols) {
     char err[1024];
+    int64_t rows = sluice_batch_rows(b);
+    int rc;
+    if (r->writer) {
+        rc = sl_output_columns(r->out, b, outcols, err, sizeof err);
+        if (rc == 0) rc = sl_writer_put(r->writer, b, outcols, err, sizeof err);
+        if (rc != 0) sluice_batch_free(b); /* else the writer has it */
+    } else {
+        rc = sl_output_append(r->out, b, err, sizeof err);
+        sluice_batch_free(b);
+    }
+    if (rc != 0) {
+        end_progress(r);
+        return sl_fail("%s", err);
+    }
+    r->rows_handed += rows;
+    show_progress(r);
+    return SL_EXIT_OK;
+}
+
+static int pull_failed(run_state *r, sluice_status st) {
+    end_progress(r);
+    sl_print_diagnostics(r->ctx);
+    return sl_fail("pulling results failed: %s", sluice_strerror(st));
+}
+
+/* Pulls every ready result batch and writes it (write_batch). */
+static int write_ready(run_state *r, sluice_column *outcols) {
+    for (;;) {
+        sluice_batch *b = NULL;
+        sluice_status st = sluice_session_pull(r->session, &b);
+        if (st != SLUICE_OK) return pull_failed(r, st);
+        if (!b) return SL_EXIT_OK;
+        int rc = write_batch(r, b, outcols);
+        if (rc != SL_EXIT_OK) return rc;
+    }
+}
+
+/* After a successful flush every result is ready (sluice.h): all of it is pulled first (it is
+ * in memory already), so that the progress line knows how many rows the final write has to
+ * go, then written in order. */
+static int write_rest(run_state *r, sluice_column *outcols) {
+    sluice_batch **all = NULL;
+    size_t n = 0, cap = 0;
+    int64_t rows = 0;
+    int rc = SL_EXIT_OK;
     for (;;) {
         sluice_batch *b = NULL;
         sluice_status st = sluice_session_pull(r->session, &b);
         if (st != SLUICE_OK) {
-            end_progress(r);
-            sl_print_diagnostics(r->ctx);
-            return sl_fail("pulling results failed: %s", sluice_strerror(st));
+            rc = pull_failed(r, st);
+            break;
         }
-        if (!b) return SL_EXIT_OK;
-        int rc;
-        if (r->writer) {
-            rc = sl_output_columns(r->out, b, outcols, err, sizeof err);
-            if (rc == 0) rc = sl_writer_put(r->writer, b, outcols, err, sizeof err);
-            if (rc != 0) sluice_batch_free(b); /* else the writer has it */
-        } else {
-            rc = sl_output_append(r->out, b, err, sizeof err);
-            sluice_batch_free(b);
+        if (!b) break;
+        if (n == cap) {
+            size_t grown_cap = cap ? 2 * cap : 64;
+            sluice_batch **grown = realloc(all, grown_cap * sizeof *grown);
+            if (!grown) {
+                sluice_batch_free(b);
+                end_progress(r);
+                rc = sl_fail("out of memory");
+                break;
+            }
+            all = grown;
+            cap = grown_cap;
         }
-        if (rc != 0) {
-            end_progress(r);
-            return sl_fail("%s", err);
-        }
-        show_progress(r);
+        all[n++] = b;
+        rows += sluice_batch_rows(b);
     }
+    if (rc == SL_EXIT_OK)
+        sl_progress_phase_rows(r->pg, "writing the outputs", r->rows_handed + rows);
+    size_t i = 0;
+    for (; rc == SL_EXIT_OK && i < n; i++) rc = write_batch(r, all[i], outcols);
+    for (; i < n; i++) sluice_batch_free(all[i]); /* after a failure: not written */
+    free(all);
+    return rc;
 }
 
 /* True when the plan has a stream-wide sort, whose rows all leave at flush: the progress line
@@ -542,10 +594,7 @@ static int stream(run_state *r, const sluice_pipeline *p, const run_args *a, boo
         }
     }
     double t = sl_now();
-    if (rc == SL_EXIT_OK) {
-        sl_progress_phase(r->pg, "writing the outputs");
-        rc = write_ready(r, outcols);
-    }
+    if (rc == SL_EXIT_OK) rc = write_rest(r, outcols);
     if (r->writer) {
         /* The output's rows are read from it once the writer has ended. */
         sl_writer *w = r->writer;
@@ -733,7 +782,8 @@ const sl_command sl_command_run = {
     "  --progress          show the progress line even when stderr is not a terminal\n"
     "  --no-progress       never show it (default: shown on a terminal once a run takes 1 s:\n"
     "                      rows and bytes read, rows/s, rows written, the share done and an\n"
-    "                      ETA when the input's size is known, and the sort or write phase)\n"
+    "                      ETA when the input's size is known, and the sort or write phase\n"
+    "                      with the share of the final write done and its ETA)\n"
     "  --timings           after the summary, a line saying where the time went: opening\n"
     "                      the session, starting the readers and writers, waiting for input,\n"
     "                      pushing, pulling results, the flush, the final write, the commit\n"

@@ -1376,10 +1376,21 @@ START_TEST(summary_progress_and_memory) {
     expect_contains(r.err, "sluice run: 1 k rows in (");
     expect_contains(r.err, "rows/s, 0 rows out, 20%, ETA");
     expect_contains(r.err, "sluice run: 5 k rows in (80.5 kB), 0 rows out; sorting the whole stream... ");
-    expect_contains(r.err, "; writing the outputs... ");
+    /* The final write knows its rows once the flush is done. */
+    expect_contains(r.err, "0 of 5 k rows out; writing the outputs... ");
     expect_contains(r.err, "5 k rows out; syncing the outputs to disk... ");
     cli_result_free(&r);
     expect_same_file(cli_tmp("o1/depth.npy"), cli_tmp("o2/depth.npy"));
+    /* --timings: where the time went, after the summary line. */
+    r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --batch-rows 1000 --timings",
+                cli_tmp("in"), cli_tmp("o4"));
+    CLI_EXPECT(r, 0);
+    const char *summary = strstr(r.err, "5000 rows out to ");
+    ck_assert_ptr_nonnull(summary);
+    ck_assert_msg(strstr(summary, "\nsluice run: timings: session open ") &&
+                      strstr(summary, ", flush ") && strstr(summary, ", final write "),
+                  "%s", r.err);
+    cli_result_free(&r);
     r = cli_run("run pipelines/sort-by-depth.yaml --in '%s' --out '%s' --progress --no-progress",
                 cli_tmp("in"), cli_tmp("o3"));
     CLI_EXPECT(r, 0);
