@@ -86,6 +86,7 @@ typedef struct lane {
     bool computed_seen;     /* `computed` completed (progress) */
     bool copy_issued;       /* the copy out was issued: complete at `copied` */
     bool pinned_out;        /* every column of the host batch is pinned: copied out by DMA */
+    bool sized_late;        /* the host batch gets its columns when the count is known */
     bool device_input;      /* the piece reads the caller's device memory */
     bool fault_check;       /* the fault word is read back (sl_cuda_fault_at_piece) */
     const void **src;       /* per output: the device column the batch is copied from */
@@ -833,6 +834,35 @@ static void set_rows(sluice_batch *b, int64_t rows) {
     for (size_t i = 0; i < b->ncolumns; i++) b->columns[i].length = rows;
 }
 
+/* Gives lane ln's host batch, made without room while its kept-row count was unknown,
+ * columns of exactly `rows` rows: pinned from the pool (pageable when none is had), swapped
+ * into the batch the executor already queued. False, with nothing changed and nothing
+ * reported, when no memory is had. */
+static bool size_late(sluice_session *s, lane *ln, int64_t rows) {
+    const sluice_pipeline *p = s->pipeline;
+    sluice_batch *b = ln->batch, *nb = rows > 0 ? sl_cuda_pinned_batch_new(s, rows) : NULL;
+    if (!nb) nb = sl_batch_new_host(s->ctx, p, rows > 0 ? rows : 1);
+    if (!nb) return false;
+    sluice_column *cols = b->columns;
+    void **owned = b->owned;
+    void (*free_host)(sluice_context *, void *) = b->free_host;
+    b->columns = nb->columns;
+    b->owned = nb->owned;
+    b->free_host = nb->free_host;
+    nb->columns = cols;
+    nb->owned = owned;
+    nb->free_host = free_host;
+    sluice_batch_free(nb); /* the stand-in columns */
+    set_rows(b, rows);
+    bool pinned = true;
+    for (int i = 0; i < p->noutputs; i++)
+        pinned = pinned && sl_cuda_pinned_covers(s->ctx, b->owned[i],
+                                                 (size_t)rows * type_size(p, p->outputs[i]));
+    ln->pinned_out = pinned;
+    ln->sized_late = false;
+    return true;
+}
+
 /* Issues the copy out of every piece in flight whose kernels are done and whose pinned
  * batch waited for its kept-row count, without waiting for anything, so the copy engine
  * works while the host waits elsewhere (a push's own copy in). What cannot be issued now
@@ -842,10 +872,13 @@ static void issue_ready_copies(sluice_session *s, cuda_session *cs) {
     const sluice_pipeline *p = s->pipeline;
     for (int k = 0; k < cs->depth; k++) {
         lane *ln = &cs->lanes[k];
-        if (ln->seq < 0 || ln->computed_seen || !ln->copy_pending || !ln->pinned_out ||
-            !ln->batch || ln->fault_check || cudaEventQuery(ln->computed) != cudaSuccess)
+        if (ln->seq < 0 || ln->computed_seen || !ln->copy_pending ||
+            (!ln->pinned_out && !ln->sized_late) || !ln->batch || ln->fault_check ||
+            cudaEventQuery(ln->computed) != cudaSuccess)
             continue;
         sluice_batch *b = ln->batch;
+        if (ln->sized_late && !size_late(s, ln, ln->count[0])) continue;
+        if (!ln->pinned_out) continue; /* pageable after all: progress_impl stages it */
         if (ln->count_pending) set_rows(b, ln->count[0]);
         cudaError_t e = cudaStreamWaitEvent(cs->copy_out, ln->computed, 0);
         for (int i = 0; i < p->noutputs && e == cudaSuccess; i++) {
@@ -896,20 +929,23 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
         }
         if (st == SLUICE_OK) set_rows(b, rows);
     } else {
-        /* Pinned from the context's pool (copied out by DMA); pageable when none is had. */
-        b = sl_cuda_pinned_batch_new(s, rows);
-        if (!b) b = sl_batch_new_host(ctx, p, rows);
+        /* Pinned from the context's pool (copied out by DMA); pageable when none is had. A
+         * batch whose kept-row count is still on the device gets its columns when the count
+         * is known (size_late), so it never holds room for rows a filter dropped. */
+        ln->sized_late = ln->count_pending && !now;
+        b = ln->sized_late ? NULL : sl_cuda_pinned_batch_new(s, rows);
+        if (!b) b = sl_batch_new_host(ctx, p, ln->sized_late ? 1 : rows);
         if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch of %lld rows",
                                 (long long)rows);
-        set_rows(b, rows);
+        set_rows(b, ln->sized_late ? 0 : rows);
         for (int i = 0; i < p->noutputs; i++) ln->src[i] = piece->cols[p->outputs[i]];
         ln->batch = b;
         cudaError_t e = cudaEventRecord(ln->computed, cs->stream);
         if (e != cudaSuccess) st = cuda_status(ctx, e, "recording an event");
         ln->computed_recorded = true;
-        bool pinned = true;
-        for (int i = 0; i < p->noutputs; i++)
-            pinned = pinned && sl_cuda_pinned_covers(ctx, b->owned[i], (size_t)rows * type_size(p, p->outputs[i]));
+        bool pinned = !ln->sized_late;
+        for (int i = 0; pinned && i < p->noutputs; i++)
+            pinned = sl_cuda_pinned_covers(ctx, b->owned[i], (size_t)rows * type_size(p, p->outputs[i]));
         ln->pinned_out = pinned;
         if (st == SLUICE_OK && (now || (pinned && !ln->count_pending))) {
             st = copy_out(s, cs, ln); /* DMA issued now, ordered after the compute */
@@ -1069,7 +1105,7 @@ static void lane_clear(lane *L) {
     L->batch = NULL;
     L->count_pending = L->copy_pending = L->computed_recorded = false;
     L->computed_seen = L->copy_issued = L->device_input = L->fault_check = false;
-    L->pinned_out = false;
+    L->pinned_out = L->sized_late = false;
 }
 
 /* Waits until the device no longer works for pieces from `first` on, and forgets them: the
@@ -1170,6 +1206,9 @@ static sluice_status lane_advance(sluice_session *s, cuda_session *cs, lane *ln,
             return sl_error(ctx, SLUICE_ERR_CUDA, "a device-side check failed in piece %lld "
                             "(a fault injected for testing)", (long long)ln->seq);
         }
+        if (ln->sized_late && ln->batch && !size_late(s, ln, ln->count[0]))
+            return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch of %lld "
+                            "rows", (long long)ln->count[0]);
         if (ln->count_pending && ln->batch) set_rows(ln->batch, ln->count[0]);
         if (ln->copy_pending && ln->batch) {
             ln->copy_pending = false;
