@@ -72,6 +72,7 @@ typedef struct worker {
     void **xbuf;      /* [slot * SL_MAX_FIELDS + f]: evaluated `of` values */
     void **ybuf;      /* [slot * SL_MAX_FIELDS + f]: prefixes of fields not kept as columns */
     uint8_t *head;
+    int32_t *pos;     /* a reduce: the tile's rows whose states its rows take */
     void *expr_scratch;
     scan_tile *tiles; /* nscans */
     const void **view;
@@ -330,6 +331,7 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
                 bytes += 3 * (size_t)g->scans[k]->nfields * align64(8 * T) +
                          align64(g->combines[k]->scratch);
         bytes += align64(T) + align64(max_expr);
+        if (g->reduce) bytes += align64(sizeof(int32_t) * T);
         wk->block = sl_alloc_aligned(ctx, bytes);
         wk->buf = sl_calloc(ctx, (size_t)g->ncols, sizeof(void *));
         wk->xbuf = sl_calloc(ctx, (size_t)g->nscans * SL_MAX_FIELDS + 1, sizeof(void *));
@@ -369,6 +371,10 @@ sluice_status sl_cpu_fused_create(sluice_context *ctx, const sluice_pipeline *p,
         }
         wk->head = at;
         at += align64(T);
+        if (g->reduce) {
+            wk->pos = (int32_t *)at;
+            at += align64(sizeof(int32_t) * T);
+        }
         wk->expr_scratch = at;
     }
     g->status_stride = align64(sizeof(tile_status) + sizeof(sl_cpu_carry) * (size_t)g->nscans);
@@ -904,6 +910,30 @@ static void reduce_store_row(const sl_cpu_fused *g, void *const *dest, int64_t a
         ((int64_t *)dest[rd->index_column])[at] = index;
 }
 
+#define GATHER(T_)                                                                       \
+    do {                                                                                 \
+        T_ *to_ = (T_ *)to + at;                                                         \
+        const T_ *from_ = from;                                                          \
+        for (int64_t m = 0; m < n; m++) to_[m] = from_[idx[m]];                          \
+    } while (0)
+
+/* to[at + m] = from[idx[m]] for m < n, elements of `size` bytes; `truth`: bytes as 0 or 1
+ * (a bool key). */
+static void gather(void *to, int64_t at, const void *from, size_t size, const int32_t *idx,
+                   int64_t n, bool truth) {
+    if (truth) {
+        for (int64_t m = 0; m < n; m++) ((uint8_t *)to)[at + m] = ((const uint8_t *)from)[idx[m]] != 0;
+        return;
+    }
+    switch (size) {
+    case 1: GATHER(uint8_t); break;
+    case 2: GATHER(uint16_t); break;
+    case 4: GATHER(uint32_t); break;
+    default: GATHER(uint64_t); break;
+    }
+}
+#undef GATHER
+
 /* Writes the rows tile t gives (reduce_rows counted them) from output row cin->out_rows. */
 static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin, int64_t t,
                          int64_t cur) {
@@ -923,20 +953,39 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
         }
         return;
     }
-    if (rd->segments == SL_SEGMENTS_NONE) return;
+    if (rd->segments == SL_SEGMENTS_NONE || cur == 0) return;
+    /* Row 0 closing the carried segment takes the carries; a head at i > 0 takes row i-1. */
     const uint8_t *h = wk->head;
-    const void *key = rd->key_column >= 0 ? wk->view[rd->key_column] : NULL;
-    for (int64_t i = 0; i < cur; i++) {
-        if (!h[i]) continue;
-        for (int j = 0; j < rd->nvalues; j++) {
-            if (i == 0) reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
-            else write_value_at(g, wk, cin, r->dest, rs + j, i - 1, at);
-        }
-        uint64_t kb = !key ? 0
-                      : i == 0 ? cin->carries[rs].last_key
-                               : load_key(key, g->col_size[rd->key_column], g->reduce_key_bool, i - 1);
-        reduce_store_row(g, r->dest, at++, kb, index++);
+    if (h[0]) {
+        for (int j = 0; j < rd->nvalues; j++) reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
+        reduce_store_row(g, r->dest, at++, cin->carries[rs].last_key, index++);
     }
+    int32_t *from = wk->pos;
+    int64_t n = 0;
+    for (int64_t i = 1; i < cur; i++)
+        if (h[i]) from[n++] = (int32_t)(i - 1);
+    /* Column by column: one gather per kept field, the key and the index. Only a row before
+     * the tile's first head can hold a local prefix (the carry not applied yet): the first
+     * one, if any, goes the slow way. */
+    for (int j = 0; j < rd->nvalues; j++) {
+        const sl_scan *sc = g->scans[rs + j];
+        const scan_tile *sk = &wk->tiles[rs + j];
+        int64_t m0 = 0;
+        while (m0 < n && from[m0] < sk->fix_n && !sk->with_carry && !sk->head0) {
+            write_value_at(g, wk, cin, r->dest, rs + j, from[m0], at + m0);
+            m0++;
+        }
+        for (int f = 0; f < sc->nfields; f++) {
+            int c = sc->into[f];
+            if (c >= 0 && r->dest[c])
+                gather(r->dest[c], at + m0, sk->y[f], g->col_size[c], from + m0, n - m0, false);
+        }
+    }
+    if (rd->key_column >= 0 && r->dest[rd->key_column])
+        gather(r->dest[rd->key_column], at, wk->view[rd->key_column],
+               g->col_size[rd->key_column], from, n, g->reduce_key_bool);
+    if (rd->index_column >= 0 && r->dest[rd->index_column])
+        for (int64_t m = 0; m < n; m++) ((int64_t *)r->dest[rd->index_column])[at + m] = index + m;
 }
 
 /* Writes the open segment's row from the carries at output row `at` (a NONE reduce's whole
