@@ -136,7 +136,8 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
 }
 
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, segscan,
-// sort, sortf32, six, host, reduce, segreduce, reducebykey); unset runs them all. The copy always runs: it is the yardstick.
+// sort, sortf32, six, host, reduce, segreduce, reducebykey); unset runs them all. The copy
+// always runs: it is the yardstick.
 static bool want(const char *job) {
     const char *list = getenv("GPU_BENCH_JOBS");
     if (!list || !*list) return true;

@@ -4,9 +4,9 @@
  * columns. Its integer types come from sl_stdint.h.
  *
  * Layering (each file includes the one below): sl_device -> sl_warp -> sl_block ->
- * sl_lookback. Generated kernels (core/cuda/codegen.c) include sl_lookback.cuh and
- * sl_ops.h; everything here is templates and inline functions, so NVRTC instantiates only
- * what a kernel uses. */
+ * sl_lookback -> sl_tile (with sl_pipe beside it). Generated kernels (core/cuda/codegen.c)
+ * include sl_tile.cuh, sl_monoid.h and sl_ops.h; everything here is templates and inline
+ * functions, so NVRTC instantiates only what a kernel uses. */
 #ifndef SL_DEVICE_CUH
 #define SL_DEVICE_CUH
 

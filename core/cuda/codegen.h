@@ -1,5 +1,7 @@
 /* codegen.h — turning one fused plan group into the CUDA source of a single-pass kernel.
  *
+ * The source holds the group's own pieces only (state structs, combines, a Tile struct of its
+ * columns); the loop described here is kernels/sl_tile.cuh, which the source instantiates.
  * The kernel (named "sl_fused") is persistent: each block loops over tiles, which take
  * their index from an atomic counter when a look-back links them (else block b takes tiles
  * b, b + grid, ...), and the copy engine brings the next tile's inputs into shared memory
