@@ -121,6 +121,7 @@ typedef struct test_case {
     bool exact;      /* every output byte-identical to one process */
     int64_t max_batch_rows; /* the sessions' (0: default) */
     bool carries;    /* a scan carries state between ranks (not reset: batch / offsets) */
+    int passes;      /* over each rank's part (sluice_mpi.h, Passes), worked out by hand */
 } test_case;
 
 #define HDR "sluice: 1\nname: "
@@ -130,53 +131,53 @@ static const test_case cases[] = {
      "  - scan: {of: u, op: xor, into: ux}\n"
      "  - scan: {of: x, op: min, kind: exclusive, into: mn}\n"
      "  - scan: {of: f, op: max, into: fm}\n"
-     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000, true},
+     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000, true, 2},
     {"linrec-int", HDR "li\ninput: {a: i32, b: i32}\nstages:\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0, true},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0, true, 2},
     {"declared", HDR "decl\ninput: {a: i64, b: i64}\noperators:\n  affine:\n"
      "    state: {a: i64, b: i64}\n    identity: {a: 1, b: 0}\n"
      "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\nstages:\n"
-     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777, true},
+     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777, true, 2},
     {"head-flags", HDR "hf\ninput: {x: i32, head: bool}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: head, into: s}\n"
      "  - segmented_scan: {of: x, op: max, kind: exclusive, segments: head, into: m}\n",
-     true, 0, true},
+     true, 0, true, 2},
     {"key-segments", HDR "ks\ninput: {run: i16, x: i64}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: s}\n"
      "  - segmented_scan: {op: count, kind: exclusive, segments: {key: run}, into: c}\n",
-     true, 500, true},
+     true, 500, true, 2},
     {"filter-positions", HDR "fp\ninput: {x: f32, id: u32}\nstages:\n"
      "  - filter: x > 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true, 2},
     {"two-phases", HDR "tp\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, into: s1}\n"
      "  - scan: {of: s1, op: max, into: m}\n"
      "  - filter: m - s1 > 2000000\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900, true},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900, true, 4},
     {"sort-u32", HDR "su\ninput: {k: u32, v: i32}\nstages:\n"
      "  - sort: {key: k}\n"
-     "  - scan: {of: v, op: sum, into: sv}\n", true, 0, true},
+     "  - scan: {of: v, op: sum, into: sv}\n", true, 0, true, 2},
     {"sort-keys", HDR "sk\ninput: {a: i16, b: f64, id: u32}\nstages:\n"
-     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0, false},
+     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0, false, 2},
     {"sort-bits", HDR "sb\ninput: {k: u32, id: u32}\nstages:\n"
-     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0, false},
+     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0, false, 2},
     {"per-batch", HDR "pb\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, reset: batch, into: s}\n"
-     "  - sort: {key: x, per: batch}\n", true, 0, false},
+     "  - sort: {key: x, per: batch}\n", true, 0, false, 2},
     {"offsets", HDR "of\ninput: {v: i32, rows: {type: i64, role: offsets}}\nstages:\n"
-     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0, false},
+     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0, false, 2},
     {"filter-sort-segments", HDR "fss\ninput: {x: i32, run: u16}\nstages:\n"
      "  - filter: x % 3 != 0\n"
      "  - sort: {key: run, order: descending}\n"
      "  - scan: {op: count, kind: exclusive, into: pos}\n"
-     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n", true, 0, true},
+     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n", true, 0, true, 2},
     {"map-only", HDR "mo\ninput: {x: f64}\nstages:\n"
-     "  - map: {y: x * 2.0 + 1.0}\n", true, 0, false},
+     "  - map: {y: x * 2.0 + 1.0}\n", true, 0, false, 2},
     {"float-sums", HDR "fs\ninput: {f: f32, fa: f32, fb: f32}\nstages:\n"
      "  - map: {g: 'isnan(f) || isinf(f) ? 0.5 : f', a: 'isnan(fa) || isinf(fa) ? 0.5 : fa / 8.0',"
      " b: 'isnan(fb) || isinf(fb) ? 0.0 : fb'}\n"
      "  - scan: {of: g, op: sum, into: s}\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0, true},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0, true, 2},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -357,14 +358,22 @@ static sluice_status reference(sluice_pipeline *p, const test_case *tc, const st
 }
 
 /* This rank's part through the distributed session. */
-static sluice_status distributed(sluice_pipeline *p, const test_case *tc, const stream *s,
-                                 result *mine, int64_t *first, int64_t *total) {
+static sluice_status distributed(sluice_context *ctx, sluice_pipeline *p, const test_case *tc,
+                                 const stream *s, result *mine, int64_t *first, int64_t *total) {
     sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
     opts.backend = g_backend;
     opts.max_batch_rows = tc->max_batch_rows;
     sluice_mpi_session *ds = NULL;
     sluice_status st = sluice_mpi_session_open(p, &opts, MPI_COMM_WORLD, &ds);
     if (st != SLUICE_OK) return st;
+    /* The passes, as the session and `explain --ranks` say them. */
+    char *text = NULL, want[64];
+    snprintf(want, sizeof want, "passes over each rank's part: %d ", tc->passes);
+    if (sluice_mpi_session_passes(ds) != tc->passes)
+        fail("%s: %d passes, not %d", tc->name, sluice_mpi_session_passes(ds), tc->passes);
+    if (sluice_mpi_explain(p, &text) != SLUICE_OK || !strstr(text, want))
+        fail("%s: explain --ranks does not say '%s':\n%s", tc->name, want, text ? text : "");
+    sluice_free_text(ctx, text);
     sluice_column *cols = calloc((size_t)s->ncols + 1, sizeof *cols);
     int64_t *offs = calloc((size_t)max_units(s) + 1, sizeof(int64_t));
     int more = 0;
@@ -486,7 +495,7 @@ static void run_cases(int seeds) {
                 print_diags(ctx);
             }
             int64_t first = -1, total = -1;
-            sluice_status st = distributed(p, tc, &s, &mine, &first, &total);
+            sluice_status st = distributed(ctx, p, tc, &s, &mine, &first, &total);
             if (st == SLUICE_ERR_BACKEND_UNAVAILABLE && g_backend != SLUICE_BACKEND_CPU &&
                 tc->carries) {
                 g_refused++; /* the backend cannot carry scans between ranks: refused, clearly */
