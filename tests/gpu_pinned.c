@@ -6,7 +6,9 @@
  * the input overwritten as soon as each push returns (the reuse rule); host result batches
  * in pinned memory, reused through the pool across many batches, held in numbers beyond
  * the pool's bound. Exits 77 without a GPU. SLUICE_TEST_SMALL=1 (compute-sanitizer runs)
- * keeps to small sizes. */
+ * keeps to small sizes. Rows are compared in plain loops with one assertion after each: every
+ * Check assertion that passes records its place (a write to Check's log), which for millions
+ * of rows took most of the suite's time. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -377,24 +379,27 @@ START_TEST(test_same_results_every_memory) {
         const int32_t *k = ref[0].data;
         const int64_t *s = (const int64_t *)want.data[0];
         ck_assert_uint_eq(want.width[0], 8);
-        int64_t acc = 0;
-        for (int64_t i = 0; i < n; i++) {
+        int64_t acc = 0, bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++) {
             acc += k[i];
-            ck_assert_msg(s[i] == acc, "scan row %lld: %lld, want %lld", (long long)i,
-                          (long long)s[i], (long long)acc);
+            if (s[i] != acc) bad = i;
         }
+        ck_assert_msg(bad < 0, "scan row %lld: %lld, want %lld", (long long)bad,
+                      bad < 0 ? 0LL : (long long)s[bad], (long long)acc);
         ck_assert_int_eq(memcmp(want.data[1], ref[1].data, (size_t)n * 4), 0);
     } else if (pi == 1) {
         const float *x = ref[1].data;
         const int32_t *k = ref[0].data;
-        int64_t kept = 0;
-        for (int64_t i = 0; i < n; i++) {
+        int64_t kept = 0, bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++) {
             if (!(x[i] > 0)) continue;
-            ck_assert(kept < want.rows);
-            ck_assert(memcmp(want.data[0] + kept * 4, &x[i], 4) == 0);
-            ck_assert(memcmp(want.data[1] + kept * 4, &k[i], 4) == 0);
+            if (kept >= want.rows || memcmp(want.data[0] + kept * 4, &x[i], 4) != 0 ||
+                memcmp(want.data[1] + kept * 4, &k[i], 4) != 0)
+                bad = i;
             kept++;
         }
+        ck_assert_msg(bad < 0, "filter: input row %lld is not kept row %lld", (long long)bad,
+                      (long long)kept - 1);
         ck_assert_int_eq(kept, want.rows);
     }
     result_free(&want);
@@ -440,11 +445,13 @@ START_TEST(test_partly_registered) {
     assert_same(&r[0], &r[1], "a column running past the end of a registered range");
     const int64_t *got = (const int64_t *)r[1].data[0]; /* an i32 sum accumulates in i64 */
     ck_assert_uint_eq(r[1].width[0], 8);
-    int64_t acc = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t acc = 0, bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
         acc += copy[i];
-        ck_assert_int_eq(got[i], acc);
+        if (got[i] != acc) bad = i;
     }
+    ck_assert_msg(bad < 0, "row %lld: %lld, want %lld", (long long)bad,
+                  bad < 0 ? 0LL : (long long)got[bad], (long long)acc);
     result_free(&r[0]);
     result_free(&r[1]);
     ck_assert_int_eq(sluice_cuda_host_unregister(ctx, block), SLUICE_OK);
@@ -484,9 +491,10 @@ START_TEST(test_pool_reuse) {
         ck_assert_int_eq(d.length, rows);
         ck_assert(cuda_says_pinned(d.data));
         const int32_t *got = d.data;
-        for (int64_t i = 0; i < rows; i++)
-            ck_assert_msg(got[i] == (int32_t)(i * 7 + round) + 1, "round %d row %lld", round,
-                          (long long)i);
+        int64_t bad = -1;
+        for (int64_t i = 0; i < rows && bad < 0; i++)
+            if (got[i] != (int32_t)(i * 7 + round) + 1) bad = i;
+        ck_assert_msg(bad < 0, "round %d row %lld", round, (long long)bad);
         int j = 0;
         while (j < nseen && seen[j] != d.data) j++;
         if (j == nseen) {
@@ -529,7 +537,10 @@ START_TEST(test_pool_bound) {
             ck_assert_int_eq(sluice_batch_column(held[h], 0, &d), SLUICE_OK);
             ck_assert_int_eq(d.length, n / 2);
             const int64_t *got = d.data;
-            for (int64_t i = 0; i < n / 2; i++) ck_assert_int_eq(got[i], h + h % 2 + 2 * i);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < n / 2 && bad < 0; i++)
+                if (got[i] != h + h % 2 + 2 * i) bad = i;
+            ck_assert_msg(bad < 0, "held batch %d row %lld", h, (long long)bad);
         }
         /* Freed in an order unlike the allocation's. */
         for (int h = 0; h < HELD; h += 2) sluice_batch_free(held[h]);
@@ -589,11 +600,12 @@ START_TEST(test_result_as_input) {
     assert_same(&r[0], &r[1], "a pinned result batch as input");
     const int64_t *e = (const int64_t *)r[0].data[0]; /* an i32 sum accumulates in i64 */
     ck_assert_uint_eq(r[0].width[0], 8);
-    int64_t acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        ck_assert_int_eq(e[i], acc);
+    int64_t acc = 0, bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        if (e[i] != acc) bad = i;
         acc += copy[i];
     }
+    ck_assert_msg(bad < 0, "row %lld of the exclusive scan is wrong", (long long)bad);
     result_free(&r[0]);
     result_free(&r[1]);
     sluice_batch_free(mid);
