@@ -46,8 +46,11 @@
  *
  * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
  * cudaSetDevice before open, e.g. local rank modulo devices). Carried state crosses ranks
- * through MPI in host memory (a few hundred bytes a scan); sorted rows through MPI from host
- * memory.
+ * through MPI in host memory (160 bytes a scan); sorted rows through MPI from host memory.
+ * Not yet supported, refused at open on every rank with a diagnostic saying so: on the CUDA
+ * backend, pipelines with a scan whose state crosses ranks (SLUICE_ERR_BACKEND_UNAVAILABLE;
+ * maps, filters, sorts and scans that restart per batch or per offsets segment run); on any
+ * backend, the `reduce` stage (SLUICE_ERR_BACKEND_UNAVAILABLE).
  *
  * Numerics: exact results (integers, bool, min/max/and/or/xor, count, compaction, sort) are
  * bit-identical to one process. Float sum/prod/linrec and declared operators are combined in
@@ -72,10 +75,12 @@ typedef struct sluice_mpi_session sluice_mpi_session;
 /* Opens a distributed session on every rank of `comm` (collective). `pipeline` must be the
  * same file on every rank (checked: the pipelines' names, inputs and stages must match),
  * `options` as sluice_session_open's (NULL: defaults; its sort_memory_bytes is ignored).
- * The communicator is duplicated: the session's messages never mix with the caller's.
+ * The communicator is duplicated: the session's messages never mix with the caller's. The
+ * session, like the pipeline, belongs to the pipeline's context (its diagnostics go there).
  * Errors: SLUICE_ERR_INVALID_ARGUMENT (NULL pointer, MPI not initialised, comm null),
- * SLUICE_ERR_MISUSE (the ranks' pipelines differ), every error of sluice_session_open (on
- * any rank: every rank fails). On failure *out is NULL. */
+ * SLUICE_ERR_MISUSE (the ranks' pipelines differ), SLUICE_ERR_BACKEND_UNAVAILABLE (above),
+ * every error of sluice_session_open (on any rank: every rank fails). On failure *out is
+ * NULL. */
 sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                                       const sluice_session_options *options, MPI_Comm comm,
                                       sluice_mpi_session **out);
