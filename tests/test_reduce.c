@@ -495,9 +495,10 @@ static sluice_status push_batch(sluice_session *s, const stream *st, int bi, int
     return status;
 }
 
-/* Runs the stream through p on `threads` threads, batch by batch, and flushes. */
-static void run(const char *yaml, const stream *st, bool offsets, int threads,
-                int64_t max_batch_rows, table *out) {
+/* Runs the stream through p on `threads` threads, batch by batch, and flushes; a stream-wide
+ * sort spills past sort_memory bytes (0: never). */
+static void run_spilling(const char *yaml, const stream *st, bool offsets, int threads,
+                         int64_t max_batch_rows, int64_t sort_memory, table *out) {
     sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
     co.cpu_threads = threads;
     sluice_context *ctx;
@@ -506,6 +507,7 @@ static void run(const char *yaml, const stream *st, bool offsets, int threads,
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     o.backend = SLUICE_BACKEND_CPU;
     o.max_batch_rows = max_batch_rows;
+    o.sort_memory_bytes = sort_memory;
     sluice_session *s;
     ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
     memset(out, 0, sizeof *out);
@@ -522,6 +524,11 @@ static void run(const char *yaml, const stream *st, bool offsets, int threads,
     sluice_session_close(s);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
+}
+
+static void run(const char *yaml, const stream *st, bool offsets, int threads,
+                int64_t max_batch_rows, table *out) {
+    run_spilling(yaml, st, offsets, threads, max_batch_rows, 0, out);
 }
 
 static const unsigned char *column(const table *t, const char *name, sluice_type type) {
@@ -795,6 +802,48 @@ START_TEST(stages_after) {
 }
 END_TEST
 
+/* A reduce after a stream-wide sort: the sorted rows reach it at flush (merged from spilled
+ * runs too), and its open segment follows them. */
+START_TEST(after_a_stream_sort) {
+    stream st, sorted;
+    make_rows(&st, 2 * T + 999, 81, 1);
+    make_cuts(&st, 82, T / 2);
+    /* the oracle's stream: stably sorted by k, one batch */
+    make_rows(&sorted, st.n, 81, 1);
+    int64_t j = 0;
+    for (int32_t key = -3; key <= 3; key++)
+        for (int64_t i = 0; i < st.n; i++) {
+            if (st.k[i] != key) continue;
+            sorted.k[j] = st.k[i], sorted.x[j] = st.x[i], sorted.h[j] = st.h[i];
+            sorted.u[j] = st.u[i], sorted.y[j] = st.y[i], sorted.a[j] = st.a[i];
+            sorted.b[j++] = st.b[i];
+        }
+    ck_assert_int_eq(j, st.n);
+    make_cuts(&sorted, 83, st.n);
+    sorted.nbatches = 1;
+    sorted.rows[0] = st.n;
+    expected want;
+    oracle(&sorted, SEG_KEY, false, NULL, &want);
+    ck_assert_int_eq(want.n, 7);
+    char *yaml = pipeline(SEG_KEY, false, true, "  - sort: {key: k}\n", "");
+    static const int64_t budgets[] = {0, 20000};
+    for (size_t b = 0; b < NELEM(budgets); b++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            char what[96];
+            snprintf(what, sizeof what, "sort then key, sort memory %lld, %d threads",
+                     (long long)budgets[b], threads);
+            table got;
+            run_spilling(yaml, &st, false, threads, threads == 3 ? 1000 : 0, budgets[b], &got);
+            check(what, &got, &want, true, true);
+            table_free(&got);
+        }
+    free(yaml);
+    expected_free(&want);
+    stream_free(&sorted);
+    stream_free(&st);
+}
+END_TEST
+
 /* Keys compared as segmented_scan compares them: bools by truth (written as 0/1), floats by
  * their bits (-0.0 is not 0.0; a NaN equals a NaN of the same bits). */
 START_TEST(key_bits) {
@@ -925,6 +974,7 @@ static Suite *reduce_suite(void) {
     tcase_add_test(tc, after_a_filter);
     tcase_add_test(tc, reads_a_scan);
     tcase_add_test(tc, stages_after);
+    tcase_add_test(tc, after_a_stream_sort);
     tcase_add_test(tc, key_bits);
     tcase_add_test(tc, failed_calls_change_nothing);
     suite_add_tcase(s, tc);
