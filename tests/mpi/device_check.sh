@@ -4,7 +4,8 @@
 # the repository root with .device/ carried (../shared/device/README.md); writes its logs to
 # $OUT (or ./device-check-out). Builds the library with CUDA through CMake; dist/ and the
 # MPI programs through CMake when mpicc is there, else by hand against libmpi and the Open
-# MPI headers carried in build-devmpi/include (the machine has the runtime, maybe no headers).
+# MPI headers carried in build-devmpi/include (the machine has the runtime, maybe no headers);
+# or, with PREBUILT=DIR, runs DIR/sluice and DIR/test_mpi_session built elsewhere.
 #   1. test_mpi_session cases on 2 ranks, --backend cuda: pipelines whose scans cross ranks
 #      must be refused at open (the CUDA backend has no carry hooks yet), the rest must equal
 #      one CPU process (maps, filters, sorts of every key kind, per-batch scans, offsets);
@@ -20,8 +21,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export SLUICE_CACHE_DIR=$PWD/build-dev/kernel-cache
 { nvidia-smi -L; command -v mpirun mpicc; mpirun --version | head -1; } 2>&1 | tee "$out/machine.txt"
 b=build-dev
-cmake -B $b -DCMAKE_BUILD_TYPE=Release -DSLUICE_WITH_CUDA=ON >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
-if grep -q "building libsluice_mpi" "$out/cmake.log"; then
+mkdir -p $b
+if [ -n "${PREBUILT:-}" ] && "$PREBUILT/sluice" --version >/dev/null 2>&1; then
+  # Binaries built elsewhere with the same CUDA and Open MPI ABI: no build on the device.
+  echo "prebuilt binaries from $PREBUILT" | tee -a "$out/machine.txt"
+  sluice=$PREBUILT/sluice test=$PREBUILT/test_mpi_session
+elif ! cmake -B $b -DCMAKE_BUILD_TYPE=Release -DSLUICE_WITH_CUDA=ON >"$out/cmake.log" 2>&1; then
+  tail -20 "$out/cmake.log"; exit 1
+elif grep -q "building libsluice_mpi" "$out/cmake.log"; then
   cmake --build $b -j16 --target sluice_cli test_mpi_session >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
   sluice=$b/sluice test=$b/tests/mpi/test_mpi_session
 else
@@ -60,9 +67,9 @@ for yaml in pipelines/*.yaml; do
       for f in $w/$n-ref/*.npy; do cmp -s "$f" "$w/$n-gpu/$(basename "$f")" || r="bytes differ in $(basename "$f") (no numpy to bound them)"; done
     fi
   else
-    r="refused/failed: $(grep -m1 'rank 0' $w/$n.log | cut -c1-160)"
+    r="refused/failed: $(grep -m1 'rank 0' $w/$n.log | cut -c1-240)"
   fi
   printf '%-16s %s\n' "$n" "$r" | tee -a "$out/results.txt"
 done
 echo "== 4. CPU backend: one process against 1, 2 and 4 ranks (bench/mpi_scaling.sh)" | tee -a "$out/results.txt"
-timeout 60 bench/mpi_scaling.sh $sluice 8388608 cpu 2>&1 | tee -a "$out/results.txt"
+timeout ${SCALING_TIMEOUT:-60} bench/mpi_scaling.sh $sluice 8388608 cpu 2>&1 | tee -a "$out/results.txt"
