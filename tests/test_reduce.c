@@ -48,7 +48,8 @@ START_TEST(loads_and_explains) {
         "        - {op: pair, of: {s: x, q: z}, into: {q: pq, s: ps}}\n"
         "  - map: {mean: total / n}\n");
     /* after the stage: the key, the index, the values' columns in the order written */
-    static const char *const outputs[] = {"k", "seg", "total", "n", "big", "last", "pq", "ps", "mean"};
+    static const char *const outputs[] = {"k",    "seg", "total", "n",   "big",
+                                          "last", "pq",  "ps",    "mean"};
     ck_assert_int_eq(p->noutputs, (int)NELEM(outputs));
     for (size_t i = 0; i < NELEM(outputs); i++)
         ck_assert_str_eq(p->columns[p->outputs[i]].name, outputs[i]);
@@ -139,7 +140,8 @@ START_TEST(plan_rows_out) {
         ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
         char yaml[1024];
         snprintf(yaml, sizeof yaml,
-                 HEAD "stages:\n  - filter: x > 0\n  - reduce:\n%s%s      values: [{op: count, into: n}]\n",
+                 HEAD "stages:\n  - filter: x > 0\n  - reduce:\n%s%s"
+                      "      values: [{op: count, into: n}]\n",
                  cases[i].seg, cases[i].per);
         if (strstr(cases[i].seg, "off")) /* offsets segments only before rows change */
             snprintf(yaml, sizeof yaml,
@@ -287,7 +289,8 @@ static void make_cuts(stream *st, uint64_t seed, int64_t max_batch) {
     do {
         int64_t b = tu_rng_range(&r, 0, 5) == 0 ? 0 : tu_rng_range(&r, 1, max_batch);
         if (b > left) b = left;
-        if (st->nbatches == cap) st->rows = realloc(st->rows, (size_t)(cap *= 2) * sizeof *st->rows);
+        if (st->nbatches == cap)
+            st->rows = realloc(st->rows, (size_t)(cap *= 2) * sizeof *st->rows);
         st->rows[st->nbatches++] = b;
         left -= b;
     } while (left > 0);
@@ -733,8 +736,10 @@ START_TEST(stages_after) {
                               "output: [k, seg, m, n, cn]\n");
         table got;
         run(yaml, &st, false, 3, 0, &got);
-        const unsigned char *k = column(&got, "k", SLUICE_I32), *seg = column(&got, "seg", SLUICE_I64),
-                            *m = column(&got, "m", SLUICE_I64), *cn = column(&got, "cn", SLUICE_I64);
+        const unsigned char *k = column(&got, "k", SLUICE_I32);
+        const unsigned char *seg = column(&got, "seg", SLUICE_I64);
+        const unsigned char *m = column(&got, "m", SLUICE_I64);
+        const unsigned char *cn = column(&got, "cn", SLUICE_I64);
         int64_t j = 0, sum = 0;
         for (int64_t i = 0; i < e.n; i++) {
             if (e.v[i].n <= 1) continue;
@@ -760,7 +765,8 @@ START_TEST(stages_after) {
         table got;
         run(yaml, &st, false, 1, 1000, &got);
         ck_assert_int_eq(got.rows, e.n);
-        const unsigned char *seg = column(&got, "seg", SLUICE_I64), *sx = column(&got, "sx", SLUICE_I64);
+        const unsigned char *seg = column(&got, "seg", SLUICE_I64);
+        const unsigned char *sx = column(&got, "sx", SLUICE_I64);
         for (int64_t j = 0; j < got.rows; j++) {
             int64_t gseg, gsx, pseg, psx;
             memcpy(&gseg, seg + 8 * j, 8), memcpy(&gsx, sx + 8 * j, 8);

@@ -839,7 +839,8 @@ static int64_t reduce_rows(const fused_run *r, worker *wk, const tile_status *ci
     const sl_cpu_fused *g = r->g;
     const sl_reduce *rd = g->reduce;
     const sl_cpu_carry *c = &cin->carries[g->reduce_slot];
-    if (rd->segments == SL_SEGMENTS_OFFSETS) return segments_before(r, t + 1) - segments_before(r, t);
+    if (rd->segments == SL_SEGMENTS_OFFSETS)
+        return segments_before(r, t + 1) - segments_before(r, t);
     if (rd->segments == SL_SEGMENTS_NONE || cur == 0) return 0;
     uint8_t *h = wk->head;
     const void *col = wk->view[rd->segment_column];
@@ -922,7 +923,8 @@ static void reduce_store_row(const sl_cpu_fused *g, void *const *dest, int64_t a
 static void gather(void *to, int64_t at, const void *from, size_t size, const int32_t *idx,
                    int64_t n, bool truth) {
     if (truth) {
-        for (int64_t m = 0; m < n; m++) ((uint8_t *)to)[at + m] = ((const uint8_t *)from)[idx[m]] != 0;
+        const uint8_t *bytes = from;
+        for (int64_t m = 0; m < n; m++) ((uint8_t *)to)[at + m] = bytes[idx[m]] != 0;
         return;
     }
     switch (size) {
@@ -957,7 +959,8 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
     /* Row 0 closing the carried segment takes the carries; a head at i > 0 takes row i-1. */
     const uint8_t *h = wk->head;
     if (h[0]) {
-        for (int j = 0; j < rd->nvalues; j++) reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
+        for (int j = 0; j < rd->nvalues; j++)
+            reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
         reduce_store_row(g, r->dest, at++, cin->carries[rs].last_key, index++);
     }
     int32_t *from = wk->pos;
@@ -993,7 +996,8 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
 static void reduce_emit_open(const sl_cpu_fused *g, sl_cpu_carry *carries, void *const *dest,
                              int64_t at) {
     int rs = g->reduce_slot;
-    for (int j = 0; j < g->reduce->nvalues; j++) reduce_store(g, dest, rs + j, carries[rs + j].v, at);
+    for (int j = 0; j < g->reduce->nvalues; j++)
+        reduce_store(g, dest, rs + j, carries[rs + j].v, at);
     reduce_store_row(g, dest, at, carries[rs].last_key, carries[rs].segments);
     carries[rs].segments++;
     carries[rs].open = false;
