@@ -28,11 +28,13 @@
  *    included).
  * In the plan (core/plan/plan.h) the kind's shape SL_SHAPE_REDUCE ends its fused group: the
  * stages before the reduce and the reduce are one pass (g->reduces); the stages after it
- * are a new group over the reduced rows. The group's `out` columns are exactly the key, index
- * and into columns (`in` has the key); its values join carry phase plan->stage_phase[stage]
- * like scans; sl_plan_rows_out bounds the rows a piece gives. At flush the executor hands a
- * group with emits_at_flush a piece with end_of_stream set and no rows, and the group emits
- * its open segment (core/runtime/exec.h). */
+ * are a new group over the reduced rows. The group's `out` columns are those of the key,
+ * index and into columns needed later (`in` has the key); its values join carry phase
+ * plan->stage_phase[stage] like scans; sl_plan_rows_out bounds the rows a piece gives (with
+ * an offsets input's empty segments, more than it brings). At flush the executor calls the
+ * backend's flush_group (core/runtime/session.h) for each group with emits_at_flush, which
+ * gives the open segment's row, and runs it through the groups after. The CPU's piece is
+ * the reduce section of core/cpu/fused.c. */
 #include <string.h>
 
 #include "stages/kind.h"
