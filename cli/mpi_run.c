@@ -469,9 +469,12 @@ int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a
     if (rc == SL_EXIT_OK) rc = run_passes(&r);
     if (rc == SL_EXIT_OK) rc = commit_outputs(&r);
     if (rc != SL_EXIT_OK) {
-        if (r.rank == r.failed_rank) sl_fail("rank %d of %d: %s", r.rank, r.size, r.err);
-        else sl_fail("rank %d of %d stops: rank %d failed: %s", r.rank, r.size, r.failed_rank,
-                     r.err);
+        /* One write a line: the ranks' lines reach the launcher's terminal whole. */
+        if (r.rank == r.failed_rank)
+            fprintf(stderr, "sluice: error: rank %d of %d: %s\n", r.rank, r.size, r.err);
+        else
+            fprintf(stderr, "sluice: error: rank %d of %d stops: rank %d failed: %s\n", r.rank,
+                    r.size, r.failed_rank, r.err);
     }
     if (r.rank == 0 && rc != SL_EXIT_OK) {
         close_outputs(&r.out, true);

@@ -47,7 +47,8 @@ if "${mpirun[@]}" "$sluice" run "$pipelines/cull-visible.yaml" --in "$csv" --out
     --backend cpu >"$work/csv.log" 2>&1; then
   echo "FAIL: a CSV input under mpirun succeeded"; fails=$((fails + 1))
 fi
-if [ "$(grep -c 'CSV stream cannot be split' "$work/csv.log" || true)" -ne "$np" ] || [ -e "$work/csv-out" ]; then
+# Counted as occurrences, not lines: the ranks' messages may interleave on one line.
+if [ "$(grep -o 'CSV stream cannot be split' "$work/csv.log" | wc -l)" -ne "$np" ] || [ -e "$work/csv-out" ]; then
   echo "FAIL: a CSV input: not every rank reported it, or an OUTDIR was left:"; cat "$work/csv.log"
   fails=$((fails + 1))
 fi
@@ -58,7 +59,7 @@ if "${mpirun[@]}" "$sluice" run "$pipelines/cull-visible.yaml" --in "$work/cull-
     --out "$work/a-file/out" --backend cpu >"$work/outdir.log" 2>&1; then
   echo "FAIL: an OUTDIR that cannot be made: the run succeeded"; fails=$((fails + 1))
 fi
-if [ "$(grep -c 'rank 0 failed\|rank 0 of' "$work/outdir.log" || true)" -ne "$np" ]; then
+if [ "$(grep -o 'rank 0 failed\|rank 0 of' "$work/outdir.log" | wc -l)" -ne "$np" ]; then
   echo "FAIL: an OUTDIR that cannot be made: not every rank reported rank 0's failure:"
   cat "$work/outdir.log"; fails=$((fails + 1))
 fi
