@@ -58,7 +58,11 @@
  * last bits, as two batch cuttings may (pipelines/SCHEMA.md, Determinism).
  *
  * Threading: as sluice.h (one thread at a time per context); MPI must be initialised with
- * at least MPI_THREAD_FUNNELED and the calls made from the thread that initialised it. */
+ * at least MPI_THREAD_FUNNELED and the calls made from the thread that initialised it.
+ *
+ * Linking: libsluice_mpi (dist/) is built beside the library where CMake finds MPI and links
+ * the library's internal objects (target sluice_mpi in this build tree: the `sluice` program
+ * and tests/mpi use it). It is not installed yet, nor is this header. */
 #ifndef SLUICE_MPI_H
 #define SLUICE_MPI_H
 
