@@ -3,8 +3,9 @@
 # `mpirun -np NP sluice run` against one process on the same generated input: integer and bool
 # outputs byte-identical, float outputs within a relative 1e-4 (f32) / 1e-9 (f64) with NaNs in
 # the same places (tests/mpi/compare.py; the bound is notes/DISTRIBUTED.md's), at two batch
-# sizes. Then the failures every rank must report: a CSV input (cannot be split) and an OUTDIR
-# that cannot be made, each exiting 1 on every rank and leaving no output.
+# sizes; and `sluice explain --ranks` for each. Then the failures every rank must report: a
+# CSV input (cannot be split) and an OUTDIR that cannot be made, each exiting 1 on every rank
+# and leaving no output.
 set -euo pipefail
 sluice=$1 np=$2 pipelines=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +19,13 @@ for yaml in "$pipelines"/*.yaml; do
   name=$(basename "$yaml" .yaml)
   dir=$work/$name
   mkdir -p "$dir"
+  # explain --ranks says what crosses ranks and the passes, or why it cannot run distributed
+  if "$sluice" explain "$yaml" --ranks --backend cpu >"$dir/explain.txt" 2>&1; then
+    grep -q "passes over each rank's part: [0-9]" "$dir/explain.txt" ||
+      { echo "FAIL: $name: explain --ranks gives no passes:"; cat "$dir/explain.txt"; fails=$((fails + 1)); }
+  elif ! grep -q "a distributed session cannot run a '[a-z_]*' stage yet" "$dir/explain.txt"; then
+    echo "FAIL: $name: explain --ranks failed:"; cat "$dir/explain.txt"; fails=$((fails + 1))
+  fi
   "$sluice" gen "$yaml" --rows 30011 --out "$dir/in" >/dev/null
   "$sluice" run "$yaml" --in "$dir/in" --out "$dir/ref" --backend cpu --threads 1 \
     --no-progress 2>/dev/null
