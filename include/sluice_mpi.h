@@ -45,7 +45,9 @@
  * rank's share of the stream (in memory: a distributed session does not spill sort runs).
  *
  * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
- * cudaSetDevice before open, e.g. local rank modulo devices). Carried state crosses ranks
+ * cudaSetDevice before open, e.g. local rank modulo devices). SLUICE_BACKEND_AUTO picks CUDA
+ * where sluice_session_open would, except for pipelines the CUDA backend cannot run
+ * distributed (below), which then run on the CPU. Carried state crosses ranks
  * through MPI in host memory (160 bytes a scan); sorted rows through MPI from host memory.
  * Not yet supported, refused at open on every rank with a diagnostic saying so: on the CUDA
  * backend, pipelines with a scan whose state crosses ranks (SLUICE_ERR_BACKEND_UNAVAILABLE;
