@@ -936,6 +936,31 @@ static void gather(void *to, int64_t at, const void *from, size_t size, const in
 }
 #undef GATHER
 
+/* Writes n output rows from `at` column by column: row m takes the values' states at the
+ * tile's row from[m] (non-decreasing; one typed gather per kept field) and the index
+ * index + m. Only rows before the tile's first head can hold a local prefix (the carry not
+ * applied yet): those few are written again the slow way. */
+static void write_rows(const fused_run *r, const worker *wk, const tile_status *cin,
+                       const int32_t *from, int64_t n, int64_t at, int64_t index) {
+    const sl_cpu_fused *g = r->g;
+    const sl_reduce *rd = g->reduce;
+    int rs = g->reduce_slot;
+    for (int j = 0; j < rd->nvalues; j++) {
+        const sl_scan *sc = g->scans[rs + j];
+        const scan_tile *sk = &wk->tiles[rs + j];
+        for (int f = 0; f < sc->nfields; f++) {
+            int c = sc->into[f];
+            if (c >= 0 && r->dest[c])
+                gather(r->dest[c], at, sk->y[f], g->col_size[c], from, n, false);
+        }
+        if (sk->with_carry || sk->head0) continue;
+        for (int64_t m = 0; m < n && from[m] < sk->fix_n; m++)
+            write_value_at(g, wk, cin, r->dest, rs + j, from[m], at + m);
+    }
+    if (rd->index_column >= 0 && r->dest[rd->index_column])
+        for (int64_t m = 0; m < n; m++) ((int64_t *)r->dest[rd->index_column])[at + m] = index + m;
+}
+
 /* Writes the rows tile t gives (reduce_rows counted them) from output row cin->out_rows. */
 static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin, int64_t t,
                          int64_t cur) {
@@ -943,15 +968,28 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
     const sl_reduce *rd = g->reduce;
     int rs = g->reduce_slot;
     int64_t at = cin->out_rows, index = cin->carries[rs].segments;
+    int32_t *from = wk->pos;
     if (rd->segments == SL_SEGMENTS_OFFSETS) {
-        int64_t k1 = segments_before(r, t + 1);
-        for (int64_t k = segments_before(r, t); k < k1; k++, at++) {
-            int64_t first = r->offsets[k], end = r->offsets[k + 1];
-            for (int j = 0; j < rd->nvalues; j++) {
-                if (first == end) reduce_store(g, r->dest, rs + j, g->scans[rs + j]->identity, at);
-                else write_value_at(g, wk, cin, r->dest, rs + j, end - 1 - t * T, at);
+        /* Segment k takes its last row; an empty one (written as the identity after) the row
+         * before it, so `from` stays non-decreasing. Chunks of at most T segments: empty
+         * segments can make a tile's rows out more than its rows in. */
+        int64_t k1 = segments_before(r, t + 1), r0 = t * T;
+        for (int64_t kb = segments_before(r, t); kb < k1; kb += T) {
+            int64_t n = k1 - kb < T ? k1 - kb : T;
+            int32_t last = 0;
+            for (int64_t m = 0; m < n; m++) {
+                int64_t first = r->offsets[kb + m], end = r->offsets[kb + m + 1];
+                if (end > first) last = (int32_t)(end - 1 - r0);
+                from[m] = last;
             }
-            reduce_store_row(g, r->dest, at, 0, index++);
+            write_rows(r, wk, cin, from, n, at, index);
+            for (int64_t m = 0; m < n; m++) {
+                if (r->offsets[kb + m] != r->offsets[kb + m + 1]) continue;
+                for (int j = 0; j < rd->nvalues; j++)
+                    reduce_store(g, r->dest, rs + j, g->scans[rs + j]->identity, at + m);
+            }
+            at += n;
+            index += n;
         }
         return;
     }
@@ -963,32 +1001,13 @@ static void reduce_write(const fused_run *r, worker *wk, const tile_status *cin,
             reduce_store(g, r->dest, rs + j, cin->carries[rs + j].v, at);
         reduce_store_row(g, r->dest, at++, cin->carries[rs].last_key, index++);
     }
-    int32_t *from = wk->pos;
     int64_t n = 0;
     for (int64_t i = 1; i < cur; i++)
         if (h[i]) from[n++] = (int32_t)(i - 1);
-    /* Column by column: one gather per kept field, the key and the index. Only a row before
-     * the tile's first head can hold a local prefix (the carry not applied yet): the first
-     * one, if any, goes the slow way. */
-    for (int j = 0; j < rd->nvalues; j++) {
-        const sl_scan *sc = g->scans[rs + j];
-        const scan_tile *sk = &wk->tiles[rs + j];
-        int64_t m0 = 0;
-        while (m0 < n && from[m0] < sk->fix_n && !sk->with_carry && !sk->head0) {
-            write_value_at(g, wk, cin, r->dest, rs + j, from[m0], at + m0);
-            m0++;
-        }
-        for (int f = 0; f < sc->nfields; f++) {
-            int c = sc->into[f];
-            if (c >= 0 && r->dest[c])
-                gather(r->dest[c], at + m0, sk->y[f], g->col_size[c], from + m0, n - m0, false);
-        }
-    }
+    write_rows(r, wk, cin, from, n, at, index);
     if (rd->key_column >= 0 && r->dest[rd->key_column])
         gather(r->dest[rd->key_column], at, wk->view[rd->key_column],
                g->col_size[rd->key_column], from, n, g->reduce_key_bool);
-    if (rd->index_column >= 0 && r->dest[rd->index_column])
-        for (int64_t m = 0; m < n; m++) ((int64_t *)r->dest[rd->index_column])[at + m] = index + m;
 }
 
 /* Writes the open segment's row from the carries at output row `at` (a NONE reduce's whole
