@@ -209,11 +209,9 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
  * hundreds of tiles, and each window costs one L2 round trip (1-2 microseconds when memory
  * is busy). So the windows are wide: 4 states per lane, then 8 (128, then 256 tiles per
  * round trip); fewer for states that need a 16-byte word (4, then 4) or more (2, then 2).
- * On the H200 (2026-11-29) windows of 32 then 128 read state by state made the look-back
- * the bottleneck (65% of warp stalls were the block waiting behind it, scan at 47% of copy).
- * Twice these widths for the look-back warp measured worse (scan 61.3% of copy against
- * 64.9%, same run): a scan iteration still takes ~6 microseconds, most of it look-back, so
- * the round trips are not the whole cost (bench/RESULTS.md runs 10-11). */
+ * Narrower windows read state by state made the look-back the bottleneck on the H200, and
+ * twice these widths for the look-back warp measured worse: the round trips are not the
+ * whole cost of an iteration (bench/RESULTS.md, runs 10-11). */
 template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {

@@ -3,8 +3,8 @@
  * of its shared-memory stages (two, or three in the kernel with a look-back warp; Hopper's
  * bulk copy, `cp.async.bulk`, completing on an mbarrier). Without it a block's loads are in
  * flight only between taking a tile and its look-back, and the SM's memory pipe idles while
- * the block waits on its predecessors (measured on the H200, 2026-11-29: 43 of 77 cycles
- * per instruction were barrier waits during the look-back, scan at 52% of copy bandwidth).
+ * the block waits on its predecessors (on the H200 most cycles per instruction were then
+ * barrier waits during the look-back: bench/RESULTS.md).
  *
  * Protocol (thread 0 produces, the whole block consumes):
  *   queue_init          thread 0, once: the stages' barriers

@@ -1,6 +1,6 @@
 /* sl_sortkey.h — the one definition of a sort key's image: the unsigned integer whose order
  * is the key's order, so that a radix sort only ever sorts unsigned bits. The CPU applies it
- * to whole columns (core/runtime/sortkey.c), the GPU sort's kernels per row (kernels/sort.cu), and
+ * to whole columns (core/runtime/sortkey.c), the GPU sort's kernels per row (core/cuda/sort.cu), and
  * kernels/sl_ops.h gives typed forms of it; keeping the rule in one place is what makes the
  * two backends order every key, NaNs and zeros included, the same way. Plain C99 that also
  * compiles as CUDA C++ under nvcc and NVRTC (sl_ops.h, which generated kernels include, pulls

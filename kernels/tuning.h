@@ -29,11 +29,9 @@ static const sl_tuning sl_tuning_table[] = {
     /* arch  threads  bytes  min  max  register budget  min blocks/SM */
     {70, 256, 32, 2, 16, 96, 4},
     {80, 256, 64, 2, 16, 128, 5},
-    /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; measured there,
-       2026-11-29, 2^26 f32 rows: 256x16 beat 128x16, 128x32, 512x8 and 256x32 on the scan
-       and linrec kernels (512x16 was within 3%). Halving the items of the six-stage group
-       (register budget 64) made it slower there (2.4 -> 3.5 ms at 2^28 rows), so the budget
-       stays at 128 live column-items. */
+    /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; 256 threads x 16
+       items was the fastest shape measured for the scan and linrec kernels, and a smaller
+       register budget made the six-stage group slower (the sweeps: bench/RESULTS.md). */
     {90, 256, 64, 2, 16, 128, 5},
 };
 
