@@ -720,7 +720,7 @@ def run(case, data, timing=None):
         elif k == 'reduce':
             segs = reduce_segments(st, env, n, batch, nbatches, offs_segs)
             avail = reduce_avail(st, segs, avail, nbatches)
-            new, batch = do_reduce(case, st, scope(env, n, batch), n, segs, nbatches)
+            new, batch = do_reduce(case, st, scope(env, n, batch), n, segs)
             live = [name for name, _ in new]
             env = dict(new)
             order += [name for name, _ in new if name not in order]
@@ -823,7 +823,7 @@ def _reduction_identity(case, v, t, field=None):
     return np.array([_identity(op, t)], dtype=object).astype(NP[t])
 
 
-def do_reduce(case, st, env, n, segs, nbatches):
+def do_reduce(case, st, env, n, segs):
     """The rows of a reduce over the n rows in env: one per segment, the value of each
     reduction that of an inclusive scan over the segment at its last row (the identity for an
     empty segment). Returns ([(name, Col)] in the live order: key, index, values; the push of
