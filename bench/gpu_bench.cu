@@ -156,6 +156,10 @@ struct sluice_job {
     int64_t out_rows = 0;
     bool failed = false;
 };
+static int bench_depth() {
+    const char *d = getenv("GPU_BENCH_DEPTH");
+    return d ? atoi(d) : 1;
+}
 static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
     // GPU_BENCH_ONLY_SORT=1: measure sluice's sorts only (the fused groups are not ready).
     if (getenv("GPU_BENCH_ONLY_SORT") && !strstr(yaml, "sort:")) {
@@ -172,8 +176,9 @@ static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
         so.backend = SLUICE_BACKEND_CUDA;
         so.max_batch_rows = n;
         // one batch at a time: each timed step is one whole push and pull (the figures are a
-        // pass's time; bench/stream_bench.c measures batches in flight)
-        so.pipeline_depth = 1;
+        // pass's time; bench/stream_bench.c measures batches in flight). GPU_BENCH_DEPTH sets
+        // another depth, to check that path at these sizes (pulls then wait: pull_wait).
+        so.pipeline_depth = bench_depth();
         sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
         co.stream = g_stream;
         co.outputs_on_device = 1;
@@ -197,7 +202,7 @@ static void sluice_step(sluice_job &j, const std::vector<sluice_column> &cols) {
     if (j.failed) return;
     sluice_status st = sluice_cuda_session_push_device(j.s, cols.data(), cols.size());
     sluice_batch *b = nullptr;
-    while (st == SLUICE_OK && (st = sluice_session_pull(j.s, &b)) == SLUICE_OK && b) {
+    while (st == SLUICE_OK && (st = sluice_session_pull_wait(j.s, &b, -1)) == SLUICE_OK && b) {
         j.out_rows = sluice_batch_rows(b);
         sluice_batch_free(b);
     }
@@ -471,14 +476,14 @@ int main(int argc, char **argv) {
             sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
             so.backend = SLUICE_BACKEND_CUDA;
             so.max_batch_rows = hn;
-            so.pipeline_depth = 1;
+            so.pipeline_depth = bench_depth();
             if (sluice_pipeline_load_string(j.ctx, yaml, strlen(yaml), "bench", &j.p) == SLUICE_OK &&
                 sluice_session_open(j.p, &so, &j.s) == SLUICE_OK) {
                 sluice_column c = {"x", SLUICE_F32, hx, hn};
                 t_sl = time_ms([&] {
                     sluice_batch *b = nullptr;
                     if (sluice_session_push(j.s, &c, 1) != SLUICE_OK) j.failed = true;
-                    while (sluice_session_pull(j.s, &b) == SLUICE_OK && b) sluice_batch_free(b);
+                    while (sluice_session_pull_wait(j.s, &b, -1) == SLUICE_OK && b) sluice_batch_free(b);
                 });
                 if (j.failed) t_sl = -1;
             }
