@@ -45,6 +45,7 @@
 #include "cuda/offsets_check.h"
 #include "cuda/pinned.h"
 #include "cuda/sort.h"
+#include "runtime/carry.h"
 #include "runtime/exec.h"
 #include "sluice_cuda.h"
 
@@ -62,6 +63,12 @@ typedef struct group_state {
     int64_t gen;
     bool touched;      /* written in the current (uncommitted) call: generation gen + 1 */
     void **out_buf;    /* per lane and layout output ([lane * noutputs + i]): cap_rows rows */
+    /* For carries read and seeded from outside (core/runtime/carry.h): per scan, what the
+     * last carry_set gave (zeroed at open and reset), and whether rows reached the group
+     * since, first in generation fed_gen (the device state keeps no row count). */
+    sl_scan_carry *seeded;
+    bool fed;
+    int64_t fed_gen;
     /* sort */
     const sl_sort *sort;
     bool per_stream;
@@ -242,6 +249,7 @@ static void free_group(sluice_context *ctx, cuda_session *cs, group_state *g) {
     for (int i = 0; g->carry && i < cs->ring; i++)
         if (g->carry[i]) cudaFree(g->carry[i]);
     sl_free(ctx, g->carry);
+    sl_free(ctx, g->seeded);
     sl_free(ctx, g->out_buf);
     sl_free(ctx, g->sort_out);
     sl_free(ctx, g->types);
@@ -373,6 +381,10 @@ static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi) {
         if (!g->carry) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
         for (int i = 0; i < cs->ring; i++)
             SL_TRY(device_alloc(ctx, &g->carry[i], g->layout->carry_bytes, "a scan carry"));
+        int nscans = 0;
+        (void)sl_cuda_group_scan_carries(g->fused, &nscans);
+        g->seeded = sl_calloc(ctx, (size_t)nscans + 1, sizeof *g->seeded);
+        if (!g->seeded) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
         CUDA_TRY(ctx, cudaMemcpy(g->carry[0], sl_cuda_group_carry_identity(g->fused),
                                  g->layout->carry_bytes, cudaMemcpyHostToDevice),
                  "initialising a carry");
@@ -718,6 +730,10 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     }
     if (st == SLUICE_OK) {
         g->touched = true;
+        if (piece->rows > 0 && !g->fed) {
+            g->fed = true;
+            g->fed_gen = g->gen + 1;
+        }
         /* After a compaction rows have moved: only what the group wrote is valid. */
         if (L->compacts)
             for (int c = 0; c <= p->ncolumns; c++) piece->cols[c] = NULL;
@@ -1122,11 +1138,20 @@ static void forget_from(cuda_session *cs, int64_t first) {
     }
 }
 
+/* After a rollback or restore: rows that reached a group only in generations undone no
+ * longer count. */
+static void unfeed(group_state *g) {
+    if (g->fed && g->fed_gen > g->gen) g->fed = false;
+}
+
 static void rollback_impl(cuda_session *cs) {
     free_temps(cs);
     cs->direct_in = false;
     if (cs->seen_end > cs->call_first) forget_from(cs, cs->call_first);
-    for (int i = 0; i < cs->ngroups; i++) cs->groups[i].touched = false; /* generation gen stays */
+    for (int i = 0; i < cs->ngroups; i++) {
+        cs->groups[i].touched = false; /* generation gen stays */
+        unfeed(&cs->groups[i]);
+    }
 }
 
 /* ---- pieces in flight (core/runtime/session.h) ----------------------------------------- */
@@ -1258,6 +1283,7 @@ static void restore_impl(cuda_session *cs, const int64_t *gens) {
     for (int i = 0; i < cs->ngroups; i++) {
         cs->groups[i].gen = gens[i];
         cs->groups[i].touched = false;
+        unfeed(&cs->groups[i]);
     }
 }
 
@@ -1266,12 +1292,165 @@ static sluice_status reset_impl(sluice_session *s, cuda_session *cs) {
     for (int gi = 0; gi < cs->ngroups; gi++) {
         group_state *g = &cs->groups[gi];
         g->touched = false;
+        g->fed = false;
+        int nscans = 0;
+        if (g->kind == SL_GROUP_FUSED) (void)sl_cuda_group_scan_carries(g->fused, &nscans);
+        if (nscans > 0) memset(g->seeded, 0, (size_t)nscans * sizeof *g->seeded);
         if (g->kind == SL_GROUP_FUSED)
             CUDA_TRY(ctx, cudaMemcpyAsync(g->carry[g->gen % cs->ring], sl_cuda_group_carry_identity(g->fused),
                                           g->layout->carry_bytes, cudaMemcpyHostToDevice, cs->stream),
                      "resetting a carry");
     }
     CUDA_TRY(ctx, cudaStreamSynchronize(cs->stream), "resetting the session");
+    return SLUICE_OK;
+}
+
+/* ---- carries seen from outside (core/runtime/carry.h) ------------------------------------ */
+
+/* A segment key's bits as the CPU backend keeps them (core/cpu/fused.c): the stored bits,
+ * zero-extended, a bool key its truth value. */
+static uint64_t key_bits(const unsigned char *at, sluice_type t) {
+    uint64_t b = 0;
+    memcpy(&b, at, sluice_type_size(t)); /* little-endian, like the device */
+    return t == SLUICE_BOOL ? b != 0 : b;
+}
+
+static void store_key(unsigned char *at, sluice_type t, uint64_t bits) {
+    if (t == SLUICE_BOOL) bits = bits != 0;
+    memcpy(at, &bits, sluice_type_size(t));
+}
+
+/* Whether group gi's carried records are its scans' alone: a reduce's state (its values
+ * and segments) is not handed out by this backend yet. */
+static sluice_status scans_only(sluice_session *s, int gi) {
+    const sl_group *pg = &s->plan.groups[gi];
+    for (int st = pg->first; st < pg->last; st++)
+        if (s->pipeline->stages[st].kind == SL_STAGE_REDUCE)
+            return sl_error(s->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                            "the CUDA backend cannot hand a reduce's state to a distributed "
+                            "session yet (pipeline '%s'); use the CPU backend", s->pipeline->name);
+    return SLUICE_OK;
+}
+
+/* The scan stage of each of group gi's scans, in stage order. */
+static const sl_scan *group_scan(const sluice_session *s, int gi, int k) {
+    const sl_group *pg = &s->plan.groups[gi];
+    for (int st = pg->first; st < pg->last; st++)
+        if (s->pipeline->stages[st].kind == SL_STAGE_SCAN && k-- == 0)
+            return &s->pipeline->stages[st].scan;
+    return NULL;
+}
+
+/* Reads the committed carry once the work on the compute stream (every piece issued so far)
+ * is done, and turns each scan's device state (codegen.h's sl_cg_scan_carry) into the
+ * record the CPU keeps. What the device state does not hold comes from the last seed:
+ * - a key-segmented scan seeded without a key starts from has = 0, so its `has` and `first`
+ *   fields are exactly has_first and first_key since the seed, `interior` exactly headed;
+ *   seeded with a key, its span starts at that key: `interior` is still exactly headed
+ *   (a row whose key differs from the seeded one makes a boundary), and first_key reads as
+ *   the seeded key, which is the first row's key whenever headed is false (a distributed
+ *   session reads first_key only then, and only of scans it seeded without a key);
+ * - has_first of the other scans, and of key scans seeded with a key, is whether rows
+ *   entered the group since the seed (a compaction earlier in the group may have kept none
+ *   of them: the state is then the seed's, and folding it in is the combine with the
+ *   identity the device's own empty tiles make too);
+ * - offsets segments restart every batch and carry no key out of it: none is reported. */
+static sluice_status carry_get_impl(sluice_session *s, cuda_session *cs, int gi,
+                                    sl_scan_carry *out) {
+    sluice_context *ctx = s->ctx;
+    group_state *g = &cs->groups[gi];
+    int n = 0;
+    const sl_cg_scan_carry *lay = sl_cuda_group_scan_carries(g->fused, &n);
+    SL_TRY(scans_only(s, gi));
+    size_t bytes = g->layout->carry_bytes;
+    unsigned char *host = sl_calloc(ctx, bytes, 1);
+    if (!host) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading scan carries");
+    cudaError_t e = cudaMemcpyAsync(host, g->carry[g->gen % cs->ring], bytes,
+                                    cudaMemcpyDeviceToHost, cs->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cs->stream);
+    if (e != cudaSuccess) {
+        sl_free(ctx, host);
+        return cuda_status(ctx, e, "reading scan carries");
+    }
+    bool fed = g->fed && g->gen >= g->fed_gen;
+    for (int k = 0; k < n; k++) {
+        const sl_scan *sc = group_scan(s, gi, k);
+        const sl_scan_carry *in = &g->seeded[k];
+        sl_scan_carry *o = &out[k];
+        *o = (sl_scan_carry){0};
+        for (int f = 0; f < sc->nfields; f++)
+            o->v[f] = sl_value_load(sc->acc[f], host + lay[k].value[f], 0);
+        o->has_first = in->has_first || fed;
+        o->first_key = in->first_key;
+        switch (sc->segments) {
+        case SL_SEGMENTS_KEY: {
+            sluice_type kt = s->pipeline->columns[sc->segment_column].type;
+            bool has = host[lay[k].flag] != 0, interior = host[lay[k].interior] != 0;
+            o->has_key = has;
+            o->last_key = has ? key_bits(host + lay[k].last, kt) : 0;
+            if (!in->has_key) {
+                o->has_first = in->has_first || has;
+                if (!in->has_first && has) o->first_key = key_bits(host + lay[k].first, kt);
+            } else if (!in->has_first && o->has_first) {
+                o->first_key = in->last_key;
+            }
+            o->headed = in->headed || interior;
+            break;
+        }
+        case SL_SEGMENTS_OFFSETS:
+            o->headed = in->headed || host[lay[k].flag] != 0;
+            break;
+        default: /* no key of its own: what was seeded stays, as on the CPU */
+            o->headed = in->headed ||
+                        (sc->segments == SL_SEGMENTS_HEADFLAG && host[lay[k].flag] != 0);
+            o->has_key = in->has_key;
+            o->last_key = in->last_key;
+            break;
+        }
+    }
+    sl_free(ctx, host);
+    return SLUICE_OK;
+}
+
+/* Writes each scan's record into a fresh carry (the identity's bytes: the compaction's
+ * count restarts every batch anyway) and makes it the committed generation. A key scan
+ * with a key starts a span of that key (has, first = last = the key, interior = headed);
+ * a head-flag scan's flag is headed. */
+static sluice_status carry_set_impl(sluice_session *s, cuda_session *cs, int gi,
+                                    const sl_scan_carry *in) {
+    sluice_context *ctx = s->ctx;
+    group_state *g = &cs->groups[gi];
+    int n = 0;
+    const sl_cg_scan_carry *lay = sl_cuda_group_scan_carries(g->fused, &n);
+    SL_TRY(scans_only(s, gi));
+    size_t bytes = g->layout->carry_bytes;
+    unsigned char *host = sl_calloc(ctx, bytes, 1);
+    if (!host) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory seeding scan carries");
+    memcpy(host, sl_cuda_group_carry_identity(g->fused), bytes);
+    for (int k = 0; k < n; k++) {
+        const sl_scan *sc = group_scan(s, gi, k);
+        for (int f = 0; f < sc->nfields; f++)
+            sl_value_store(sc->acc[f], host + lay[k].value[f], 0,
+                           sl_value_cast(in[k].v[f], sc->acc[f]));
+        if (sc->segments == SL_SEGMENTS_KEY) {
+            sluice_type kt = s->pipeline->columns[sc->segment_column].type;
+            host[lay[k].flag] = in[k].has_key;
+            host[lay[k].interior] = in[k].has_key && in[k].headed;
+            store_key(host + lay[k].first, kt, in[k].has_key ? in[k].last_key : 0);
+            store_key(host + lay[k].last, kt, in[k].has_key ? in[k].last_key : 0);
+        } else if (sc->segments != SL_SEGMENTS_NONE) {
+            host[lay[k].flag] = in[k].headed;
+        }
+    }
+    /* Synchronous: the host buffer goes next, and the stream's earlier work (which wrote
+     * the generation overwritten here) is done first. */
+    cudaError_t e = cudaMemcpyAsync(g->carry[g->gen % cs->ring], host, bytes,
+                                    cudaMemcpyHostToDevice, cs->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cs->stream);
+    sl_free(ctx, host);
+    if (e != cudaSuccess) return cuda_status(ctx, e, "seeding scan carries");
+    memcpy(g->seeded, in, (size_t)n * sizeof *in);
+    g->fed = false;
     return SLUICE_OK;
 }
 
@@ -1378,6 +1557,14 @@ static void cuda_end_piece(sluice_session *s, const sl_piece *piece, sluice_batc
 
 static void cuda_mark(sluice_session *s, void *out) { mark_impl(s->impl, out); }
 
+static sluice_status cuda_carry_get(sluice_session *s, int gi, sl_scan_carry *out) {
+    ON_DEVICE(s, carry_get_impl(s, s->impl, gi, out));
+}
+
+static sluice_status cuda_carry_set(sluice_session *s, int gi, const sl_scan_carry *in) {
+    ON_DEVICE(s, carry_set_impl(s, s->impl, gi, in));
+}
+
 static void cuda_restore(sluice_session *s, const void *mark) { restore_impl(s->impl, mark); }
 
 static const sl_backend_ops cuda_ops = {
@@ -1409,6 +1596,8 @@ static const sl_backend_ops cuda_ops = {
     .mark_bytes = mark_bytes_impl,
     .mark = cuda_mark,
     .restore = cuda_restore,
+    .carry_get = cuda_carry_get,
+    .carry_set = cuda_carry_set,
 };
 
 const sl_backend_ops *sl_cuda_backend(void) { return &cuda_ops; }

@@ -1059,14 +1059,29 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->carry_identity = st == SLUICE_OK ? sl_calloc(ctx, out->carry_bytes, 1) : NULL;
         if (st == SLUICE_OK && !out->carry_identity)
             st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+        out->scan_carry = st == SLUICE_OK ? sl_calloc(ctx, (size_t)g.nslots + 1,
+                                                      sizeof *out->scan_carry) : NULL;
+        if (st == SLUICE_OK && !out->scan_carry)
+            st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
         for (int si = 0; st == SLUICE_OK && si < g.nslots; si++) {
             const cg_slot *slot = &g.slots[si];
             if (slot->kind != SLOT_SCAN) continue; /* count, flags, keys: identity 0 */
             const sl_scan *sc = &p->stages[slot->stage].scan;
-            unsigned char *base = out->carry_identity + g.carry_offset[slot->phase];
+            size_t at = g.carry_offset[slot->phase];
+            unsigned char *base = out->carry_identity + at;
+            /* Slots are added in stage order, so this is the group's next scan. */
+            sl_cg_scan_carry *sk = &out->scan_carry[out->nscans++];
+            for (int f = 0; f < SL_MAX_FIELDS; f++) sk->value[f] = SIZE_MAX;
+#define FIELD_AT(id) ((id) >= 0 ? at + g.fields[id].offset : SIZE_MAX)
+            sk->flag = FIELD_AT(slot->flag_field);
+            sk->interior = FIELD_AT(slot->interior_field);
+            sk->first = FIELD_AT(slot->first_field);
+            sk->last = FIELD_AT(slot->last_field);
+#undef FIELD_AT
             for (int f = 0; f < sc->nfields; f++) {
                 const cg_field *fd = &g.fields[slot->value_field[f]];
                 sl_value_store(fd->type, base + fd->offset, 0, sc->identity[f]);
+                sk->value[f] = at + fd->offset;
             }
         }
     }
@@ -1099,6 +1114,7 @@ void sl_codegen_free(sluice_context *ctx, sl_codegen *cg_out) {
     sl_free(ctx, cg_out->outputs);
     sl_free(ctx, cg_out->passthrough);
     sl_free(ctx, cg_out->carry_identity);
+    sl_free(ctx, cg_out->scan_carry);
     memset(cg_out, 0, sizeof *cg_out);
 }
 

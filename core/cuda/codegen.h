@@ -36,6 +36,16 @@
 #define SL_CG_STAGE_BUDGET (48u * 1024u)
 #define SL_CG_SMEM_PER_SM (227u * 1024u)
 
+/* Where one scan's state sits in the carry: byte offsets from the carry's start, so the host
+ * can read and seed it (core/cuda/backend.c's carry_get / carry_set). SIZE_MAX: the scan has
+ * no such field. */
+typedef struct sl_cg_scan_carry {
+    size_t value[SL_MAX_FIELDS]; /* the value fields, as the scan's acc types */
+    size_t flag;     /* head flag / offsets: a segment starts in the span; key: a row was seen */
+    size_t interior; /* key: a segment starts after the span's first row */
+    size_t first, last; /* key: the span's first and last key (the key column's type) */
+} sl_cg_scan_carry;
+
 typedef struct sl_codegen {
     char *source;            /* the CUDA source (NUL-terminated) */
     int block_threads;       /* threads a block is launched with */
@@ -56,6 +66,8 @@ typedef struct sl_codegen {
     size_t state_size[SL_CG_MAX_PHASES];
     size_t carry_bytes;
     unsigned char *carry_identity; /* carry_bytes, host */
+    int nscans;
+    sl_cg_scan_carry *scan_carry; /* per scan stage of the group, in stage order */
 
     int nparams;
     size_t arg_slots;        /* 8-byte slots in the argument block */

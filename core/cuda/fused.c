@@ -106,6 +106,11 @@ const sl_cuda_group_layout *sl_cuda_group_layout_of(const sl_cuda_group *g) { re
 
 const void *sl_cuda_group_carry_identity(const sl_cuda_group *g) { return g->cg.carry_identity; }
 
+const sl_cg_scan_carry *sl_cuda_group_scan_carries(const sl_cuda_group *g, int *count) {
+    *count = g->cg.nscans;
+    return g->cg.scan_carry;
+}
+
 size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows) {
     return sl_codegen_scratch_size(&g->cg, rows);
 }

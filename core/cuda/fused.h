@@ -68,6 +68,9 @@ void sl_cuda_group_free(sluice_context *ctx, sl_cuda_group *g);
 const sl_cuda_group_layout *sl_cuda_group_layout_of(const sl_cuda_group *g);
 /* The carry's initial (identity) bytes, layout.carry_bytes long, host memory. */
 const void *sl_cuda_group_carry_identity(const sl_cuda_group *g);
+/* Where each scan of the group (in stage order, *count of them) keeps its state in the
+ * carry (codegen.h's sl_cg_scan_carry): for reading and seeding carries from the host. */
+const struct sl_cg_scan_carry *sl_cuda_group_scan_carries(const sl_cuda_group *g, int *count);
 /* Scratch bytes a run over `rows` rows needs (size it once for max_batch_rows). */
 size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows);
 

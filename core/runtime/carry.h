@@ -13,7 +13,14 @@
 int sl_session_group_scans(const sluice_session *s, int gi);
 /* Copies the carried state of each scan of plan group gi (after the rows pushed so far, at
  * flush included) into out[0 .. sl_session_group_scans). SLUICE_ERR_BACKEND_UNAVAILABLE
- * (with a diagnostic) when the session's backend cannot hand out its carries. */
+ * (with a diagnostic) when the session's backend cannot hand out its carries. With pushes in
+ * flight (CUDA) call it once they are complete (after a flush, or pulls until none is in
+ * flight): the CUDA backend waits for the work issued so far, but a failure found later in
+ * flight would reject pushes whose state it already read. The CUDA backend's device state
+ * lacks two things the CPU keeps (core/cuda/backend.c, carry_get_impl): has_first of a scan
+ * without a key is whether rows entered its group (a compaction before it may have kept
+ * none), and a key-segmented scan seeded with a key reports that key as first_key (right
+ * whenever headed is false). */
 sluice_status sl_session_carry_get(sluice_session *s, int gi, sl_scan_carry *out);
 /* Makes in[] the carried state of group gi's scans, as if the stream so far had ended in
  * it; `headed` and `has_first` are taken as given (false: nothing seen since). Call between
