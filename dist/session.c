@@ -232,23 +232,6 @@ static uint64_t pipeline_digest(const sluice_mpi_session *ds) {
     return h;
 }
 
-/* Whether a scan of p carries state between ranks (so the backend must hand out carries).
- * Worked out on a plan of its own, before any session exists; false when even that fails
- * (the session's open then reports why). */
-static bool needs_carries(const sluice_pipeline *p) {
-    sl_plan plan;
-    if (sl_plan_build(p->ctx, p, SLUICE_BACKEND_CPU, &plan) != SLUICE_OK) return false;
-    dist_schedule sch;
-    bool carried = false;
-    if (sl_dist_schedule(p->ctx, p, &plan, &sch) == SLUICE_OK) {
-        for (int i = 0; i < sch.nscans; i++) carried |= sch.scans[i].carried;
-        sl_dist_schedule_free(p->ctx, &sch);
-    }
-    sl_plan_free(p->ctx, &plan);
-    sl_diag_clear(p->ctx); /* a refusal found here is reported again, by the open */
-    return carried;
-}
-
 sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                                       const sluice_session_options *options, MPI_Comm comm,
                                       sluice_mpi_session **out) {
@@ -292,8 +275,6 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
         opts.param_count = options->param_count;
     }
     opts.sort_memory_bytes = 0; /* the exchange takes the held rows: no spilled runs */
-    if (opts.backend == SLUICE_BACKEND_AUTO && needs_carries(pipeline))
-        opts.backend = SLUICE_BACKEND_CPU; /* the one backend with carry hooks (sluice_mpi.h) */
     sluice_status st = sluice_session_open(pipeline, &opts, &ds->local);
     if (st == SLUICE_OK) {
         ds->plan = &ds->local->plan;

@@ -45,14 +45,13 @@
  * rank's share of the stream (in memory: a distributed session does not spill sort runs).
  *
  * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
- * cudaSetDevice before open, e.g. local rank modulo devices). SLUICE_BACKEND_AUTO picks CUDA
- * where sluice_session_open would, except for pipelines the CUDA backend cannot run
- * distributed (below), which then run on the CPU. Carried state crosses ranks
- * through MPI in host memory (160 bytes a scan); sorted rows through MPI from host memory.
- * Not yet supported, refused at open on every rank with a diagnostic saying so: on the CUDA
- * backend, pipelines with a scan whose state crosses ranks (SLUICE_ERR_BACKEND_UNAVAILABLE;
- * maps, filters, sorts and scans that restart per batch or per offsets segment run); on any
- * backend, the `reduce` stage (SLUICE_ERR_BACKEND_UNAVAILABLE).
+ * cudaSetDevice before open, e.g. local rank modulo devices); SLUICE_BACKEND_AUTO picks CUDA
+ * where sluice_session_open would. Both backends carry scan state between ranks: the CUDA
+ * backend reads its scans' states from the device after each pass (once the pass's work on
+ * the device is done) and seeds them before the next. Carried state crosses ranks through
+ * MPI in host memory (160 bytes a scan); sorted rows through MPI from host memory.
+ * Not yet supported, refused at open on every rank with a diagnostic saying so: the
+ * `reduce` stage (SLUICE_ERR_BACKEND_UNAVAILABLE), on any backend.
  *
  * Numerics: exact results (integers, bool, min/max/and/or/xor, count, compaction, sort) are
  * bit-identical to one process. Float sum/prod/linrec and declared operators are combined in

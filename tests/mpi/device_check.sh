@@ -6,9 +6,11 @@
 # MPI programs through CMake when mpicc is there, else by hand against libmpi and the Open
 # MPI headers carried in build-devmpi/include (the machine has the runtime, maybe no headers);
 # or, with PREBUILT=DIR, runs DIR/sluice and DIR/test_mpi_session built elsewhere.
-#   1. test_mpi_session cases on 2 ranks, --backend cuda: pipelines whose scans cross ranks
-#      must be refused at open (the CUDA backend has no carry hooks yet), the rest must equal
-#      one CPU process (maps, filters, sorts of every key kind, per-batch scans, offsets);
+#   1. test_mpi_session cases on 2 ranks, --backend cuda: every case must equal one CPU
+#      process, the scans whose state crosses ranks included (scans of every operator, head
+#      flags, key segments, two carry phases, filters before scans: the CUDA backend's
+#      carry_get/carry_set), and maps, filters, sorts of every key kind, per-batch scans,
+#      offsets; its last line counts the runs that carried scan state between ranks;
 #   2. the same on the CPU backend, as a control;
 #   3. `mpirun -np 2 sluice run --backend cuda` on the cookbook against one CPU process;
 #   4. bench/mpi_scaling.sh on the CPU backend (16 quiet cores: 1, 2 and 4 ranks against one
@@ -46,7 +48,7 @@ else
   sluice=$b/sluice-mpi test=$b/test_mpi_session
 fi
 echo "== 1. test_mpi_session, 2 ranks, CUDA backend" | tee "$out/results.txt"
-timeout 120 mpirun -np 2 $test cases 2 cuda >"$out/cases-cuda.log" 2>&1; echo "exit $?" >>"$out/cases-cuda.log"
+timeout 240 mpirun -np 2 $test cases 2 cuda >"$out/cases-cuda.log" 2>&1; echo "exit $?" >>"$out/cases-cuda.log"
 grep -v "^---\|^$" "$out/cases-cuda.log" | tail -25 | tee -a "$out/results.txt"
 echo "== 2. test_mpi_session, 2 ranks, CPU backend (control)" | tee -a "$out/results.txt"
 timeout 60 mpirun -np 2 $test cases 1 cpu 2>&1 | grep "test_mpi_session" | tee -a "$out/results.txt"
