@@ -20,6 +20,11 @@
  *   sl_fused / sl_fused_segindex   one-line kernels calling fused_kernel<Kernel> and
  *                           segment_index<Kernel>
  *
+ * A group ending in a reduce (core/cuda/codegen.c, analyse_reduce) is the same loop: its
+ * last phase's outputs mark the rows that close a segment (keep, out_pos) and store<BAR>
+ * writes those rows to their places; a kernel of its own (sl_reduce_close, generated) then
+ * writes what the batch's end or the flush closes.
+ *
  * Two loop shapes: two_stage_loop (any number of chained look-back phases, two shared-memory
  * stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the row-owning
  * threads; why and how, below). Everything is inline, so each kernel is one function after
@@ -41,8 +46,12 @@ __device__ __forceinline__ long long take_tile(unsigned char *scratch) {
 
 /* What a thread knows of the tile it works on; the generated Tile derives from it. */
 template <int ITEMS> struct tile_rows {
-    long long rows = 0, tile = 0, tile_first = 0, first = 0;
+    long long rows = 0, tile = 0, tile_first = 0, first = 0, tile_len = 0;
     const uint32_t *heads = nullptr; /* offsets segments: the tile's head bitmap */
+    /* offsets segments: the offsets, their segment count, and the entries [seg_lo, seg_hi)
+       that fall inside the tile (sl_fused_segindex) */
+    const long long *offs = nullptr;
+    long long nseg = 0, seg_lo = 0, seg_hi = 0;
     /* whether the thread's item i starts a segment (offsets segments) */
     __device__ __forceinline__ bool head_bit(int i) const {
         const int r = threadIdx.x * ITEMS + i;
@@ -51,8 +60,42 @@ template <int ITEMS> struct tile_rows {
     __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_) {
         rows = rows_;
         tile = tile_;
+        tile_len = tile_rows_;
         tile_first = tile_ * tile_rows_;
         first = tile_first + (long long)threadIdx.x * ITEMS;
+    }
+    /* offsets segments: where the tile's segments are (after build_heads' index is known) */
+    template <class A>
+    __device__ __forceinline__ void segments_at(const A &a, int offsets_input) {
+        offs = (const long long *)a.in[offsets_input];
+        nseg = a.nsegments;
+        const unsigned long long *segidx =
+            (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+        seg_lo = (long long)segidx[tile];
+        seg_hi = (long long)segidx[tile + 1];
+    }
+    /* A reduce over offsets segments: the segment whose last row is the thread's item i, or
+     * -1. A row ends its segment when the next row starts one (the next row's head bit, or
+     * for the tile's last row the next tile's first offsets entry) or ends the batch; the
+     * segment is then the last one starting at or before the row (empty segments start
+     * there too but end before it), found by binary search among the tile's entries. */
+    __device__ __forceinline__ long long segment_ending(int i) const {
+        const long long r = first + i;
+        if (r >= rows) return -1;
+        const long long lr = r - tile_first;
+        bool end = r + 1 == rows;
+        if (!end) {
+            if (lr + 1 < tile_len) end = head_bit(i + 1);
+            else end = seg_hi < nseg && offs[seg_hi] == r + 1;
+        }
+        if (!end) return -1;
+        long long lo = seg_lo > 0 ? seg_lo - 1 : 0, hi = seg_hi < nseg ? seg_hi : nseg;
+        while (hi - lo > 1) { /* offs[lo] <= r: the last k in [lo, hi) with offs[k] <= r */
+            const long long mid = lo + (hi - lo) / 2;
+            if (offs[mid] <= r) lo = mid;
+            else hi = mid;
+        }
+        return lo;
     }
 };
 
@@ -236,6 +279,7 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
             __shared__ uint32_t heads_of_tile[K::tile / 32];
             build_heads<K, 0>(heads_of_tile, a, tile, t.tile_first);
             t.heads = heads_of_tile;
+            t.segments_at(a, K::offsets_input);
         }
         t.maps(0);
         run_phases<K, 1>(typename K::Phases{}, t, a, queue, sl_smem, s,
@@ -319,6 +363,7 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             if constexpr (K::offsets) {
                 t.heads = heads_of_stage[s];
                 build_heads<K, 1>(heads_of_stage[s], a, tile, t.tile_first);
+                t.segments_at(a, K::offsets_input);
             }
             t.maps(0);
             S thread_excl, block_agg;
@@ -365,7 +410,10 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             typename K::Tile t(params);
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
-            if constexpr (K::offsets) t.heads = heads_of_stage[sp];
+            if constexpr (K::offsets) {
+                t.heads = heads_of_stage[sp];
+                t.segments_at(a, K::offsets_input);
+            }
             t.maps(0);
             {
                 const S tile_excl = handed_excl[sp], block_agg = handed_agg[sp];

@@ -342,8 +342,10 @@ static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, in
         group_state *g = &cs->groups[gi];
         if (g->kind == SL_GROUP_FUSED) {
             int no = g->layout->noutputs;
+            /* a reduce's batch may give one row more than it has (an empty batch's row) */
+            size_t rows_out = g->layout->reduces ? n + 1 : n;
             for (int i = 0; i < cs->depth * no; i++)
-                SL_TRY(device_alloc(ctx, &g->out_buf[i], n * type_size(p, g->layout->outputs[i % no]),
+                SL_TRY(device_alloc(ctx, &g->out_buf[i], rows_out * type_size(p, g->layout->outputs[i % no]),
                                     "a column buffer"));
             size_t need = sl_cuda_group_scratch_size(g->fused, rows);
             if (need > scratch) scratch = need;
@@ -642,15 +644,15 @@ static sluice_status read_count(sluice_context *ctx, cuda_session *cs, const voi
 /* Where group gi writes column c: in place in the piece's result batch when it is the
  * column's last writer and outputs stay on the device, else `own`. */
 static sluice_status destination(sluice_session *s, cuda_session *cs, sl_piece *piece, int gi,
-                                 int c, void *own, void **out) {
+                                 int c, int64_t room, void *own, void **out) {
     *out = own;
     if (!s->outputs_on_device || cs->final_group[c] != gi) return SLUICE_OK;
     const sluice_pipeline *p = s->pipeline;
     for (int i = 0; i < p->noutputs; i++) {
         if (p->outputs[i] != c) continue;
         if (!piece->result) {
-            SL_TRY(device_batch_new(s, cs, piece->rows, &piece->result));
-            piece->room = piece->rows;
+            SL_TRY(device_batch_new(s, cs, room, &piece->result));
+            piece->room = room;
         }
         *out = piece->result->owned[i];
         return SLUICE_OK;
@@ -710,8 +712,21 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     for (int i = 0; st == SLUICE_OK && i < L->ninputs; i++)
         in[i] = L->inputs[i] == s->plan.offsets_input ? (const void *)piece->offsets
                                                       : piece->cols[L->inputs[i]];
+    /* A reduce gives at most a row per row, or per segment of an offsets input (empty ones
+     * too), one per batch, or none before the flush: its result holds that many. */
+    int64_t room = piece->rows;
+    if (L->reduces) {
+        room = sl_plan_rows_out(p, &s->plan, gi, piece->rows, piece->nsegments, false);
+        if (room > cs->cap_rows + 1 && st == SLUICE_OK)
+            st = sl_error(ctx, SLUICE_ERR_LIMIT,
+                          "a batch of %lld rows in %lld segments gives more reduced rows than "
+                          "the GPU session's buffers hold (%lld): push batches with fewer "
+                          "empty segments or raise max_batch_rows",
+                          (long long)piece->rows, (long long)piece->nsegments,
+                          (long long)cs->cap_rows + 1);
+    }
     for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
-        st = destination(s, cs, piece, gi, L->outputs[i],
+        st = destination(s, cs, piece, gi, L->outputs[i], room,
                          g->out_buf[(piece->seq % cs->depth) * L->noutputs + i], &outp[i]);
     lane *ln = &cs->lanes[piece->seq % cs->depth];
     /* The last group's kept-row count waits until the piece is complete (written into the
@@ -741,7 +756,8 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     }
     if (st == SLUICE_OK && L->compacts) {
         if (defer) {
-            /* piece->rows stays the room the result needs. */
+            /* piece->rows becomes the room the result needs. */
+            piece->rows = room;
             if (out_rows != ln->count_mapped) {
                 cudaError_t e = cudaMemcpyAsync(ln->count, ln->dev_count, sizeof(int64_t),
                                                 cudaMemcpyDeviceToHost, cs->stream);
@@ -753,6 +769,42 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         }
     }
     if (in != ins) sl_free(ctx, (void *)in);
+    if (outp != outs) sl_free(ctx, outp);
+    return st;
+}
+
+/* At flush, a group ending in a reduce writes the segment it holds open (core/cuda/fused.h
+ * sl_cuda_group_flush) into the lane's buffers, as run_fused would; its row count is read
+ * at once (once per stream). The carry's next generation has the segment closed. */
+static sluice_status flush_group_impl(sluice_session *s, cuda_session *cs, sl_piece *piece) {
+    sluice_context *ctx = s->ctx;
+    int gi = piece->group;
+    group_state *g = &cs->groups[gi];
+    const sl_cuda_group_layout *L = g->layout;
+    if (g->kind != SL_GROUP_FUSED || !L->reduces)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: plan group %d holds no rows for the flush", gi);
+    void *outs[64];
+    void **outp = L->noutputs > 64 ? sl_calloc(ctx, (size_t)L->noutputs + 1, sizeof *outp) : outs;
+    if (!outp) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory flushing a reduce");
+    sluice_status st = SLUICE_OK;
+    for (int i = 0; st == SLUICE_OK && i < L->noutputs; i++)
+        st = destination(s, cs, piece, gi, L->outputs[i], 1,
+                         g->out_buf[(piece->seq % cs->depth) * L->noutputs + i], &outp[i]);
+    lane *ln = &cs->lanes[piece->seq % cs->depth];
+    if (st == SLUICE_OK) {
+        void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
+        void *to = g->carry[(g->gen + 1) % cs->ring];
+        sl_cuda_group_io io = {0, -1, NULL, outp, s->params, from, to, cs->scratch,
+                               (int64_t *)ln->dev_count};
+        st = sl_cuda_group_flush(ctx, g->fused, cs->stream, &io);
+    }
+    if (st == SLUICE_OK) {
+        g->touched = true;
+        for (int c = 0; c <= s->pipeline->ncolumns; c++) piece->cols[c] = NULL;
+        for (int i = 0; i < L->noutputs; i++) piece->cols[L->outputs[i]] = outp[i];
+        st = read_count(ctx, cs, ln->dev_count, &piece->rows);
+    }
     if (outp != outs) sl_free(ctx, outp);
     return st;
 }
@@ -805,7 +857,7 @@ static sluice_status run_sort(sluice_session *s, cuda_session *cs, sl_piece *pie
         /* In place in the result only when no groups follow: after a stream-wide sort they
          * run over pieces of the sorted rows, each with a result batch of its own. */
         if (st == SLUICE_OK && g->per_stream && gi + 1 < cs->ngroups) outp[c] = own;
-        else if (st == SLUICE_OK) st = destination(s, cs, piece, gi, g->cols[c], own, &outp[c]);
+        else if (st == SLUICE_OK) st = destination(s, cs, piece, gi, g->cols[c], piece->rows, own, &outp[c]);
     }
     if (st == SLUICE_OK) {
         cudaError_t e = (cudaError_t)sl_cuda_sort_run(prepared, scratch, n, g->types, in, outp,
@@ -1526,6 +1578,10 @@ static sluice_status cuda_run_group(sluice_session *s, sl_piece *piece) {
     ON_DEVICE(s, fused ? run_fused(s, cs, piece) : run_sort(s, cs, piece));
 }
 
+static sluice_status cuda_flush_group(sluice_session *s, sl_piece *piece) {
+    ON_DEVICE(s, flush_group_impl(s, s->impl, piece));
+}
+
 static sluice_status cuda_finish(sluice_session *s, sl_piece *piece, sluice_batch **out) {
     ON_DEVICE(s, finish_impl(s, s->impl, piece, out));
 }
@@ -1571,7 +1627,8 @@ static const sl_backend_ops cuda_ops = {
     .id = SLUICE_BACKEND_CUDA,
     .name = "cuda",
     .available = cuda_available,
-    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true},
+    /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce) */
+    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true, .reduce = true},
     .max_sort_rows = SL_CUDA_SORT_MAX_ROWS,
     .open = cuda_open,
     .close = cuda_close,
@@ -1584,6 +1641,7 @@ static const sl_backend_ops cuda_ops = {
     .reserve = cuda_reserve,
     .load = cuda_load,
     .run_group = cuda_run_group,
+    .flush_group = cuda_flush_group,
     .finish = cuda_finish,
     .begin = cuda_begin,
     .settle = cuda_settle,

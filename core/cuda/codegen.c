@@ -20,8 +20,10 @@
 /* ---- analysis ------------------------------------------------------------------------ */
 
 typedef enum slot_kind {
-    SLOT_SCAN,  /* one scan stage's state (its value fields, plus segment fields) */
-    SLOT_COUNT  /* the compaction's kept-row count (i64) */
+    SLOT_SCAN,  /* one scan stage's state, or one value of a reduce (its value fields, plus
+                   segment fields) */
+    SLOT_COUNT, /* the compaction's kept-row count (i64) */
+    SLOT_REDUCE /* a reduce's rows: which rows close a segment and where its row goes */
 } slot_kind;
 
 /* A state field inside a phase's tuple. */
@@ -33,13 +35,15 @@ typedef struct cg_field {
 
 typedef struct cg_slot {
     slot_kind kind;
-    int stage;          /* scan stage index (SLOT_SCAN) */
+    int stage;          /* scan or reduce stage index (SLOT_SCAN, SLOT_REDUCE) */
+    const sl_scan *sc;  /* SLOT_SCAN: the scan, or the reduce's value */
     int phase;          /* 1-based */
     int value_field[SL_MAX_FIELDS]; /* ids of the value fields */
     int flag_field;     /* segmented by head flag / offsets: the flag; key: "has" */
     int interior_field; /* key segments: a segment starts strictly inside the span */
     int first_field, last_field; /* key segments: the first and last key of the span */
-    int count_field;    /* SLOT_COUNT */
+    int count_field;    /* SLOT_COUNT; SLOT_REDUCE: segments closed in the batch */
+    int total_field;    /* SLOT_REDUCE: segments closed in the stream (the index) */
 } cg_slot;
 
 typedef struct cg {
@@ -61,6 +65,8 @@ typedef struct cg {
     int nslots;
     int phases;
     int final_alive_level;
+    const sl_reduce *reduce; /* the reduce ending the group, or NULL */
+    int reduce_stage, reduce_slot;
 
     cg_field *fields;   /* all fields of all phases */
     int nfields;
@@ -151,26 +157,22 @@ static sluice_status analyse_compact(cg *g, int s, analysis *a) {
     return SLUICE_OK;
 }
 
-static sluice_status analyse_scan(cg *g, int s, analysis *a) {
-    (void)a;
+/* One slot of scan state: a scan stage's, or (reduce) one of a reduce's values, at look-back
+ * phase `phase`. */
+static sluice_status add_scan_slot(cg *g, int s, const sl_scan *sc, int phase) {
     const sluice_pipeline *p = g->p;
-    const sl_stage *st = &p->stages[s];
-    const sl_scan *sc = &st->scan;
     for (int f = 0; f < sc->nfields; f++) (void)expr_level(g, sc->of[f], g->in_group);
     if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
         (void)column_level(g, sc->segment_column, g->in_group);
-    /* One look-back after what it reads and the compactions before it: the plan's
-     * carry analysis (core/plan/plan.h). */
-    int phase = g->plan->stage_phase[s];
     if (phase > SL_CG_MAX_PHASES)
         return sl_error(g->ctx, SLUICE_ERR_LIMIT,
                         "stage %d: more than %d scans depend on each other in one pass; "
                         "put a sort between them or simplify the pipeline",
                         s + 1, SL_CG_MAX_PHASES);
     if (phase > g->phases) g->phases = phase;
-    cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .phase = phase, .flag_field = -1,
+    cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .sc = sc, .phase = phase, .flag_field = -1,
                     .interior_field = -1, .first_field = -1, .last_field = -1,
-                    .count_field = -1};
+                    .count_field = -1, .total_field = -1};
     for (int f = 0; f < sc->nfields; f++) {
         if ((slot.value_field[f] = new_field(g, phase, sc->acc[f])) < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
@@ -193,8 +195,14 @@ static sluice_status analyse_scan(cg *g, int s, analysis *a) {
             (sc->segments == SL_SEGMENTS_KEY && slot.last_field < 0))
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     }
-    SL_TRY(add_slot(g, slot));
-    return SLUICE_OK;
+    return add_slot(g, slot);
+}
+
+static sluice_status analyse_scan(cg *g, int s, analysis *a) {
+    (void)a;
+    /* One look-back after what it reads and the compactions before it: the plan's
+     * carry analysis (core/plan/plan.h). */
+    return add_scan_slot(g, s, &g->p->stages[s].scan, g->plan->stage_phase[s]);
 }
 
 static sluice_status analyse_sort(cg *g, int s, analysis *a) {
@@ -204,10 +212,58 @@ static sluice_status analyse_sort(cg *g, int s, analysis *a) {
                     "internal: a sort stage inside a fused group");
 }
 
+/* A reduce (always the group's last stage): each value is a scan slot, and one more slot
+ * (SLOT_REDUCE) says which rows close a segment and where the segment's row goes. They all
+ * sit in the group's last phase, after every scan and compaction before them: the outputs
+ * of that phase are the reduce's rows (kernels/sl_tile.cuh, "reduce"), and the key column's
+ * registers, overwritten with the closed segments' keys there, are not read again. Its
+ * state (fields in order):
+ *   seen      a row reached the reduce in the span
+ *   fh        head flags: the span's first row carries a head flag
+ *   fk, lk    keys: the span's first and last key
+ *   cb, ct    segments closed inside the span: cb starts from 0 at each batch (the row's
+ *             place in the batch's output), ct never (the segment index)
+ * A segment closes at a row that starts a new one after an earlier row (a head flag, or a
+ * key unlike the last one); the closed segment's values are the values' states before that
+ * row. Offsets segments close at their last row (and the empty ones in the close kernel).
+ * What stays open at a batch's end or at flush is the carry; the close kernel emits it. */
 static sluice_status analyse_reduce(cg *g, int s, analysis *a) {
-    (void)a;
-    return sl_error(g->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
-                    "stage %d: the CUDA backend does not run reduce stages yet", s + 1);
+    const sluice_pipeline *p = g->p;
+    const sl_reduce *r = &p->stages[s].reduce;
+    int phase = g->plan->stage_phase[s];
+    if (phase < g->phases) phase = g->phases;
+    if (a->any_compact && phase < a->compact_level + 1) phase = a->compact_level + 1;
+    if (phase < 1) phase = 1;
+    g->reduce = r;
+    g->reduce_stage = s;
+    for (int j = 0; j < r->nvalues; j++) SL_TRY(add_scan_slot(g, s, &r->values[j], phase));
+    cg_slot slot = {.kind = SLOT_REDUCE, .stage = s, .phase = phase, .flag_field = -1,
+                    .interior_field = -1, .first_field = -1, .last_field = -1,
+                    .count_field = -1, .total_field = -1};
+    slot.flag_field = new_field(g, phase, SLUICE_BOOL);
+    slot.count_field = new_field(g, phase, SLUICE_I64);
+    slot.total_field = new_field(g, phase, SLUICE_I64);
+    if (r->segments == SL_SEGMENTS_HEADFLAG) slot.interior_field = new_field(g, phase, SLUICE_BOOL);
+    if (r->segments == SL_SEGMENTS_KEY) {
+        sluice_type kt = p->columns[r->segment_column].type;
+        slot.first_field = new_field(g, phase, kt);
+        slot.last_field = new_field(g, phase, kt);
+    }
+    if (slot.flag_field < 0 || slot.count_field < 0 || slot.total_field < 0 ||
+        slot.interior_field < -1 || slot.first_field < -1 || slot.last_field < -1 ||
+        (r->segments == SL_SEGMENTS_HEADFLAG && slot.interior_field < 0) ||
+        (r->segments == SL_SEGMENTS_KEY && slot.last_field < 0))
+        return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    if (r->segments == SL_SEGMENTS_HEADFLAG || r->segments == SL_SEGMENTS_KEY)
+        (void)column_level(g, r->segment_column, g->in_group);
+    /* the key column keeps its id and holds each segment's key after the stage */
+    if (r->index_column >= 0) {
+        g->made[r->index_column] = true;
+        g->in_group[r->index_column] = true;
+        g->level[r->index_column] = phase;
+    }
+    g->reduce_slot = g->nslots;
+    return add_slot(g, slot);
 }
 
 static sluice_status (*const analyse_stage[])(cg *g, int s, analysis *a) = {
@@ -233,7 +289,11 @@ static sluice_status analyse(cg *g) {
     for (int s = g->first; s < g->last; s++) SL_TRY(analyse_stage[p->stages[s].kind](g, s, &a));
     bool any_compact = a.any_compact;
     int compact_level = a.compact_level;
-    if (any_compact) {
+    /* A reduce's rows are the group's rows out: it counts them itself (SLOT_REDUCE), and
+     * every column needed after it is written like a compaction's (rows move). */
+    if (any_compact && g->reduce) {
+        g->final_alive_level = compact_level;
+    } else if (any_compact) {
         int phase = compact_level + 1;
         if (phase > SL_CG_MAX_PHASES)
             return sl_error(g->ctx, SLUICE_ERR_LIMIT,
@@ -242,7 +302,8 @@ static sluice_status analyse(cg *g) {
         if (phase > g->phases) g->phases = phase;
         g->final_alive_level = compact_level;
         cg_slot slot = {.kind = SLOT_COUNT, .stage = -1, .phase = phase, .flag_field = -1,
-                        .interior_field = -1, .first_field = -1, .last_field = -1};
+                        .interior_field = -1, .first_field = -1, .last_field = -1,
+                        .total_field = -1};
         if ((slot.count_field = new_field(g, phase, SLUICE_I64)) < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
         SL_TRY(add_slot(g, slot));
@@ -251,7 +312,9 @@ static sluice_status analyse(cg *g) {
     /* Columns the kernel holds in registers: those it reads or makes, and those it must
      * write. An offsets input is read through its pointer, never into registers. */
     sl_codegen *o = g->out;
+    if (g->reduce) any_compact = true;
     o->compacts = any_compact;
+    o->reduces = g->reduce != NULL;
     int cap = n ? n : 1;
     o->inputs = sl_calloc(g->ctx, (size_t)cap, sizeof *o->inputs);
     o->outputs = sl_calloc(g->ctx, (size_t)cap, sizeof *o->outputs);
@@ -425,7 +488,7 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
 }
 
 static bool slot_resets(const cg *g, const cg_slot *slot) {
-    return slot->kind == SLOT_COUNT || g->p->stages[slot->stage].scan.reset_per_batch;
+    return slot->kind == SLOT_COUNT || slot->kind == SLOT_REDUCE || slot->sc->reset_per_batch;
 }
 
 /* Whether phase `phase` takes the ordered look-back (kernels/sl_lookback.cuh): only under
@@ -438,7 +501,7 @@ static bool phase_ordered(const cg *g, int phase) {
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        const sl_scan *sc = slot->sc;
         if (sc->op == SL_SCAN_CUSTOM) return true;
         if (sc->op != SL_SCAN_SUM && sc->op != SL_SCAN_PROD && sc->op != SL_SCAN_LINREC) continue;
         for (int f = 0; f < sc->nfields; f++)
@@ -451,6 +514,38 @@ static bool phase_ordered(const cg *g, int phase) {
  * 0 are two segments). */
 static const char *key_read(const cg *g, int column) {
     return g->p->columns[column].type == SLUICE_BOOL ? "sl_cvt_bool_bool" : "";
+}
+
+/* The combine of a reduce's SLOT_REDUCE fields (analyse_reduce lists them): a segment
+ * closes where the right span's first row starts one after a row of the left span. */
+static void emit_reduce_combine(cg *g, const cg_slot *slot) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    int seen = slot->flag_field, cb = slot->count_field, ct = slot->total_field;
+    sl_strbuf_append(sb, "        {\n            const bool join = ");
+    if (r->segments == SL_SEGMENTS_HEADFLAG)
+        sl_strbuf_printf(sb, "l.f%d && r.f%d && r.f%d", seen, seen, slot->interior_field);
+    else if (r->segments == SL_SEGMENTS_KEY)
+        sl_strbuf_printf(sb, "l.f%d && r.f%d && !sl_key_same_%s(l.f%d, r.f%d)", seen, seen,
+                         type_name(g->p->columns[r->segment_column].type), slot->last_field,
+                         slot->first_field);
+    else
+        sl_strbuf_append(sb, "false");
+    sl_strbuf_printf(sb,
+                     ";\n            o.f%d = l.f%d + r.f%d + (join ? 1 : 0);\n"
+                     "            o.f%d = l.f%d + r.f%d + (join ? 1 : 0);\n"
+                     "            o.f%d = (sl_bool)(l.f%d | r.f%d);\n",
+                     cb, cb, cb, ct, ct, ct, seen, seen, seen);
+    if (slot->interior_field >= 0)
+        sl_strbuf_printf(sb, "            o.f%d = l.f%d ? l.f%d : r.f%d;\n", slot->interior_field,
+                         seen, slot->interior_field, slot->interior_field);
+    if (slot->first_field >= 0)
+        sl_strbuf_printf(sb,
+                         "            o.f%d = l.f%d ? l.f%d : r.f%d;\n"
+                         "            o.f%d = r.f%d ? r.f%d : l.f%d;\n",
+                         slot->first_field, seen, slot->first_field, slot->first_field,
+                         slot->last_field, seen, slot->last_field, slot->last_field);
+    sl_strbuf_append(sb, "        }\n");
 }
 
 /* Phase `phase`'s state S<phase>, its identity s<phase>_identity(), its combine Op<phase>,
@@ -482,7 +577,7 @@ static void emit_struct(cg *g, int phase) {
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase || slot->kind != SLOT_SCAN) continue;
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        const sl_scan *sc = slot->sc;
         for (int f = 0; f < sc->nfields; f++) {
             sl_strbuf_printf(sb, "    s.f%d = ", slot->value_field[f]);
             emit_value(sb, sc->acc[f], sc->identity[f]);
@@ -506,7 +601,11 @@ static void emit_struct(cg *g, int phase) {
                              slot->count_field, slot->count_field, slot->count_field);
             continue;
         }
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        if (slot->kind == SLOT_REDUCE) {
+            emit_reduce_combine(g, slot);
+            continue;
+        }
+        const sl_scan *sc = slot->sc;
         sl_strbuf_append(sb, "        {\n");
         for (int f = 0; f < sc->nfields; f++) {
             sl_strbuf_printf(sb, "            const %s v%d = ", ctype(sc->acc[f]), f);
@@ -577,8 +676,15 @@ static void emit_struct(cg *g, int phase) {
         if (slot->kind == SLOT_COUNT) {
             sl_strbuf_printf(sb, "        carry.f%d = 0;\n", slot->count_field);
         } else {
-            sl_strbuf_printf(sb, "        { const S%d id = s%d_identity();", phase, phase);
-            const sl_scan *sc = &g->p->stages[slot->stage].scan;
+            sl_strbuf_printf(sb, "        { const S%d id = s%d_identity(); (void)id;", phase, phase);
+            if (slot->kind == SLOT_REDUCE) {
+                sl_strbuf_printf(sb, " carry.f%d = 0;", slot->count_field);
+                if (g->reduce->per_batch)
+                    sl_strbuf_printf(sb, " carry.f%d = 0;", slot->flag_field);
+                sl_strbuf_append(sb, " }\n");
+                continue;
+            }
+            const sl_scan *sc = slot->sc;
             for (int f = 0; f < sc->nfields; f++)
                 sl_strbuf_printf(sb, " carry.f%d = id.f%d;", slot->value_field[f],
                                  slot->value_field[f]);
@@ -616,7 +722,23 @@ static void emit_element(cg *g, int phase) {
                              compactions_before(g, g->last));
             continue;
         }
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        if (slot->kind == SLOT_REDUCE) {
+            const sl_reduce *r = g->reduce;
+            sl_strbuf_printf(sb, "        if (alive%d) {\n            e.f%d = 1;\n",
+                             compactions_before(g, g->last), slot->flag_field);
+            if (r->segments == SL_SEGMENTS_HEADFLAG)
+                sl_strbuf_printf(sb, "            e.f%d = (sl_bool)(c%d[i] != 0);\n",
+                                 slot->interior_field, r->segment_column);
+            if (r->segments == SL_SEGMENTS_KEY) {
+                const char *kr = key_read(g, r->segment_column);
+                sl_strbuf_printf(sb, "            e.f%d = %s(c%d[i]); e.f%d = %s(c%d[i]);\n",
+                                 slot->first_field, kr, r->segment_column, slot->last_field, kr,
+                                 r->segment_column);
+            }
+            sl_strbuf_append(sb, "        }\n");
+            continue;
+        }
+        const sl_scan *sc = slot->sc;
         sl_strbuf_printf(sb, "        {\n            const bool alive = alive%d;\n            if (alive) {\n",
                          compactions_before(g, slot->stage));
         for (int f = 0; f < sc->nfields; f++) {
@@ -650,6 +772,37 @@ static void emit_element(cg *g, int phase) {
     sl_strbuf_append(sb, "    }\n");
 }
 
+/* The reduce's part of Tile::outputs: whether item i gives a row (keep[i]) and where
+ * (out_pos[i], in the batch's output), its key and index. Offsets: the row that ends a
+ * segment gives the segment's row at the segment's ordinal (tile_rows::segment_ending). */
+static void emit_reduce_outputs(cg *g, const cg_slot *slot) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    int cb = slot->count_field, ct = slot->total_field;
+    switch (r->segments) {
+    case SL_SEGMENTS_NONE:
+        sl_strbuf_append(sb, "        keep[i] = false; out_pos[i] = 0;\n");
+        break;
+    case SL_SEGMENTS_OFFSETS:
+        sl_strbuf_printf(sb,
+                         "        {\n            const long long k = segment_ending(i);\n"
+                         "            keep[i] = k >= 0; out_pos[i] = k;\n");
+        if (r->index_column >= 0)
+            sl_strbuf_printf(sb, "            c%d[i] = run.f%d + k;\n", r->index_column, ct);
+        sl_strbuf_append(sb, "        }\n");
+        break;
+    default:
+        sl_strbuf_printf(sb, "        keep[i] = run.f%d != before.f%d; out_pos[i] = before.f%d;\n",
+                         cb, cb, cb);
+        if (r->index_column >= 0)
+            sl_strbuf_printf(sb, "        c%d[i] = before.f%d;\n", r->index_column, ct);
+        if (r->segments == SL_SEGMENTS_KEY)
+            sl_strbuf_printf(sb, "        c%d[i] = before.f%d;\n", r->key_column,
+                             slot->last_field);
+        break;
+    }
+}
+
 /* Tile::outputs(i, before, run, e, tile_excl): item i's outputs of phase `phase` from
  * `before` (the prefix excluding the row), `run` (including it) and `e` (its own element). */
 static void emit_outputs(cg *g, int phase) {
@@ -669,11 +822,24 @@ static void emit_outputs(cg *g, int phase) {
                              slot->count_field, slot->count_field, slot->count_field);
             continue;
         }
-        const sl_scan *sc = &g->p->stages[slot->stage].scan;
+        if (slot->kind == SLOT_REDUCE) {
+            emit_reduce_outputs(g, slot);
+            continue;
+        }
+        const sl_scan *sc = slot->sc;
         for (int f = 0; f < sc->nfields; f++) {
             int into = sc->into[f];
             if (into < 0) continue;
             int vf = slot->value_field[f];
+            if (slot->stage == g->reduce_stage && g->reduce) {
+                /* a reduce's value: the closed segment's state is the one before the row
+                   that closes it; an offsets segment closes at its own last row */
+                if (g->reduce->segments == SL_SEGMENTS_OFFSETS)
+                    sl_strbuf_printf(sb, "        c%d[i] = run.f%d;\n", into, vf);
+                else if (g->reduce->segments != SL_SEGMENTS_NONE)
+                    sl_strbuf_printf(sb, "        c%d[i] = before.f%d;\n", into, vf);
+                continue;
+            }
             if (!sc->exclusive) {
                 sl_strbuf_printf(sb, "        c%d[i] = run.f%d;\n", into, vf);
                 continue;
@@ -800,6 +966,15 @@ static void emit_stores(cg *g) {
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
+        if (o->reduces) {
+            /* a reduce's rows go straight to their places (out_pos): few rows per tile,
+               and offsets segments' places have gaps where the empty ones go */
+            sl_strbuf_printf(sb,
+                             "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
+                             "((%s *)a.out[%d])[out_pos[i]] = (%s)c%d[i];\n",
+                             t, k, t, c);
+            continue;
+        }
         if (!o->compacts)
             sl_strbuf_printf(sb,
                              "        sl::store_tile<%s, ITEMS, BLOCK, BAR>((%s *)a.out[%d], tile_first, rows, "
@@ -839,7 +1014,10 @@ static void emit_tile(cg *g) {
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
             sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
-    if (g->out->compacts)
+    if (g->out->reduces)
+        sl_strbuf_append(sb, "    bool keep[ITEMS] = {};\n    long long out_pos[ITEMS] = {};\n"
+                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
+    else if (g->out->compacts)
         sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
                              "    long long out_base = 0;\n    int tile_kept = 0;\n");
     sl_strbuf_append(sb, "    __device__ __forceinline__ explicit GroupTile(const GroupParams &p) "
@@ -853,6 +1031,8 @@ static void emit_tile(cg *g) {
     emit_stores(g);
     sl_strbuf_append(sb, "};\n");
 }
+
+static void emit_reduce_close(cg *g);
 
 static sluice_status emit_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
@@ -921,10 +1101,124 @@ static sluice_status emit_kernel(cg *g) {
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                          "(const SlArgs a) {\n    sl::fused_kernel<Kernel>(a);\n}\n");
+    if (g->reduce) emit_reduce_close(g);
     if (o->has_offsets)
         sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
                              "(const SlArgs a) {\n    sl::segment_index<Kernel>(a);\n}\n");
     return SLUICE_OK;
+}
+
+/* Index of column c among the kernel's outputs, -1 when it is not written. */
+static int output_index(const sl_codegen *o, int c) {
+    for (int k = 0; k < o->noutputs; k++)
+        if (o->outputs[k] == c) return k;
+    return -1;
+}
+
+/* Writes, into the reduce's output row `at` (a C expression), every kept field of the
+ * values from state `st`, the key (key segments) and the index (`index`, an expression). */
+static void emit_reduce_row(cg *g, const char *st, const char *at, const char *index,
+                            bool with_key, const char *indent) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sl_reduce *r = g->reduce;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->kind != SLOT_SCAN || slot->stage != g->reduce_stage) continue;
+        for (int f = 0; f < slot->sc->nfields; f++) {
+            int k = slot->sc->into[f] >= 0 ? output_index(o, slot->sc->into[f]) : -1;
+            if (k < 0) continue;
+            const char *t = ctype(g->p->columns[slot->sc->into[f]].type);
+            sl_strbuf_printf(sb, "%s((%s *)a.out[%d])[%s] = (%s)%s.f%d;\n", indent, t, k, at, t,
+                             st, slot->value_field[f]);
+        }
+    }
+    int ki = with_key && r->key_column >= 0 ? output_index(o, r->key_column) : -1;
+    if (ki >= 0) {
+        const char *t = ctype(g->p->columns[r->key_column].type);
+        sl_strbuf_printf(sb, "%s((%s *)a.out[%d])[%s] = (%s)%s.f%d;\n", indent, t, ki, at, t, st,
+                         g->slots[g->reduce_slot].last_field);
+    }
+    int ii = r->index_column >= 0 ? output_index(o, r->index_column) : -1;
+    if (ii >= 0)
+        sl_strbuf_printf(sb, "%s((long long *)a.out[%d])[%s] = %s;\n", indent, ii, at, index);
+}
+
+/* The close kernel of a group ending in a reduce (SL_CG_CLOSE_KERNEL, codegen.h): one block.
+ * Batch mode reads the carry the main kernel left (an empty batch's, where the main kernel
+ * did not run, with the per-batch resets applied), writes the rows the batch's end closes,
+ * the batch's rows out and the carry with the index count advanced. Flush mode (ntiles < 0)
+ * writes the open segment's row, if any, from carry_in, and a carry with the segment
+ * closed. */
+static void emit_reduce_close(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    int ph = rs->phase, seen = rs->flag_field, cb = rs->count_field, ct = rs->total_field;
+    char index_k[48], index_at[32];
+    snprintf(index_k, sizeof index_k, "s.f%d + k", ct);
+    snprintf(index_at, sizeof index_at, "s.f%d", ct);
+    sl_strbuf_printf(sb,
+                     "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_CLOSE_KERNEL
+                     "(const SlArgs a) {\n"
+                     "    typedef Phase%d RP;\n    typedef RP::S S;\n"
+                     "    const bool flush = a.ntiles < 0;\n"
+                     "    __shared__ S held;\n"
+                     "    if (threadIdx.x == 0) {\n"
+                     "        memcpy(&held, (flush ? a.carry_in : a.carry_out) + RP::CARRY_OFFSET, sizeof held);\n"
+                     "        if (!flush && a.rows == 0) RP::reset(held);\n"
+                     "    }\n    __syncthreads();\n    S s = held;\n",
+                     SL_CG_CLOSE_THREADS, ph);
+    if (r->segments == SL_SEGMENTS_OFFSETS) {
+        /* every empty segment of the batch: the identities, at its ordinal */
+        sl_strbuf_printf(sb,
+                         "    if (!flush) {\n"
+                         "        const long long *offs = (const long long *)a.in[%d];\n"
+                         "        const S id = RP::identity();\n        (void)id;\n"
+                         "        for (long long k = threadIdx.x; k < a.nsegments; k += blockDim.x) {\n"
+                         "            if (offs[k] != offs[k + 1]) continue;\n",
+                         g->out->offsets_input);
+        emit_reduce_row(g, "id", "k", index_k, false, "            ");
+        sl_strbuf_append(sb, "        }\n    }\n    __syncthreads();\n");
+    }
+    sl_strbuf_append(sb, "    if (threadIdx.x != 0) return;\n    bool emit = false;\n"
+                         "    long long at = 0, n = 0;\n");
+    switch (r->segments) {
+    case SL_SEGMENTS_OFFSETS:
+        sl_strbuf_printf(sb, "    if (!flush) { n = a.nsegments; s.f%d += n; }\n", ct);
+        break;
+    case SL_SEGMENTS_NONE:
+        if (r->per_batch) sl_strbuf_append(sb, "    emit = !flush; n = emit ? 1 : 0;\n");
+        else sl_strbuf_append(sb, "    emit = flush; n = emit ? 1 : 0;\n");
+        break;
+    default:
+        if (r->per_batch)
+            sl_strbuf_printf(sb, "    emit = !flush && s.f%d; at = flush ? 0 : s.f%d;\n"
+                                 "    n = flush ? 0 : s.f%d + (emit ? 1 : 0);\n",
+                             seen, cb, cb);
+        else
+            sl_strbuf_printf(sb, "    emit = flush && s.f%d;\n    n = flush ? (emit ? 1 : 0) : s.f%d;\n",
+                             seen, cb);
+        break;
+    }
+    sl_strbuf_append(sb, "    if (emit) {\n");
+    emit_reduce_row(g, "s", "at", index_at, true, "        ");
+    sl_strbuf_printf(sb, "        s.f%d += 1;\n    }\n", ct);
+    /* the emitted segment is closed: the next one starts from the identities */
+    sl_strbuf_append(sb, "    if (emit || flush) {\n        const S id = RP::identity();\n        (void)id;\n");
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->kind != SLOT_SCAN || slot->stage != g->reduce_stage) continue;
+        for (int f = 0; f < slot->sc->nfields; f++)
+            sl_strbuf_printf(sb, "        s.f%d = id.f%d;\n", slot->value_field[f],
+                             slot->value_field[f]);
+        if (slot->flag_field >= 0) sl_strbuf_printf(sb, "        s.f%d = 0;\n", slot->flag_field);
+        if (slot->interior_field >= 0)
+            sl_strbuf_printf(sb, "        s.f%d = 0;\n", slot->interior_field);
+    }
+    sl_strbuf_printf(sb, "        s.f%d = 0;\n    }\n", seen);
+    sl_strbuf_append(sb, "    *a.out_rows = n;\n"
+                         "    memcpy(a.carry_out + RP::CARRY_OFFSET, &s, sizeof s);\n}\n");
 }
 
 /* Which inputs the copy engine stages and the size of a stage (BUF). A stage holds the tile
@@ -1066,7 +1360,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         for (int si = 0; st == SLUICE_OK && si < g.nslots; si++) {
             const cg_slot *slot = &g.slots[si];
             if (slot->kind != SLOT_SCAN) continue; /* count, flags, keys: identity 0 */
-            const sl_scan *sc = &p->stages[slot->stage].scan;
+            const sl_scan *sc = slot->sc;
             size_t at = g.carry_offset[slot->phase];
             unsigned char *base = out->carry_identity + at;
             /* Slots are added in stage order, so this is the group's next scan. */

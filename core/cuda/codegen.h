@@ -29,6 +29,13 @@
 #define SL_CG_MAX_PHASES 16
 #define SL_CG_KERNEL "sl_fused"
 #define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
+/* A group ending in a reduce: after the main kernel (also for an empty batch), one block of
+ * this kernel writes the rows the batch closes at its end (empty offsets segments, the open
+ * segment with `per: batch`, a `per: batch` whole-batch row), the batch's rows out and the
+ * index count into the carry; launched with ntiles = -1 it writes instead the row held open
+ * at flush from carry_in (the carry after it goes to carry_out). */
+#define SL_CG_CLOSE_KERNEL "sl_reduce_close"
+#define SL_CG_CLOSE_THREADS 256
 /* Fixed slots before the inputs in the kernel's argument block. */
 #define SL_CG_FIXED_SLOTS 7
 /* Shared memory: the bytes of staged input columns one stage may hold, and what one SM
@@ -58,7 +65,8 @@ typedef struct sl_codegen {
     int ninputs, *inputs;    /* column ids, kernel argument order */
     int noutputs, *outputs;
     int npassthrough, *passthrough;
-    bool compacts;
+    bool compacts;           /* rows out differ from rows in: a compaction or a reduce */
+    bool reduces;            /* ends in a reduce: launch the close kernel after the main one */
     bool has_offsets;        /* an offsets-segmented scan: launch the segindex kernel first */
     int offsets_input;       /* index into inputs of the offsets column, -1 if none */
 

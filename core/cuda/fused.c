@@ -15,7 +15,7 @@ struct sl_cuda_group {
     sl_codegen cg;
     sl_cuda_group_layout layout;
     cudaLibrary_t library;
-    cudaKernel_t kernel, segindex;
+    cudaKernel_t kernel, segindex, close; /* close: a reduce's (codegen.h) */
     unsigned max_grid; /* blocks of the persistent kernel that fit on the device at once */
 };
 
@@ -71,6 +71,8 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
             e = cudaLibraryGetKernel(&g->kernel, g->library, SL_CG_KERNEL);
             if (e == cudaSuccess && g->cg.has_offsets)
                 e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
+            if (e == cudaSuccess && g->cg.reduces)
+                e = cudaLibraryGetKernel(&g->close, g->library, SL_CG_CLOSE_KERNEL);
             if (e != cudaSuccess) {
                 st = cuda_failure(ctx, e, "finding a generated kernel (cudaLibraryGetKernel)");
                 cudaLibraryUnload(g->library);
@@ -90,7 +92,8 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
         .ninputs = g->cg.ninputs, .inputs = g->cg.inputs,
         .noutputs = g->cg.noutputs, .outputs = g->cg.outputs,
         .npassthrough = g->cg.npassthrough, .passthrough = g->cg.passthrough,
-        .compacts = g->cg.compacts, .carry_bytes = g->cg.carry_bytes, .phases = g->cg.phases};
+        .compacts = g->cg.compacts, .reduces = g->cg.reduces, .carry_bytes = g->cg.carry_bytes,
+        .phases = g->cg.phases};
     *out = g;
     return SLUICE_OK;
 }
@@ -117,6 +120,72 @@ size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows) {
 
 /* ---- run ----------------------------------------------------------------------------- */
 
+/* The argument block (layout in codegen.h; at most 4096 bytes, checked by codegen) of a run
+ * over io with `ntiles` tiles (the close kernel's flush mode: -1). */
+static void fill_args(const sl_codegen *c, const sl_cuda_group_io *io, int64_t ntiles,
+                      uint64_t *slots) {
+    memset(slots, 0, c->arg_slots * sizeof slots[0]);
+    slots[0] = (uint64_t)io->rows;
+    slots[1] = (uint64_t)io->nsegments;
+    slots[2] = (uint64_t)ntiles;
+    slots[3] = (uint64_t)(uintptr_t)io->scratch;
+    slots[4] = (uint64_t)(uintptr_t)io->carry_in;
+    slots[5] = (uint64_t)(uintptr_t)io->carry_out;
+    slots[6] = (uint64_t)(uintptr_t)io->out_rows;
+    size_t at = SL_CG_FIXED_SLOTS;
+    for (int k = 0; k < c->ninputs; k++)
+        slots[at + (size_t)k] = io->inputs ? (uint64_t)(uintptr_t)io->inputs[k] : 0;
+    at += (size_t)(c->ninputs ? c->ninputs : 1);
+    for (int k = 0; k < c->noutputs; k++)
+        slots[at + (size_t)k] = io->outputs ? (uint64_t)(uintptr_t)io->outputs[k] : 0;
+    at += (size_t)(c->noutputs ? c->noutputs : 1);
+    for (int k = 0; k < c->nparams; k++)
+        sl_value_store(io->params[k].type, &slots[at + (size_t)k], 0, io->params[k]);
+}
+
+/* A reduce's outputs are written by the close kernel even for an empty batch. */
+static sluice_status check_outputs(sluice_context *ctx, const sl_codegen *c,
+                                   const sl_cuda_group_io *io) {
+    for (int k = 0; k < c->noutputs; k++)
+        if (!io->outputs || !io->outputs[k])
+            return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                            "internal: output %d of a fused GPU group is NULL", k);
+    return SLUICE_OK;
+}
+
+static sluice_status launch_close(sluice_context *ctx, const sl_cuda_group *g, cudaStream_t stream,
+                                  const sl_cuda_group_io *io, bool flush) {
+    const sl_codegen *c = &g->cg;
+    if (c->has_offsets && !flush && (!io->inputs || !io->inputs[c->offsets_input]))
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a reduce over offsets was run without its offsets");
+    uint64_t slots[512];
+    fill_args(c, io, flush ? -1 : sl_codegen_tiles(c, io->rows), slots);
+    void *args[1] = {slots};
+    cudaError_t e = cudaLaunchKernel((const void *)g->close, (dim3){1, 1, 1},
+                                     (dim3){SL_CG_CLOSE_THREADS, 1, 1}, args, 0, stream);
+    return e == cudaSuccess ? SLUICE_OK : cuda_failure(ctx, e, "launching a reduce's close kernel");
+}
+
+sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
+                                  const sl_cuda_group_io *io) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    const sl_codegen *c = &g->cg;
+    if (!c->reduces)
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a GPU group without a reduce was asked to flush");
+    if (!io || !io->carry_in || !io->carry_out || !io->out_rows || (c->nparams > 0 && !io->params))
+        return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                        "internal: a reduce was flushed without the buffers its layout needs");
+    SL_TRY(check_outputs(ctx, c, io));
+    if (io->carry_out != io->carry_in) {
+        cudaError_t e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
+                                        cudaMemcpyDeviceToDevice, stream);
+        if (e != cudaSuccess) return cuda_failure(ctx, e, "a reduce's carry copy at flush");
+    }
+    return launch_close(ctx, g, stream, io, true);
+}
+
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
                                 const sl_cuda_group_io *io) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
@@ -126,12 +195,15 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a fused GPU group was run without the buffers its layout needs");
     cudaError_t e = cudaSuccess;
+    if (c->reduces) SL_TRY(check_outputs(ctx, c, io));
     if (io->rows == 0) {
         if (io->carry_out != io->carry_in)
             e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
                                 cudaMemcpyDeviceToDevice, stream);
         if (e == cudaSuccess && c->compacts) e = cudaMemsetAsync(io->out_rows, 0, sizeof(int64_t), stream);
-        return e == cudaSuccess ? SLUICE_OK : cuda_failure(ctx, e, "an empty batch's carry copy");
+        if (e != cudaSuccess) return cuda_failure(ctx, e, "an empty batch's carry copy");
+        /* a reduce still closes the batch: identities of its empty segments, its row */
+        return c->reduces ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
     }
     for (int k = 0; k < c->ninputs; k++)
         if (!io->inputs || !io->inputs[k])
@@ -152,22 +224,8 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a fused GPU group was run without scratch");
 
-    /* The argument block (layout in codegen.h); at most 4096 bytes, checked by codegen. */
     uint64_t slots[512];
-    memset(slots, 0, c->arg_slots * sizeof slots[0]);
-    slots[0] = (uint64_t)io->rows;
-    slots[1] = (uint64_t)io->nsegments;
-    slots[2] = (uint64_t)ntiles;
-    slots[3] = (uint64_t)(uintptr_t)io->scratch;
-    slots[4] = (uint64_t)(uintptr_t)io->carry_in;
-    slots[5] = (uint64_t)(uintptr_t)io->carry_out;
-    slots[6] = (uint64_t)(uintptr_t)io->out_rows;
-    size_t at = SL_CG_FIXED_SLOTS;
-    for (int k = 0; k < c->ninputs; k++) slots[at + (size_t)k] = (uint64_t)(uintptr_t)io->inputs[k];
-    at += (size_t)(c->ninputs ? c->ninputs : 1);
-    for (int k = 0; k < c->noutputs; k++) slots[at + (size_t)k] = (uint64_t)(uintptr_t)io->outputs[k];
-    at += (size_t)(c->noutputs ? c->noutputs : 1);
-    for (int k = 0; k < c->nparams; k++) sl_value_store(io->params[k].type, &slots[at + (size_t)k], 0, io->params[k]);
+    fill_args(c, io, ntiles, slots);
     void *args[1] = {slots};
 
     if (scratch_bytes > 0) e = cudaMemsetAsync(io->scratch, 0, scratch_bytes, stream);
@@ -182,5 +240,5 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
     e = cudaLaunchKernel((const void *)g->kernel, (dim3){grid, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
                          args, c->dynamic_smem, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
-    return SLUICE_OK;
+    return c->reduces ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
 }

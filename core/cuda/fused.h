@@ -39,6 +39,10 @@ typedef struct sl_cuda_group_layout {
     int npassthrough;
     const int *passthrough;  /* needed after the group, not written (non-compacting groups) */
     bool compacts;           /* output rows are the kept rows; count in *io.out_rows */
+    bool reduces;            /* ends in a reduce (compacts too): one row per segment closed,
+                                count in *io.out_rows, even for an empty batch (offsets
+                                segments, `per: batch`); what stays open is flushed by
+                                sl_cuda_group_flush */
     size_t carry_bytes;      /* size of the stream-wide carry (> 0: at least a status word) */
     int phases;              /* chained look-backs in the one kernel (scans of scans) */
 } sl_cuda_group_layout;
@@ -80,5 +84,14 @@ size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows);
  * SLUICE_ERR_INVALID_ARGUMENT (a NULL pointer the layout needs). */
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,
                                 const sl_cuda_group_io *io);
+
+/* A group ending in a reduce, at the end of the stream: enqueues the writing of the segment
+ * it holds open (a whole-stream reduce's one row, an empty stream's identities included; the
+ * last run of keys or head-flag segment), from carry_in, into row 0 of io.outputs, the rows
+ * (0 or 1) into *io.out_rows, and the carry with that segment closed into carry_out.
+ * io.rows and io.inputs are unused. Errors: SLUICE_ERR_INVALID_ARGUMENT (not a reduce
+ * group, a buffer missing), SLUICE_ERR_CUDA (launch failure). */
+sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, void *stream,
+                                  const sl_cuda_group_io *io);
 
 #endif

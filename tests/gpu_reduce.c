@@ -1,0 +1,521 @@
+/* gpu_reduce.c — the `reduce` stage on the CUDA backend against the CPU backend (itself
+ * checked against sequential oracles in test_reduce): every segment kind (whole stream,
+ * offsets with empty segments, head flags, runs of keys of several types, a bool key), per
+ * stream and per batch, the index column, every operator (sum prod min max and or xor count
+ * linrec, a declared one), several values, a filter and scans fused before the reduce and
+ * stages after it; edge sizes (0, 1, tile ± 1, many tiles); the same stream pushed whole
+ * and cut at random points (the CPU gets the same pushes: per-batch segments depend on
+ * them), host and device batches and outputs, pipeline_depth 1 and 3, and batches over
+ * max_batch_rows. Exact operators must match bit for bit; float values within the
+ * tolerance of compare() (the GPU associates sums in another order).
+ *
+ * The harness is gpu_backend.c's (tables, inputs, pushes, compare). SLUICE_GPU_TEST_SUBJECT=cpu
+ * runs the subject on the CPU backend too (checks the harness without a GPU);
+ * SLUICE_TEST_SMALL=1 keeps to small sizes. Exits 77 without a GPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "sluice_cuda.h"
+#include "testutil.h"
+#include "common/types.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+#define CUDA_OK(call) ck_assert_int_eq((int)(call), (int)cudaSuccess)
+#define MAXCOLS 24
+
+static bool g_subject_cpu; /* harness check without a GPU */
+static bool g_small;
+
+/* ---- host tables ------------------------------------------------------------------------- */
+
+typedef struct table {
+    int64_t rows;
+    int ncols;
+    char *names[MAXCOLS];
+    sluice_type types[MAXCOLS];
+    uint8_t *data[MAXCOLS];
+    int64_t lengths[MAXCOLS]; /* inputs: an offsets column has nsegments + 1 */
+} table;
+
+static void table_free(table *t) {
+    for (int i = 0; i < t->ncols; i++) {
+        free(t->names[i]);
+        free(t->data[i]);
+    }
+    memset(t, 0, sizeof *t);
+}
+
+/* Appends a batch's rows (host or device memory) to t. */
+static void table_append(table *t, const sluice_batch *b) {
+    int64_t n = sluice_batch_rows(b);
+    if (t->ncols == 0) {
+        t->ncols = (int)sluice_batch_column_count(b);
+        for (int i = 0; i < t->ncols; i++) {
+            sluice_column c;
+            ck_assert_int_eq(sluice_batch_column(b, (size_t)i, &c), SLUICE_OK);
+            t->names[i] = strdup(c.name);
+            t->types[i] = c.type;
+        }
+    }
+    ck_assert_int_eq((int)sluice_batch_column_count(b), t->ncols);
+    for (int i = 0; i < t->ncols; i++) {
+        sluice_column c;
+        ck_assert_int_eq(sluice_batch_column(b, (size_t)i, &c), SLUICE_OK);
+        ck_assert_int_eq(c.length, n);
+        size_t w = sluice_type_size(c.type);
+        t->data[i] = realloc(t->data[i], (size_t)(t->rows + n) * w + 8);
+        ck_assert_ptr_nonnull(t->data[i]);
+        if (n == 0) continue;
+        if (sluice_batch_on_device(b))
+            CUDA_OK(cudaMemcpy(t->data[i] + (size_t)t->rows * w, c.data, (size_t)n * w,
+                               cudaMemcpyDeviceToHost));
+        else
+            memcpy(t->data[i] + (size_t)t->rows * w, c.data, (size_t)n * w);
+    }
+    t->rows += n;
+}
+
+/* ---- random inputs ------------------------------------------------------------------------ */
+
+static void fill_random(tu_rng *r, sluice_type t, void *out, int64_t n, int flavour) {
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = tu_rng_next(r);
+        double f = tu_rng_uniform(r) * 4.0 - 2.0;
+        if (flavour == 1) u &= 7, f = (double)(int)(f * 2); /* few values: ties, segments */
+        sl_value v;
+        switch (t) {
+        case SLUICE_BOOL: v.type = t, v.u = u & 1; break;
+        case SLUICE_F16: case SLUICE_F32: case SLUICE_F64: v.type = SLUICE_F64, v.f = f; break;
+        default:
+            v.type = t;
+            v.u = u;
+            if (sl_type_is_signed(t)) v.i = (int64_t)u; /* stores truncate: any bits are fine */
+            break;
+        }
+        if (sl_type_is_float(t)) {
+            v = sl_value_cast(v, t);
+        }
+        sl_value_store(t, out, i, v);
+    }
+}
+
+/* Inputs for pipeline p with `rows` rows; an offsets input gets random segments. */
+static void make_inputs(const sluice_pipeline *p, int64_t rows, uint64_t seed, table *in) {
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    memset(in, 0, sizeof *in);
+    in->rows = rows;
+    in->ncols = (int)sluice_pipeline_input_count(p);
+    for (int i = 0; i < in->ncols; i++) {
+        sluice_column_info ci;
+        ck_assert_int_eq(sluice_pipeline_input(p, (size_t)i, &ci), SLUICE_OK);
+        in->names[i] = strdup(ci.name);
+        in->types[i] = ci.type;
+        if (ci.role == SLUICE_ROLE_OFFSETS) {
+            int64_t cap = 2 * rows + 4;
+            int64_t *off = malloc((size_t)cap * 8);
+            int64_t k = 0, at = 0;
+            off[k++] = 0;
+            int avg = (int)(seed % 3 == 0 ? 1 : seed % 3 == 1 ? 8 : 300);
+            while (at < rows) { /* empty segments too */
+                int64_t len = tu_rng_range(&r, 0, 2 * avg);
+                at = at + len > rows || k == cap - 1 ? rows : at + len;
+                off[k++] = at;
+            }
+            in->data[i] = (uint8_t *)off;
+            in->lengths[i] = k;
+            continue;
+        }
+        in->data[i] = malloc((size_t)rows * sluice_type_size(ci.type) + 8);
+        fill_random(&r, ci.type, in->data[i], rows, (int)((seed + (uint64_t)i) % 4 == 0));
+        in->lengths[i] = rows;
+    }
+}
+
+static int offsets_col(const sluice_pipeline *p, const table *in) {
+    for (int i = 0; i < in->ncols; i++) {
+        sluice_column_info ci;
+        sluice_pipeline_input(p, (size_t)i, &ci);
+        if (ci.role == SLUICE_ROLE_OFFSETS) return i;
+    }
+    return -1;
+}
+
+/* Columns of rows [r0, r1) of `in` (segments [s0, s1) for an offsets input, rebased to 0).
+ * dev: device copies (caller frees with free_piece). */
+typedef struct piece {
+    sluice_column cols[MAXCOLS];
+    void *owned[MAXCOLS];
+    int n;
+} piece;
+
+static void make_piece(const sluice_pipeline *p, const table *in, int64_t r0, int64_t r1,
+                       int64_t s0, int64_t s1, bool dev, piece *pc) {
+    int oc = offsets_col(p, in);
+    memset(pc, 0, sizeof *pc);
+    pc->n = in->ncols;
+    for (int i = 0; i < in->ncols; i++) {
+        sluice_column *c = &pc->cols[i];
+        c->name = in->names[i];
+        c->type = in->types[i];
+        size_t w = sluice_type_size(c->type);
+        const void *src;
+        size_t bytes;
+        if (i == oc) {
+            int64_t *off = malloc((size_t)(s1 - s0 + 1) * 8);
+            const int64_t *all = (const int64_t *)in->data[i];
+            for (int64_t k = s0; k <= s1; k++) off[k - s0] = all[k] - all[s0];
+            pc->owned[i] = off;
+            c->length = s1 - s0 + 1;
+            src = off;
+            bytes = (size_t)c->length * 8;
+        } else {
+            c->length = r1 - r0;
+            src = in->data[i] + (size_t)r0 * w;
+            bytes = (size_t)c->length * w;
+        }
+        c->data = src;
+        if (dev) {
+            void *d;
+            CUDA_OK(cudaMalloc(&d, bytes + 8));
+            CUDA_OK(cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice));
+            /* A pageable host-to-device cudaMemcpy may return before its DMA lands, and the
+             * session's non-blocking stream is not ordered after the legacy stream: wait, as
+             * sluice_cuda.h asks of work on other streams. */
+            CUDA_OK(cudaDeviceSynchronize());
+            free(pc->owned[i]);
+            pc->owned[i] = d;
+            c->data = d;
+        }
+    }
+}
+
+static void free_piece(piece *pc, bool dev) {
+    for (int i = 0; i < pc->n; i++) {
+        if (!pc->owned[i]) continue;
+        if (dev) cudaFree(pc->owned[i]);
+        else free(pc->owned[i]);
+    }
+}
+
+/* ---- running a pipeline ------------------------------------------------------------------- */
+
+typedef enum mode { HOST_IN_HOST_OUT, DEVICE_IN_DEVICE_OUT, HOST_IN_DEVICE_OUT } mode;
+
+static int g_depth; /* the subject's pipeline_depth (0: the backend's default) */
+
+static sluice_status open_session(sluice_pipeline *p, bool subject, mode m, int64_t max_rows,
+                                  sluice_session **s) {
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.max_batch_rows = max_rows;
+    if (subject) o.pipeline_depth = g_depth;
+    if (!subject || g_subject_cpu) {
+        o.backend = SLUICE_BACKEND_CPU;
+        return sluice_session_open(p, &o, s);
+    }
+    sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
+    co.outputs_on_device = m != HOST_IN_HOST_OUT;
+    return sluice_cuda_session_open(p, &o, &co, s);
+}
+
+static void fail_with_diag(sluice_context *ctx, const char *what, const char *name, sluice_status st) {
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    ck_abort_msg("%s (pipeline %s): %s: %s", what, name, sluice_status_name(st), d ? d->message : "");
+}
+
+/* Runs the stream `in` through p cut into the pieces that start at cuts[0..ncuts) (rows;
+ * for an offsets pipeline, segment indices), pulling after every push. */
+static void run_stream(sluice_context *ctx, sluice_pipeline *p, bool subject, mode m,
+                       const table *in, const int64_t *cuts, int ncuts, int64_t max_rows,
+                       table *out) {
+    sluice_session *s;
+    sluice_status st = open_session(p, subject, m, max_rows, &s);
+    if (st != SLUICE_OK) fail_with_diag(ctx, "open", sluice_pipeline_name(p), st);
+    memset(out, 0, sizeof *out);
+    int oc = offsets_col(p, in);
+    int64_t nseg = oc >= 0 ? in->lengths[oc] - 1 : 0;
+    bool dev = subject && !g_subject_cpu && m == DEVICE_IN_DEVICE_OUT;
+    for (int k = 0; k <= ncuts; k++) {
+        int64_t a = k == 0 ? 0 : cuts[k - 1];
+        int64_t b = k == ncuts ? (oc >= 0 ? nseg : in->rows) : cuts[k];
+        int64_t r0 = a, r1 = b, s0 = 0, s1 = 0;
+        if (oc >= 0) {
+            const int64_t *off = (const int64_t *)in->data[oc];
+            s0 = a, s1 = b, r0 = off[a], r1 = off[b];
+        }
+        piece pc;
+        make_piece(p, in, r0, r1, s0, s1, dev, &pc);
+        st = dev ? sluice_cuda_session_push_device(s, pc.cols, (size_t)pc.n)
+                 : sluice_session_push(s, pc.cols, (size_t)pc.n);
+        /* Device input is read by work queued on the session's stream: it may be freed only
+         * once that work is done (sluice_cuda.h, "When device memory may be reused"). */
+        if (dev) CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+        free_piece(&pc, dev);
+        if (st != SLUICE_OK) fail_with_diag(ctx, "push", sluice_pipeline_name(p), st);
+        /* Device outputs are ready in the session stream's order (sluice_cuda.h): the copies
+         * below run on another stream, so wait for it first. */
+        if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+            CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+        sluice_batch *b_out;
+        while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
+            table_append(out, b_out);
+            sluice_batch_free(b_out);
+        }
+    }
+    st = sluice_session_flush(s);
+    if (st != SLUICE_OK) fail_with_diag(ctx, "flush", sluice_pipeline_name(p), st);
+    if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+        CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+    sluice_batch *b_out;
+    while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
+        table_append(out, b_out);
+        sluice_batch_free(b_out);
+    }
+    if (out->ncols == 0) { /* no batch came out: still name the outputs */
+        out->ncols = (int)sluice_pipeline_output_count(p);
+        for (int i = 0; i < out->ncols; i++) {
+            sluice_column_info ci;
+            sluice_pipeline_output(p, (size_t)i, &ci);
+            out->names[i] = strdup(ci.name);
+            out->types[i] = ci.type;
+        }
+    }
+    sluice_session_close(s);
+}
+
+/* ---- comparing -------------------------------------------------------------------------- */
+
+/* Floats: within rel of the larger of |a|, |b| and the column's scale (scans sum in another
+ * order on the GPU); NaN only where the reference has NaN. Everything else exactly. */
+static void compare(const char *name, const char *what, const table *ref, const table *got) {
+    ck_assert_msg(ref->rows == got->rows, "%s, %s: %lld rows, the CPU gives %lld", name, what,
+                  (long long)got->rows, (long long)ref->rows);
+    ck_assert_int_eq(ref->ncols, got->ncols);
+    for (int c = 0; c < ref->ncols; c++) {
+        sluice_type t = ref->types[c];
+        ck_assert_int_eq(t, got->types[c]);
+        if (!sl_type_is_float(t)) {
+            size_t w = sluice_type_size(t);
+            for (int64_t i = 0; i < ref->rows; i++)
+                if (memcmp(ref->data[c] + i * (int64_t)w, got->data[c] + i * (int64_t)w, w) != 0) {
+                    sl_value a = sl_value_load(t, ref->data[c], i), b = sl_value_load(t, got->data[c], i);
+                    ck_abort_msg("%s, %s: column %s row %lld: got %lld, CPU %lld", name, what,
+                                 ref->names[c], (long long)i, (long long)b.i, (long long)a.i);
+                }
+            continue;
+        }
+        double scale = 0;
+        for (int64_t i = 0; i < ref->rows; i++) {
+            double a = sl_value_load(t, ref->data[c], i).f;
+            if (isfinite(a) && fabs(a) > scale) scale = fabs(a);
+        }
+        double rel = t == SLUICE_F16 ? 2e-3 : t == SLUICE_F32 ? 1e-4 : 1e-9;
+        /* long float sums lose about log2(n) bits more on either side */
+        if (ref->rows > 4096) rel *= 16;
+        for (int64_t i = 0; i < ref->rows; i++) {
+            double a = sl_value_load(t, ref->data[c], i).f, b = sl_value_load(t, got->data[c], i).f;
+            if (isnan(a) && isnan(b)) continue;
+            if (isinf(a) && a == b) continue;
+            double tol = rel * fmax(scale, 1.0);
+            if (!(fabs(a - b) <= tol))
+                ck_abort_msg("%s, %s: column %s row %lld: got %.9g, CPU %.9g (tolerance %.3g)",
+                             name, what, ref->names[c], (long long)i, b, a, tol);
+        }
+    }
+}
+
+/* Random cut points of a stream of `units` rows (segments for an offsets input). */
+static int random_cuts(uint64_t seed, int64_t units, int64_t *cuts) {
+    tu_rng r;
+    tu_rng_seed(&r, seed ^ 0x5eed);
+    int ncuts = 0;
+    int64_t at = 0;
+    while (ncuts < 5 && at < units - 1) {
+        at = tu_rng_range(&r, at + 1, at + 1 + (units - at - 1) / 2);
+        if (at >= units) break;
+        cuts[ncuts++] = at;
+    }
+    return ncuts;
+}
+
+/* The CPU and the subject given the same pushes (cuts, max_rows) in mode m. */
+static void check_run(sluice_context *ctx, sluice_pipeline *p, const table *in, const int64_t *cuts,
+                      int ncuts, int64_t max_rows, mode m, const char *what) {
+    table ref, got;
+    char label[128];
+    snprintf(label, sizeof label, "%s, %lld rows, depth %d", what, (long long)in->rows, g_depth);
+    run_stream(ctx, p, false, HOST_IN_HOST_OUT, in, cuts, ncuts, max_rows, &ref);
+    run_stream(ctx, p, true, m, in, cuts, ncuts, max_rows, &got);
+    compare(sluice_pipeline_name(p), label, &ref, &got);
+    table_free(&got);
+    table_free(&ref);
+}
+
+static void check_pipeline(const char *yaml, int64_t rows, uint64_t seed) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    table in;
+    make_inputs(p, rows, seed, &in);
+    int oc = offsets_col(p, &in);
+    int64_t units = oc >= 0 ? in.lengths[oc] - 1 : rows;
+    int64_t max_rows = rows + 1;
+    static const int depths[] = {1, 3};
+    for (size_t d = 0; d < NELEM(depths); d++) {
+        g_depth = depths[d];
+        check_run(ctx, p, &in, NULL, 0, max_rows, HOST_IN_HOST_OUT, "one host batch");
+        check_run(ctx, p, &in, NULL, 0, max_rows, DEVICE_IN_DEVICE_OUT, "one device batch");
+        if (units > 1) {
+            int64_t cuts[6];
+            int ncuts = random_cuts(seed + (uint64_t)d, units, cuts);
+            check_run(ctx, p, &in, cuts, ncuts, max_rows, HOST_IN_HOST_OUT, "cut host batches");
+            check_run(ctx, p, &in, cuts, ncuts, max_rows, DEVICE_IN_DEVICE_OUT,
+                      "cut device batches");
+            check_run(ctx, p, &in, cuts, ncuts, max_rows, HOST_IN_DEVICE_OUT,
+                      "cut host batches, device outputs");
+        }
+        /* more rows than max_batch_rows: cut by the session (or, for offsets, between
+           segments), the same way on both backends */
+        if (rows > 1 && rows <= 70000)
+            check_run(ctx, p, &in, NULL, 0, rows / 3 + 1, HOST_IN_HOST_OUT,
+                      "one batch over max_batch_rows");
+    }
+    g_depth = 0;
+    table_free(&in);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+
+static const int64_t edge_sizes[] = {0, 1, 2, 31, 33, 1023, 1024, 1025, 4095, 4096, 4097};
+static const int64_t small_sizes[] = {0, 1, 33, 4097};
+
+static void check_sizes(const char *yaml, uint64_t seed) {
+    if (g_small) {
+        for (size_t k = 0; k < NELEM(small_sizes); k++) check_pipeline(yaml, small_sizes[k], seed + k);
+        check_pipeline(yaml, 40000, seed + 50);
+        return;
+    }
+    for (size_t k = 0; k < NELEM(edge_sizes); k++) check_pipeline(yaml, edge_sizes[k], seed + k);
+    check_pipeline(yaml, 65537, seed + 100);
+    check_pipeline(yaml, 1000003, seed + 101);
+}
+
+/* ---- the pipelines ------------------------------------------------------------------------ */
+
+/* The segment kinds; the inputs: x f32, i i32, u u16, k i16, h bool (a map derives sparse
+ * head flags and keys with runs from them, so segments span tiles and batches). */
+static const char *const seg_kinds[] = {
+    "",                                  /* the whole stream */
+    "      segments: hd\n",              /* head flags (about 1 row in 40) */
+    "      segments: {key: g}\n",        /* runs of an i16 key (a few rows each) */
+    "      segments: {key: big}\n",      /* a bool key: runs of truth values */
+    "      segments: {key: k}\n",        /* random i16 keys (with ties in some streams) */
+    "      segments: {key: fk}\n",       /* an f32 key: compared by bits */
+};
+
+static char g_yaml[8192];
+
+/* Every builtin operator, count, linrec and a declared operator in one reduce, with the
+ * index, after a filter and a scan, before a map and a filter. _i: segment kind × per. */
+START_TEST(test_every_operator_every_kind) {
+    const char *seg = seg_kinds[_i / 2];
+    bool per_batch = _i % 2 == 1;
+    snprintf(g_yaml, sizeof g_yaml,
+             "sluice: 1\nname: ops-%d\ninput: {x: f32, i: i32, u: u16, k: i16, h: bool}\n"
+             "operators:\n  affine:\n    state: {a: f64, b: f64}\n"
+             "    identity: {a: 1.0, b: 0.0}\n"
+             "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+             "stages:\n"
+             "  - map: {hd: x > 1.9, g: i16(x * 0.6), big: x > 0.5, fk: f32(i32(x))}\n"
+             "  - filter: x > -1.8\n"
+             "  - scan: {of: i, op: max, into: run}\n"
+             "  - reduce:\n%s      index: seg\n%s      values:\n"
+             "        - {op: sum, of: x, into: total}\n"
+             "        - {op: sum, of: i, into: isum}\n"
+             "        - {op: prod, of: x * 0.01 + 1.0, into: p, acc: f64}\n"
+             "        - {op: min, of: i, into: lo}\n"
+             "        - {op: max, of: x, into: hi}\n"
+             "        - {op: and, of: u, into: band}\n"
+             "        - {op: or, of: u, into: bor}\n"
+             "        - {op: xor, of: i, into: bxor}\n"
+             "        - {op: count, into: n}\n"
+             "        - {op: max, of: run, into: top}\n"
+             "        - {op: linrec, a: x * 0.1, b: x, into: h_last}\n"
+             "        - {op: affine, of: {a: f64(x) * 0.1, b: f64(x)}, into: {a: pa, b: pb}}\n"
+             "  - map: {mean: total / f32(n)}\n"
+             "  - filter: n > 0\n",
+             _i, seg, per_batch ? "      per: batch\n" : "");
+    check_sizes(g_yaml, 1000 + (uint64_t)_i * 37);
+}
+END_TEST
+
+/* Offsets segments (empty ones included, short and long on average by seed), per batch by
+ * nature; the index over the stream. */
+START_TEST(test_offsets) {
+    snprintf(g_yaml, sizeof g_yaml,
+             "sluice: 1\nname: offsets\ninput: {x: f32, i: i64, rows: {type: i64, role: offsets}}\n"
+             "stages:\n"
+             "  - map: {y: x * 2.0}\n"
+             "  - reduce:\n      segments: rows\n      index: seg\n      values:\n"
+             "        - {op: sum, of: y, into: total}\n"
+             "        - {op: count, into: n}\n"
+             "        - {op: min, of: i, into: lo}\n"
+             "        - {op: linrec, a: x * 0.5, b: x, into: h}\n"
+             "  - scan: {of: n, op: sum, into: seen}\n");
+    for (uint64_t s = 0; s < 3; s++) check_sizes(g_yaml, 3000 + s * 10 + (uint64_t)_i);
+}
+END_TEST
+
+/* Only some outputs kept (the others' fields not written), the key column kept or not, a
+ * second reduce over the reduced rows (two reduce groups), and a sort after a reduce. */
+START_TEST(test_stages_after) {
+    static const char *const pipes[] = {
+        "sluice: 1\nname: after-1\ninput: {x: f32, k: i16}\nstages:\n"
+        "  - map: {g: i16(x * 0.6)}\n"
+        "  - reduce:\n      segments: {key: g}\n      values:\n"
+        "        - {op: sum, of: x, into: s}\n        - {op: count, into: n}\n"
+        "  - reduce:\n      segments: {key: n}\n      index: j\n      values:\n"
+        "        - {op: max, of: s, into: best}\n"
+        "output: [n, j, best]\n",
+        "sluice: 1\nname: after-2\ninput: {x: f32, k: u64}\nstages:\n"
+        "  - map: {g: k & 3}\n"
+        "  - reduce:\n      segments: {key: g}\n      index: j\n      values:\n"
+        "        - {op: sum, of: x, into: s, acc: f64}\n"
+        "  - sort: {key: j, order: descending}\n"
+        "output: [j, s]\n",
+        "sluice: 1\nname: after-3\ninput: {x: f32}\nstages:\n"
+        "  - reduce:\n      values:\n        - {op: count, into: n}\n"
+        "        - {op: sum, of: x, into: s}\n"
+        "  - map: {m: s / f32(n)}\n"
+        "output: [m, n]\n",
+    };
+    check_sizes(pipes[_i], 5000 + (uint64_t)_i);
+}
+END_TEST
+
+static Suite *gpu_reduce_suite(void) {
+    Suite *s = suite_create("gpu_reduce");
+    TCase *tc = tcase_create("reduce");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, test_every_operator_every_kind, 0, 2 * (int)NELEM(seg_kinds));
+    tcase_add_loop_test(tc, test_offsets, 0, 1);
+    tcase_add_loop_test(tc, test_stages_after, 0, 3);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    setenv("CK_FORK", "no", 1); /* CUDA does not survive fork() */
+    g_small = getenv("SLUICE_TEST_SMALL") != NULL;
+    const char *subj = getenv("SLUICE_GPU_TEST_SUBJECT");
+    g_subject_cpu = subj && strcmp(subj, "cpu") == 0;
+    int n = 0;
+    if (!g_subject_cpu && (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)) {
+        fprintf(stderr, "gpu_reduce: no GPU, skipped\n");
+        return 77;
+    }
+    return tu_run_suite(gpu_reduce_suite());
+}
