@@ -1564,7 +1564,11 @@ static sluice_status cuda_check_input(sluice_session *s, sl_input *in) {
 }
 
 static sluice_status cuda_reserve(sluice_session *s, int64_t rows, int64_t nsegments) {
-    (void)nsegments; /* the offsets buffer grows in load */
+    /* The offsets buffer grows in load; a reduce over offsets gives a row per segment, so
+     * its outputs (the per-batch buffers) must hold nsegments rows too. */
+    bool reduces = false;
+    for (int gi = 0; gi < s->plan.ngroups; gi++) reduces |= s->plan.groups[gi].reduces;
+    if (reduces && nsegments > rows) rows = nsegments;
     ON_DEVICE(s, reserve_impl(s, s->impl, rows));
 }
 
