@@ -11,7 +11,8 @@
  *
  * The harness is gpu_backend.c's (tables, inputs, pushes, compare). SLUICE_GPU_TEST_SUBJECT=cpu
  * runs the subject on the CPU backend too (checks the harness without a GPU);
- * SLUICE_TEST_SMALL=1 keeps to small sizes. Exits 77 without a GPU. */
+ * SLUICE_TEST_SMALL=1 keeps to small sizes; SLUICE_GPU_TEST_DUMP=DIR writes each pipeline's
+ * YAML there. Exits 77 without a GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,8 +357,18 @@ static void check_run(sluice_context *ctx, sluice_pipeline *p, const table *in, 
 
 static void check_pipeline(const char *yaml, int64_t rows, uint64_t seed) {
     sluice_context *ctx;
+    const char *dump = getenv("SLUICE_GPU_TEST_DUMP"); /* a directory: keep every pipeline */
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
     sluice_pipeline *p = tu_load(ctx, yaml);
+    if (dump) { /* by name: one file per pipeline (kernel caches are filled from them) */
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.yaml", dump, sluice_pipeline_name(p));
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(yaml, f);
+            fclose(f);
+        }
+    }
     table in;
     make_inputs(p, rows, seed, &in);
     int oc = offsets_col(p, &in);
