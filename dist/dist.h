@@ -14,19 +14,42 @@
 
 /* One scan whose state crosses ranks: a `reset: never` scan whose segments (if any) are head
  * flags or keys. Offsets segments and `reset: batch` scans restart at every batch, and a
- * rank's batches are batches of the global stream, so they carry nothing between ranks. */
+ * rank's batches are batches of the global stream, so they carry nothing between ranks.
+ * A reduce's values are scans too (inclusive, segmented as the reduce is, restarting per
+ * batch under `per: batch`), one entry each. */
 typedef struct dist_scan {
     int group;   /* plan group */
     int slot;    /* index among the group's scans (stage order): the carry's index */
     int stage;
+    int value;   /* -1 for a scan stage; else the index among the reduce's values */
     int phase;   /* global carry phase, from 1: base of its group + the plan's stage phase */
     bool carried;/* false for offsets / reset: batch scans (nothing crosses ranks) */
 } dist_scan;
 
+/* A reduce (ending plan group `group`): beside its values' states, which segment a rank
+ * closes at flush and the global index of the segments it emits.
+ *  - A carried reduce (not `per: batch`, not offsets) learns at the end of pass `phase`,
+ *    from the gathered states of its first value, which ranks have rows reaching it: its
+ *    incoming segment is open when an earlier rank had some, and only the last rank with
+ *    rows (for a whole-stream reduce, the last rank) emits the open segment at flush. So
+ *    the segments a rank emits are exact from pass phase + 1 on.
+ *  - Its index: at the end of pass `count_pass` (phase + 1 when carried, else phase) the
+ *    ranks gather the segments each emitted; a rank's first index is the sum of those
+ *    before it. Everything the reduce writes is exact from pass count_pass + 1 on, which is
+ *    the base the groups after it start from. */
+typedef struct dist_reduce {
+    int group, slot, stage; /* slot: its first value's carry index */
+    int phase, count_pass;
+    bool carried;
+} dist_reduce;
+
 /* The pass schedule of a pipeline over ranks (dist/schedule.c), from its plan alone. */
 typedef struct dist_schedule {
     int nscans;
-    dist_scan *scans;      /* every scan stage of the fused groups, in stage order */
+    dist_scan *scans;      /* every scan stage and reduce value of the fused groups, in
+                              stage order */
+    int nreduces;
+    dist_reduce *reduces;  /* every reduce, in stage order */
     int *group_scans;      /* per plan group: its scans (the carries sl_session_carry_get reads) */
     int phases;            /* global carry phases of the scans that cross ranks */
     int rows_level;        /* the pass (from 1) from which rows out are exact: the highest
@@ -38,6 +61,8 @@ typedef struct dist_schedule {
 sluice_status sl_dist_schedule(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                                dist_schedule *out);
 void sl_dist_schedule_free(sluice_context *ctx, dist_schedule *sch);
+/* The scan a schedule entry stands for: a scan stage's, or the reduce value's. */
+const sl_scan *sl_dist_scan_of(const sluice_pipeline *p, const dist_scan *d);
 
 struct sluice_mpi_session {
     MPI_Comm comm;

@@ -53,8 +53,10 @@ sluice_status sluice_mpi_explain(const sluice_pipeline *p, char **text) {
         sl_strbuf_printf(&sb, "group %d: fused, stages on lines %d-%d\n", gi + 1,
                          p->stages[g->first].loc.line, p->stages[g->last - 1].loc.line);
         bool crosses = false;
-        for (int s = g->first; s < g->last; s++)
-            crosses |= p->stages[s].kind == SL_STAGE_COMPACT || p->stages[s].kind == SL_STAGE_SCAN;
+        for (int s = g->first; s < g->last; s++) {
+            sl_stage_kind k = p->stages[s].kind;
+            crosses |= k == SL_STAGE_COMPACT || k == SL_STAGE_SCAN || k == SL_STAGE_REDUCE;
+        }
         if (!crosses)
             sl_strbuf_append(&sb, "    elementwise stages only: nothing crosses ranks\n");
         for (int s = g->first; s < g->last; s++) {
@@ -63,6 +65,31 @@ sluice_status sluice_mpi_explain(const sluice_pipeline *p, char **text) {
                 sl_strbuf_printf(&sb, "    %-15s line %-4d rows kept: their global positions "
                                  "from one allgather of 8 B per rank (once)\n",
                                  stage->kind_name ? stage->kind_name : "compact", stage->loc.line);
+            if (stage->kind == SL_STAGE_REDUCE) {
+                const dist_reduce *dr = NULL;
+                for (int i = 0; i < sch.nreduces; i++)
+                    if (sch.reduces[i].stage == s) dr = &sch.reduces[i];
+                const sl_reduce *rd = &stage->reduce;
+                si += rd->nvalues;
+                if (!dr) continue;
+                const char *seg = segments_name(&rd->values[0]);
+                if (dr->carried)
+                    sl_strbuf_printf(&sb, "    %-15s line %-4d its %d value%s' states (%s, "
+                                     "%zu B a value) in one allgather at the end of pass %d, "
+                                     "folded in rank order; the open segment is emitted once, "
+                                     "by the last rank %s\n", "reduce", stage->loc.line,
+                                     rd->nvalues, rd->nvalues == 1 ? "" : "s",
+                                     seg ? seg : "the whole stream", state_bytes(), dr->phase,
+                                     seg ? "holding it" : "(identities for an empty stream)");
+                else
+                    sl_strbuf_printf(&sb, "    %-15s line %-4d no state: its segments end in "
+                                     "each batch (%s)\n", "reduce", stage->loc.line,
+                                     rd->per_batch ? "per: batch" : "offsets segments");
+                sl_strbuf_printf(&sb, "    %-15s line %-4d segments emitted: one allgather of 8 B "
+                                 "per rank at the end of pass %d (the index and the reduced "
+                                 "rows' positions)\n", "", stage->loc.line, dr->count_pass);
+                continue;
+            }
             if (stage->kind != SL_STAGE_SCAN) continue;
             const dist_scan *d = &sch.scans[si++];
             const sl_scan *sc = &stage->scan;

@@ -98,20 +98,82 @@ static sluice_status build_seeds(sluice_mpi_session *ds) {
 static void init_seeds(sluice_mpi_session *ds) {
     for (int i = 0; i < ds->sch.nscans; i++) {
         const dist_scan *d = &ds->sch.scans[i];
-        const sl_scan *sc = &ds->pipeline->stages[d->stage].scan;
+        const sl_scan *sc = sl_dist_scan_of(ds->pipeline, d);
         sl_scan_carry *c = &ds->seed[d->group][d->slot];
         *c = (sl_scan_carry){0};
         memcpy(c->v, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
     }
+    /* Until a carried reduce's phase is exchanged no rank emits its open segment at flush:
+     * the state it would consume is the rank's aggregate, read after the flush. */
+    for (int i = 0; i < ds->sch.nreduces; i++) {
+        const dist_reduce *dr = &ds->sch.reduces[i];
+        if (dr->carried) ds->seed[dr->group][dr->slot].continues = true;
+    }
 }
 
-/* Whether any scan of plan group gi carries state between ranks: only those groups' carries
+/* Whether any scan of plan group gi carries state between ranks, or the group ends in a
+ * reduce (whose index and flush need seeding even per batch): only those groups' carries
  * are read and seeded (so a backend that cannot hand out its carries still runs pipelines
  * whose scans all restart per batch). */
 static bool group_carried(const sluice_mpi_session *ds, int gi) {
     for (int i = 0; i < ds->sch.nscans; i++)
         if (ds->sch.scans[i].group == gi && ds->sch.scans[i].carried) return true;
+    for (int i = 0; i < ds->sch.nreduces; i++)
+        if (ds->sch.reduces[i].group == gi) return true;
     return false;
+}
+
+/* The reduce whose first value is schedule entry d, or NULL. */
+static const dist_reduce *reduce_of(const sluice_mpi_session *ds, const dist_scan *d) {
+    if (d->value != 0) return NULL;
+    for (int i = 0; i < ds->sch.nreduces; i++)
+        if (ds->sch.reduces[i].stage == d->stage) return &ds->sch.reduces[i];
+    return NULL;
+}
+
+/* A carried reduce's part in the fold, from every rank's state of its first value (all[r]):
+ * its incoming segment is open when a rank before had rows reaching it, and the open
+ * segment at flush is this rank's to emit only when no later rank has such rows and this
+ * one does (a whole-stream reduce: only on the last rank, even with no rows anywhere). */
+static void seed_reduce(const sluice_mpi_session *ds, const dist_reduce *dr, sl_scan_carry *c,
+                        const sl_scan_carry *all, size_t stride) {
+    bool before = false, later = false;
+    for (int r = 0; r < ds->size; r++) {
+        bool rows = all[(size_t)r * stride].has_first;
+        if (r < ds->rank) before |= rows;
+        if (r > ds->rank) later |= rows;
+    }
+    bool mine = all[(size_t)ds->rank * stride].has_first;
+    c->open = before;
+    if (ds->pipeline->stages[dr->stage].reduce.segments == SL_SEGMENTS_NONE)
+        c->continues = ds->rank != ds->size - 1;
+    else
+        c->continues = later || !mine;
+}
+
+/* End of pass dr->count_pass: the segments each rank emitted in it (exact now), gathered;
+ * this rank's first index is the sum of those before it. */
+static sluice_status count_segments(sluice_mpi_session *ds, const dist_reduce *dr) {
+    sluice_context *ctx = ds->ctx;
+    int n = ds->sch.group_scans[dr->group];
+    sl_scan_carry *now = sl_calloc(ctx, (size_t)n, sizeof(sl_scan_carry));
+    int64_t *all = sl_calloc(ctx, (size_t)ds->size, sizeof(int64_t));
+    sluice_status st = SLUICE_OK;
+    if (!now || !all) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: segment counts");
+    if (st == SLUICE_OK) st = sl_session_carry_get(ds->local, dr->group, now);
+    st = sl_dist_agree(ds, st);
+    sl_scan_carry *c = &ds->seed[dr->group][dr->slot];
+    int64_t emitted = st == SLUICE_OK ? now[dr->slot].segments - c->segments : 0;
+    if (st == SLUICE_OK &&
+        MPI_Allgather(&emitted, 1, MPI_INT64_T, all, 1, MPI_INT64_T, ds->comm) != MPI_SUCCESS)
+        st = sl_error(ctx, SLUICE_ERR_IO, "MPI_Allgather of reduce segment counts failed");
+    if (st == SLUICE_OK) {
+        c->segments = 0;
+        for (int r = 0; r < ds->rank; r++) c->segments += all[r];
+    }
+    sl_free(ctx, now);
+    sl_free(ctx, all);
+    return st;
 }
 
 /* ---- the fold ---------------------------------------------------------------------------- */
@@ -195,10 +257,12 @@ static sluice_status exchange_phase(sluice_mpi_session *ds, int k) {
     for (int i = 0; st == SLUICE_OK && i < ds->sch.nscans; i++) {
         const dist_scan *d = &ds->sch.scans[i];
         if (!d->carried || d->phase != k) continue;
-        const sl_scan *sc = &ds->pipeline->stages[d->stage].scan;
+        const sl_scan *sc = sl_dist_scan_of(ds->pipeline, d);
         sl_scan_carry *c = &ds->seed[d->group][d->slot];
         for (int r = 0; r < ds->rank; r++) fold(sc, c, &all[(size_t)r * (size_t)n + (size_t)j]);
         c->headed = c->has_first = false;
+        const dist_reduce *dr = reduce_of(ds, d);
+        if (dr) seed_reduce(ds, dr, c, &all[j], (size_t)n);
         j++;
     }
     sl_free(ctx, mine);
@@ -230,6 +294,12 @@ static uint64_t pipeline_digest(const sluice_mpi_session *ds) {
     MIX(ds->sch.npasses);
 #undef MIX
     return h;
+}
+
+static bool has_reduce(const sluice_pipeline *p) {
+    for (int s = 0; s < p->nstages; s++)
+        if (p->stages[s].kind == SL_STAGE_REDUCE) return true;
+    return false;
 }
 
 sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
@@ -275,15 +345,24 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
         opts.param_count = options->param_count;
     }
     opts.sort_memory_bytes = 0; /* the exchange takes the held rows: no spilled runs */
+    if (opts.backend == SLUICE_BACKEND_AUTO && has_reduce(pipeline))
+        opts.backend = SLUICE_BACKEND_CPU; /* the one backend a reduce runs on distributed */
     sluice_status st = sluice_session_open(pipeline, &opts, &ds->local);
     if (st == SLUICE_OK) {
         ds->plan = &ds->local->plan;
         st = build_seeds(ds);
     }
-    if (st == SLUICE_OK) init_seeds(ds);
+    /* The CUDA backend's carries are its scans' states; a reduce's own (its open segment,
+     * whether flush emits it, its next index) it does not hand out or take yet. */
+    if (st == SLUICE_OK && ds->sch.nreduces > 0 && ds->local->backend->id != SLUICE_BACKEND_CPU)
+        st = sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                      "a distributed session runs a 'reduce' stage on the CPU backend only (the "
+                      "%s backend cannot hand over a reduce's open segment between ranks yet); "
+                      "use the CPU backend", ds->local->backend->name);
     /* A backend that cannot hand out its carries fails here, at open, not at the first pass. */
     for (int gi = 0; st == SLUICE_OK && gi < ds->plan->ngroups; gi++)
         if (group_carried(ds, gi)) st = sl_session_carry_get(ds->local, gi, ds->seed[gi]);
+    if (st == SLUICE_OK) init_seeds(ds); /* after the probe, which wrote the seeds */
     if (st == SLUICE_OK) sl_session_set_sort_exchange(ds->local, sl_dist_sort_exchange, ds);
     st = sl_dist_agree(ds, st);
     if (st == SLUICE_OK) {
@@ -381,6 +460,9 @@ sluice_status sluice_mpi_session_flush(sluice_mpi_session *ds) {
     ds->in_pass = false;
     SL_TRY(sl_dist_agree(ds, st));
     if (ds->pass < ds->sch.npasses) SL_TRY(exchange_phase(ds, ds->pass));
+    for (int i = 0; i < ds->sch.nreduces && ds->pass < ds->sch.npasses; i++)
+        if (ds->sch.reduces[i].count_pass == ds->pass)
+            SL_TRY(count_segments(ds, &ds->sch.reduces[i]));
     if (!ds->rows_known && ds->pass >= ds->sch.rows_level && ds->pass < ds->sch.npasses) {
         /* Rows out are exact from this pass on: this rank's first global output row. */
         int64_t *all = sl_calloc(ds->ctx, (size_t)ds->size, sizeof(int64_t));

@@ -8,6 +8,12 @@
  * ordered combination of the states of the ranks before it, never assuming commutativity),
  * compactions and filters give rows global positions, and a stream-wide sort is a
  * distributed sample sort after which rank r holds the r-th part of the sorted stream.
+ * A reduce gives the rows one process gives: its values carry across ranks as scans do; a
+ * segment (a key run, a head-flag segment) spanning ranks is emitted once, by the rank where
+ * it ends (at flush: by the last rank with rows reaching the reduce); a whole-stream reduce's
+ * one row comes from the last rank (identities when the global stream is empty); `per:
+ * batch` and offsets segments are each rank's own; the index counts segments over the global
+ * stream, and the reduced rows and the stages after them have global positions.
  * notes/DISTRIBUTED.md says what crosses ranks per stage and what it costs.
  *
  * Passes. A rank's incoming carried state depends on the other ranks' data, and where a scan
@@ -15,8 +21,9 @@
  * earlier phase's incoming state too. So the session walks the rank's part several times:
  * once per carry phase (each ends in one small exchange of states), once more when the
  * number of rows out is not known by then (a compaction by a value that depends on the last
- * phase, or a pipeline with no scan), and a final pass that produces the results. The caller
- * pushes the same rows, in the same batches or not, in every pass:
+ * phase, or a pipeline with no scan; a reduce whose segments cross ranks: which rank emits a
+ * segment is known only after its values' phase), and a final pass that produces the
+ * results. The caller pushes the same rows, in the same batches or not, in every pass:
  *
  *     sluice_mpi_session *ds;  int more;
  *     sluice_mpi_session_open(pipeline, NULL, MPI_COMM_WORLD, &ds);     // collective
@@ -46,12 +53,14 @@
  *
  * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
  * cudaSetDevice before open, e.g. local rank modulo devices); SLUICE_BACKEND_AUTO picks CUDA
- * where sluice_session_open would. Both backends carry scan state between ranks: the CUDA
- * backend reads its scans' states from the device after each pass (once the pass's work on
- * the device is done) and seeds them before the next. Carried state crosses ranks through
- * MPI in host memory (160 bytes a scan); sorted rows through MPI from host memory.
- * Not yet supported, refused at open on every rank with a diagnostic saying so: the
- * `reduce` stage (SLUICE_ERR_BACKEND_UNAVAILABLE), on any backend.
+ * where sluice_session_open would, except that a pipeline with a reduce runs on the CPU
+ * (below). Both backends carry scan state between ranks: the CUDA backend reads its scans'
+ * states from the device after each pass (once the pass's work on the device is done) and
+ * seeds them before the next. Carried state crosses ranks through
+ * MPI in host memory (176 bytes a scan or reduce value); sorted rows through MPI from host
+ * memory. A distributed session runs the `reduce` stage on the CPU backend only: with CUDA
+ * it refuses it at open on every rank (SLUICE_ERR_BACKEND_UNAVAILABLE), since the CUDA
+ * carries do not hand over a reduce's open segment, flush decision and index yet.
  *
  * Numerics: exact results (integers, bool, min/max/and/or/xor, count, compaction, sort) are
  * bit-identical to one process. Float sum/prod/linrec and declared operators are combined in
@@ -125,7 +134,8 @@ sluice_status sluice_mpi_session_output_range(const sluice_mpi_session *session,
 void sluice_mpi_session_close(sluice_mpi_session *session);
 
 /* What a distributed run of `pipeline` sends between ranks, per stage, as text (the plan's
- * fusion groups, each scan's carried state and phase, each stream-wide sort's exchange),
+ * fusion groups, each scan's carried state and phase, each reduce's values' states and its
+ * segment counts, each stream-wide sort's exchange),
  * allocated with the context's allocator and freed with sluice_free_text. Not collective:
  * needs no communicator. Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_NO_MEMORY. */
 sluice_status sluice_mpi_explain(const sluice_pipeline *pipeline, char **text);

@@ -519,6 +519,9 @@ static sluice_status cpu_carry_get(sluice_session *s, int gi, sl_scan_carry *out
         out[k].has_first = c->has_first;
         out[k].first_key = c->first_key;
         out[k].headed = c->headed;
+        out[k].segments = c->segments;
+        out[k].open = c->open;
+        out[k].continues = c->continues;
     }
     return SLUICE_OK;
 }
@@ -534,6 +537,9 @@ static sluice_status cpu_carry_set(sluice_session *s, int gi, const sl_scan_carr
         c->has_first = in[k].has_first;
         c->first_key = in[k].first_key;
         c->headed = in[k].headed;
+        c->segments = in[k].segments;
+        c->open = in[k].open;
+        c->continues = in[k].continues;
     }
     return SLUICE_OK;
 }

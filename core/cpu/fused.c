@@ -1123,6 +1123,7 @@ static void run_tile(fused_run *r, worker *wk, int64_t t) {
         sl_cpu_carry *o = &out->carries[g->reduce_slot];
         o->segments = c->segments + emitted;
         o->open = g->reduce->segments != SL_SEGMENTS_OFFSETS && (c->open || cur > 0);
+        o->continues = c->continues;
     }
     __atomic_store_n(&out->ready, r->generation, __ATOMIC_RELEASE);
     if (g->reduce) { /* its rows are all it writes; no prefix is needed any more */
@@ -1200,6 +1201,7 @@ void sl_cpu_fused_flush(sl_cpu_fused *g, sl_cpu_carry *carries, void *const *des
     const sl_reduce *rd = g->reduce;
     *rows_out = 0;
     if (!rd || rd->per_batch || rd->segments == SL_SEGMENTS_OFFSETS) return;
+    if (carries[g->reduce_slot].continues) return; /* a later part of the stream emits it */
     if (rd->segments != SL_SEGMENTS_NONE && !carries[g->reduce_slot].open) return;
     reduce_emit_open(g, carries, dest, 0);
     *rows_out = 1;

@@ -32,6 +32,7 @@ typedef struct sl_cpu_carry {
      * segment not emitted yet were seen (the open segment). */
     int64_t segments;
     bool open;
+    bool continues; /* set from outside only: flush emits nothing (sl_scan_carry) */
 } sl_cpu_carry;
 
 typedef struct sl_cpu_fused sl_cpu_fused;

@@ -8,7 +8,11 @@ int sl_session_group_scans(const sluice_session *s, int gi) {
     const sl_group *g = &s->plan.groups[gi];
     if (g->kind != SL_GROUP_FUSED) return 0;
     int n = 0;
-    for (int st = g->first; st < g->last; st++) n += s->pipeline->stages[st].kind == SL_STAGE_SCAN;
+    for (int st = g->first; st < g->last; st++) {
+        const sl_stage *stage = &s->pipeline->stages[st];
+        if (stage->kind == SL_STAGE_SCAN) n++;
+        if (stage->kind == SL_STAGE_REDUCE) n += stage->reduce.nvalues;
+    }
     return n;
 }
 

@@ -9,7 +9,7 @@
 #include "runtime/session.h"
 
 /* The scans of plan group gi whose carries sl_session_carry_get/set address: the group's
- * scan stages in stage order (0 for a sort group). */
+ * scan stages in stage order, then the values of a reduce ending it (0 for a sort group). */
 int sl_session_group_scans(const sluice_session *s, int gi);
 /* Copies the carried state of each scan of plan group gi (after the rows pushed so far, at
  * flush included) into out[0 .. sl_session_group_scans). SLUICE_ERR_BACKEND_UNAVAILABLE

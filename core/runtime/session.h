@@ -33,6 +33,12 @@ typedef struct sl_scan_carry {
     bool headed;               /* a segment started at one of those rows because of the data
                                   (a head flag, or a key unlike the one before it), not
                                   merely because no key was carried */
+    /* The record of a reduce's first value also holds the reduce's own state: */
+    int64_t segments;          /* segments emitted so far in the stream (the next index) */
+    bool open;                 /* rows of a segment not emitted yet were seen */
+    bool continues;            /* (seeded only) the stream goes on past this session's part
+                                  with the open segment or, for a whole-stream reduce, its
+                                  row is another part's to give: flush emits nothing */
 } sl_scan_carry;
 
 /* The stream-sort exchange hook of a session (NULL unless a distributed session set it,

@@ -3,9 +3,9 @@
 # `mpirun -np NP sluice run` against one process on the same generated input: integer and bool
 # outputs byte-identical, float outputs within a relative 1e-4 (f32) / 1e-9 (f64) with NaNs in
 # the same places (tests/mpi/compare.py; the bound is notes/DISTRIBUTED.md's), at two batch
-# sizes; and `sluice explain --ranks` for each. Then the failures every rank must report: a
-# CSV input (cannot be split) and an OUTDIR that cannot be made, each exiting 1 on every rank
-# and leaving no output.
+# sizes (the reduce pipelines included); and `sluice explain --ranks` for each. Then the
+# failures every rank must report: a CSV input (cannot be split) and an OUTDIR that cannot be
+# made, each exiting 1 on every rank and leaving no output.
 set -euo pipefail
 sluice=$1 np=$2 pipelines=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,11 +19,11 @@ for yaml in "$pipelines"/*.yaml; do
   name=$(basename "$yaml" .yaml)
   dir=$work/$name
   mkdir -p "$dir"
-  # explain --ranks says what crosses ranks and the passes, or why it cannot run distributed
+  # explain --ranks says what crosses ranks and the passes (every stage kind runs distributed)
   if "$sluice" explain "$yaml" --ranks --backend cpu >"$dir/explain.txt" 2>&1; then
     grep -q "passes over each rank's part: [0-9]" "$dir/explain.txt" ||
       { echo "FAIL: $name: explain --ranks gives no passes:"; cat "$dir/explain.txt"; fails=$((fails + 1)); }
-  elif ! grep -q "a distributed session cannot run a '[a-z_]*' stage yet" "$dir/explain.txt"; then
+  else
     echo "FAIL: $name: explain --ranks failed:"; cat "$dir/explain.txt"; fails=$((fails + 1))
   fi
   "$sluice" gen "$yaml" --rows 30011 --out "$dir/in" >/dev/null
@@ -33,10 +33,6 @@ for yaml in "$pipelines"/*.yaml; do
     out=$dir/np$np-b$rows
     if ! "${mpirun[@]}" "$sluice" run "$yaml" --in "$dir/in" --out "$out" --backend cpu \
         --threads 1 --batch-rows "$rows" 2>"$dir/err"; then
-      # A stage the distributed session documents it cannot run yet (reduce): skipped, said.
-      if why=$(grep -o "a distributed session cannot run a '[a-z_]*' stage yet" "$dir/err"); then
-        echo "SKIP: $name: $(echo "$why" | head -1)"; continue 2
-      fi
       echo "FAIL: $name (batch rows $rows): mpirun -np $np sluice run failed:"; cat "$dir/err"
       fails=$((fails + 1))
       continue

@@ -122,6 +122,7 @@ typedef struct test_case {
     int64_t max_batch_rows; /* the sessions' (0: default) */
     bool carries;    /* a scan carries state between ranks (not reset: batch / offsets) */
     int passes;      /* over each rank's part (sluice_mpi.h, Passes), worked out by hand */
+    bool reduce;     /* has a reduce stage: run only on a backend that runs one in a process */
 } test_case;
 
 #define HDR "sluice: 1\nname: "
@@ -131,53 +132,108 @@ static const test_case cases[] = {
      "  - scan: {of: u, op: xor, into: ux}\n"
      "  - scan: {of: x, op: min, kind: exclusive, into: mn}\n"
      "  - scan: {of: f, op: max, into: fm}\n"
-     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000, true, 2},
+     "  - scan: {op: count, kind: exclusive, into: c}\n", true, 1000, true, 2, false},
     {"linrec-int", HDR "li\ninput: {a: i32, b: i32}\nstages:\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0, true, 2},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", true, 0, true, 2, false},
     {"declared", HDR "decl\ninput: {a: i64, b: i64}\noperators:\n  affine:\n"
      "    state: {a: i64, b: i64}\n    identity: {a: 1, b: 0}\n"
      "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\nstages:\n"
-     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777, true, 2},
+     "  - scan: {op: affine, of: {a: a, b: b}, into: {a: ha, b: hb}}\n", true, 777, true, 2, false},
     {"head-flags", HDR "hf\ninput: {x: i32, head: bool}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: head, into: s}\n"
      "  - segmented_scan: {of: x, op: max, kind: exclusive, segments: head, into: m}\n",
-     true, 0, true, 2},
+     true, 0, true, 2, false},
     {"key-segments", HDR "ks\ninput: {run: i16, x: i64}\nstages:\n"
      "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: s}\n"
      "  - segmented_scan: {op: count, kind: exclusive, segments: {key: run}, into: c}\n",
-     true, 500, true, 2},
+     true, 500, true, 2, false},
     {"filter-positions", HDR "fp\ninput: {x: f32, id: u32}\nstages:\n"
      "  - filter: x > 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true, 2},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true, 2, false},
     {"two-phases", HDR "tp\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, into: s1}\n"
      "  - scan: {of: s1, op: max, into: m}\n"
      "  - filter: m - s1 > 2000000\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900, true, 4},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 900, true, 4, false},
     {"sort-u32", HDR "su\ninput: {k: u32, v: i32}\nstages:\n"
      "  - sort: {key: k}\n"
-     "  - scan: {of: v, op: sum, into: sv}\n", true, 0, true, 2},
+     "  - scan: {of: v, op: sum, into: sv}\n", true, 0, true, 2, false},
     {"sort-keys", HDR "sk\ninput: {a: i16, b: f64, id: u32}\nstages:\n"
-     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0, false, 2},
+     "  - sort: {keys: [a, b], order: [ascending, descending]}\n", true, 0, false, 2, false},
     {"sort-bits", HDR "sb\ninput: {k: u32, id: u32}\nstages:\n"
-     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0, false, 2},
+     "  - sort: {key: k, bits: [0, 4], order: descending}\n", true, 0, false, 2, false},
     {"per-batch", HDR "pb\ninput: {x: i32}\nstages:\n"
      "  - scan: {of: x, op: sum, reset: batch, into: s}\n"
-     "  - sort: {key: x, per: batch}\n", true, 0, false, 2},
+     "  - sort: {key: x, per: batch}\n", true, 0, false, 2, false},
     {"offsets", HDR "of\ninput: {v: i32, rows: {type: i64, role: offsets}}\nstages:\n"
-     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0, false, 2},
+     "  - segmented_scan: {of: v, op: sum, segments: rows, into: cs}\n", true, 0, false, 2, false},
     {"filter-sort-segments", HDR "fss\ninput: {x: i32, run: u16}\nstages:\n"
      "  - filter: x % 3 != 0\n"
      "  - sort: {key: run, order: descending}\n"
      "  - scan: {op: count, kind: exclusive, into: pos}\n"
-     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n", true, 0, true, 2},
+     "  - segmented_scan: {of: x, op: sum, segments: {key: run}, into: ks}\n",
+     true, 0, true, 2, false},
     {"map-only", HDR "mo\ninput: {x: f64}\nstages:\n"
-     "  - map: {y: x * 2.0 + 1.0}\n", true, 0, false, 2},
+     "  - map: {y: x * 2.0 + 1.0}\n", true, 0, false, 2, false},
     {"float-sums", HDR "fs\ninput: {f: f32, fa: f32, fb: f32}\nstages:\n"
      "  - map: {g: 'isnan(f) || isinf(f) ? 0.5 : f', a: 'isnan(fa) || isinf(fa) ? 0.5 : fa / 8.0',"
      " b: 'isnan(fb) || isinf(fb) ? 0.0 : fb'}\n"
      "  - scan: {of: g, op: sum, into: s}\n"
-     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0, true, 2},
+     "  - scan: {op: linrec, a: a, b: b, into: h}\n", false, 0, true, 2, false},
+    /* reduce: a segment spanning ranks is emitted once, by the rank where it ends; the index
+     * and the rows after the reduce are global. Carried reduces: rows exact from pass 2 (who
+     * emits the open segment is known after pass 1), so 3 passes; a scan after one, 4; a
+     * second carried reduce after one, 5. */
+    {"reduce-key", HDR "rk\ninput: {run: i16, x: i64}\nstages:\n"
+     "  - reduce:\n      segments: {key: run}\n      index: seg\n      values:\n"
+     "        - {op: sum, of: x, into: s}\n        - {op: count, into: n}\n"
+     "        - {op: min, of: x, into: mn}\n", true, 500, true, 3, true},
+    {"reduce-key-after", HDR "rka\ninput: {run: u8, x: i32}\nstages:\n"
+     "  - reduce: {segments: {key: run}, index: seg, values: [{op: sum, of: x, into: s},"
+     " {op: count, into: n}]}\n"
+     "  - filter: n > 2\n"
+     "  - scan: {of: s, op: sum, into: cum}\n"
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", true, 0, true, 4, true},
+    {"reduce-head", HDR "rh\ninput: {x: i32, head: bool}\nstages:\n"
+     "  - reduce: {segments: head, index: i, values: [{op: sum, of: x, into: s},"
+     " {op: max, of: x, into: m}]}\n", true, 700, true, 3, true},
+    {"reduce-bool-key", HDR "rbk\ninput: {x: i32, head: bool}\nstages:\n"
+     "  - reduce: {segments: {key: head}, values: [{op: xor, of: x, into: s}]}\n"
+     "  - map: {t: s + 1}\n", true, 0, true, 3, true},
+    {"reduce-stream", HDR "rs\ninput: {x: i32, a: i32, b: i32}\nstages:\n"
+     "  - reduce: {index: i, values: [{op: sum, of: x, into: s}, {op: count, into: n},"
+     " {op: min, of: x, into: mn}, {op: linrec, a: a, b: b, into: h}]}\n"
+     "  - map: {t: s * 2}\n", true, 900, true, 3, true},
+    {"reduce-per-batch", HDR "rpb\ninput: {run: i32, x: i32}\nstages:\n"
+     "  - reduce: {segments: {key: run}, index: seg, per: batch, values: [{op: sum, of: x,"
+     " into: s}]}\n"
+     "  - scan: {of: s, op: max, into: best}\n", true, 0, true, 3, true},
+    {"reduce-stream-per-batch", HDR "rspb\ninput: {x: i64}\nstages:\n"
+     "  - reduce: {index: i, per: batch, values: [{op: sum, of: x, into: s},"
+     " {op: count, into: n}]}\n", true, 0, false, 2, true},
+    {"reduce-offsets", HDR "ro\ninput: {v: i32, rows: {type: i64, role: offsets}}\nstages:\n"
+     "  - reduce: {segments: rows, index: k, values: [{op: sum, of: v, into: s},"
+     " {op: count, into: n}]}\n", true, 0, false, 2, true},
+    {"filter-reduce", HDR "fr\ninput: {x: i32, run: u16}\nstages:\n"
+     "  - filter: x % 3 != 0\n"
+     "  - reduce: {segments: {key: run}, index: seg, values: [{op: sum, of: x, into: s}]}\n",
+     true, 0, true, 3, true},
+    {"scan-reduce", HDR "sr\ninput: {x: i32, run: i16}\nstages:\n"
+     "  - scan: {of: x, op: sum, into: s1}\n"
+     "  - reduce: {segments: {key: run}, values: [{op: max, of: s1, into: m}]}\n",
+     true, 0, true, 4, true},
+    {"sort-reduce", HDR "sre\ninput: {run: u16, x: i32}\nstages:\n"
+     "  - sort: {key: run}\n"
+     "  - reduce: {segments: {key: run}, index: seg, values: [{op: sum, of: x, into: s}]}\n",
+     true, 0, true, 3, true},
+    {"reduce-reduce", HDR "rr\ninput: {run: i16, x: i32}\nstages:\n"
+     "  - reduce: {segments: {key: run}, values: [{op: sum, of: x, into: s}]}\n"
+     "  - reduce: {index: i, values: [{op: max, of: s, into: best}, {op: count, into: runs}]}\n",
+     true, 0, true, 5, true},
+    {"reduce-float", HDR "rf\ninput: {f: f64, run: i32}\nstages:\n"
+     "  - map: {g: 'isnan(f) || isinf(f) ? 0.5 : f'}\n"
+     "  - reduce: {segments: {key: run}, values: [{op: sum, of: g, into: s}]}\n",
+     false, 0, true, 3, true},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -467,6 +523,23 @@ static void compare(const test_case *tc, uint64_t seed, const result *ref, const
     free(rows);
 }
 
+/* A distributed session runs a reduce on the CPU backend only (sluice_mpi.h): on another
+ * backend the open must refuse it on every rank, saying so. */
+static void refuses_reduce(sluice_context *ctx, sluice_pipeline *p, const test_case *tc) {
+    sluice_session_options opts = SLUICE_SESSION_OPTIONS_INIT;
+    opts.backend = g_backend;
+    sluice_mpi_session *ds = NULL;
+    sluice_status st = sluice_mpi_session_open(p, &opts, MPI_COMM_WORLD, &ds);
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    if (st != SLUICE_ERR_BACKEND_UNAVAILABLE || !d || !strstr(d->message, "'reduce'"))
+        fail("%s: a distributed %s session did not refuse the reduce (%s)", tc->name,
+             sluice_backend_name(g_backend), sluice_status_name(st));
+    else if (g_rank == 0)
+        fprintf(stderr, "%s: refused on the %s backend, as documented: %s\n", tc->name,
+                sluice_backend_name(g_backend), d->message);
+    sluice_mpi_session_close(ds);
+}
+
 static void run_cases(int seeds) {
     sluice_context *ctx = NULL;
     sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
@@ -481,6 +554,11 @@ static void run_cases(int seeds) {
         if (sluice_pipeline_load_string(ctx, tc->yaml, strlen(tc->yaml), tc->name, &p) != SLUICE_OK) {
             fail("%s: the pipeline does not load", tc->name);
             print_diags(ctx);
+            continue;
+        }
+        if (tc->reduce && g_backend != SLUICE_BACKEND_CPU) {
+            refuses_reduce(ctx, p, tc);
+            sluice_pipeline_free(p);
             continue;
         }
         for (int k = 0; k < seeds; k++) {
