@@ -485,6 +485,48 @@ START_TEST(run_to_run_orders_rounding_lookbacks) {
 }
 END_TEST
 
+/* What the host relies on of a reduce group's layout: its rows move (compacts), the close
+ * kernel is there, its outputs are the key, the index and the values' needed into columns
+ * (no input passes through), and with a filter before it everything is one phase after the
+ * filter's (no kept-row count of its own). */
+START_TEST(reduce_layouts) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p;
+    sl_codegen cg = generate(ctx,
+                             "sluice: 1\nname: r\ninput: {x: f32, k: u16, y: f64}\nstages:\n"
+                             "  - filter: x > 0\n"
+                             "  - reduce:\n      segments: {key: k}\n      index: j\n"
+                             "      values:\n        - {op: sum, of: x, into: s}\n"
+                             "        - {op: count, into: n}\n"
+                             "output: [k, j, s]\n",
+                             &p, 0);
+    ck_assert(cg.compacts);
+    ck_assert(cg.reduces);
+    ck_assert_int_eq(cg.phases, 1);
+    ck_assert_int_eq(cg.npassthrough, 0);
+    ck_assert_int_eq(cg.noutputs, 3);
+    bool k = false, j = false, s = false;
+    for (int i = 0; i < cg.noutputs; i++) {
+        const char *name = p->columns[cg.outputs[i]].name;
+        k |= strcmp(name, "k") == 0;
+        j |= strcmp(name, "j") == 0;
+        s |= strcmp(name, "s") == 0;
+    }
+    ck_assert(k && j && s);
+    ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_CLOSE_KERNEL));
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+
+    /* no reduce: no close kernel */
+    cg = generate(ctx, "sluice: 1\nname: f\ninput: {x: f32}\nstages:\n  - filter: x > 0\n", &p, 0);
+    ck_assert(!cg.reduces);
+    ck_assert_ptr_null(strstr(cg.source, SL_CG_CLOSE_KERNEL));
+    sl_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(layouts) {
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p;
@@ -786,6 +828,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, declared_operator_and_chained_phases);
     tcase_add_loop_test(tc, shipped_pipelines_compile, 0, 2);
     tcase_add_loop_test(tc, reduce_of_every_segment_kind, 0, 10);
+    tcase_add_test(tc, reduce_layouts);
     tcase_add_test(tc, kernel_shapes);
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
