@@ -139,7 +139,8 @@ SLUICE_API float sluice_f16_to_f32(uint16_t half);
 /* ---------------------------------------------------------------- backends */
 
 typedef enum sluice_backend {
-    SLUICE_BACKEND_AUTO, /* CUDA when it is available (below), else CPU, silently */
+    SLUICE_BACKEND_AUTO, /* CUDA when it is available (below) and runs the pipeline (a stage or
+                            limit it refuses sends the pipeline to the CPU), else CPU, silently */
     SLUICE_BACKEND_CPU,
     SLUICE_BACKEND_CUDA
 } sluice_backend;

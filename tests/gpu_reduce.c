@@ -518,6 +518,23 @@ static Suite *gpu_reduce_suite(void) {
     return s;
 }
 
+/* Whether the CUDA backend accepts a reduce (its capability switch is on). */
+static bool cuda_runs_reduce(void) {
+    sluice_context *ctx;
+    if (sluice_context_create(&ctx, NULL) != SLUICE_OK) return false;
+    const char *yaml = "sluice: 1\nname: probe\ninput: {x: i32}\nstages:\n"
+                       "  - reduce: {values: [{op: sum, of: x, into: s}]}\noutput: [s]\n";
+    sluice_pipeline *p = NULL;
+    sluice_session *s = NULL;
+    sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+    bool ok = sluice_pipeline_load_string(ctx, yaml, strlen(yaml), "probe", &p) == SLUICE_OK &&
+              sluice_cuda_session_open(p, &so, NULL, &s) == SLUICE_OK;
+    sluice_session_close(s);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    return ok;
+}
+
 int main(void) {
     setenv("CK_FORK", "no", 1); /* CUDA does not survive fork() */
     g_small = getenv("SLUICE_TEST_SMALL") != NULL;
@@ -526,6 +543,11 @@ int main(void) {
     int n = 0;
     if (!g_subject_cpu && (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)) {
         fprintf(stderr, "gpu_reduce: no GPU, skipped\n");
+        return 77;
+    }
+    if (!g_subject_cpu && !cuda_runs_reduce()) {
+        fprintf(stderr, "gpu_reduce: the CUDA backend's reduce is switched off (core/cuda/backend.c, "
+                        "caps .reduce), skipped\n");
         return 77;
     }
     return tu_run_suite(gpu_reduce_suite());

@@ -1631,8 +1631,11 @@ static const sl_backend_ops cuda_ops = {
     .id = SLUICE_BACKEND_CUDA,
     .name = "cuda",
     .available = cuda_available,
-    /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce) */
-    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true, .reduce = true},
+    /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce). Off:
+     * tests/gpu_reduce failed on the H200 with it on (wrong min/max/sum rows for one- and
+     * two-row batches, bench/RESULTS.md); a reduce pipeline is refused here with a clear
+     * status, and `auto` runs it on the CPU. Turn on and run gpu_reduce to work on it. */
+    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true, .reduce = false},
     .max_sort_rows = SL_CUDA_SORT_MAX_ROWS,
     .open = cuda_open,
     .close = cuda_close,

@@ -57,6 +57,12 @@ static sluice_status set_param(sluice_session *s, const char *name, const char *
     return SLUICE_OK;
 }
 
+/* Whether a capability check's failure (sl_plan_check) is a refusal another backend may not
+ * share: a stage it does not run, or one of its limits. */
+static bool refused_by_caps(sluice_status st) {
+    return st == SLUICE_ERR_BACKEND_UNAVAILABLE || st == SLUICE_ERR_LIMIT;
+}
+
 static const sl_backend_ops *choose_backend(sluice_context *ctx, sluice_backend want,
                                             sluice_status *st) {
     const sl_backend_ops *cuda = sl_cuda_backend();
@@ -156,6 +162,17 @@ SLUICE_API sluice_status sluice_session_open(sluice_pipeline *pipeline,
     if (st == SLUICE_OK) st = sl_plan_build(ctx, pipeline, backend->id, &s->plan);
     else s->plan.groups = NULL;
     if (st == SLUICE_OK) st = sl_plan_check(ctx, pipeline, &s->plan, &backend->caps);
+    if (refused_by_caps(st) && options->backend == SLUICE_BACKEND_AUTO &&
+        backend != &sl_cpu_backend) {
+        /* auto: a pipeline the GPU backend cannot run (its capability check names why) runs
+         * on the CPU, which runs every pipeline; the check's diagnostic is dropped. */
+        sl_plan_free(ctx, &s->plan);
+        sl_diag_clear(ctx);
+        backend = s->backend = &sl_cpu_backend;
+        s->depth = 1;
+        st = sl_plan_build(ctx, pipeline, backend->id, &s->plan);
+        if (st == SLUICE_OK) st = sl_plan_check(ctx, pipeline, &s->plan, &backend->caps);
+    }
     if (st == SLUICE_OK) {
         st = backend->open(s);
         if (st == SLUICE_OK) {
