@@ -50,7 +50,7 @@ typedef struct dist_schedule {
                               stage order */
     int nreduces;
     dist_reduce *reduces;  /* every reduce, in stage order */
-    int *group_scans;      /* per plan group: its scans (the carries sl_session_carry_get reads) */
+    int *group_scans;      /* per plan group: its scans (the carries sl_carry_get reads) */
     int phases;            /* global carry phases of the scans that cross ranks */
     int rows_level;        /* the pass (from 1) from which rows out are exact: the highest
                               compaction flag level + 1, at least 1 */

@@ -82,10 +82,10 @@ static sluice_status build_seeds(sluice_mpi_session *ds) {
     if (!ds->seed) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: a distributed session");
     for (int gi = 0; gi < ds->plan->ngroups; gi++) {
         int n = ds->sch.group_scans[gi];
-        if (n != sl_session_group_scans(ds->local, gi))
+        if (n != sl_carry_group_scans(ds->local, gi))
             return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                             "internal: plan group %d has %d scans but its session carries %d", gi,
-                            n, sl_session_group_scans(ds->local, gi));
+                            n, sl_carry_group_scans(ds->local, gi));
         if (n == 0) continue;
         ds->seed[gi] = sl_calloc(ctx, (size_t)n, sizeof(sl_scan_carry));
         if (!ds->seed[gi])
@@ -160,7 +160,7 @@ static sluice_status count_segments(sluice_mpi_session *ds, const dist_reduce *d
     int64_t *all = sl_calloc(ctx, (size_t)ds->size, sizeof(int64_t));
     sluice_status st = SLUICE_OK;
     if (!now || !all) st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory: segment counts");
-    if (st == SLUICE_OK) st = sl_session_carry_get(ds->local, dr->group, now);
+    if (st == SLUICE_OK) st = sl_carry_get(ds->local, dr->group, now);
     st = sl_dist_agree(ds, st);
     sl_scan_carry *c = &ds->seed[dr->group][dr->slot];
     int64_t emitted = st == SLUICE_OK ? now[dr->slot].segments - c->segments : 0;
@@ -240,7 +240,7 @@ static sluice_status exchange_phase(sluice_mpi_session *ds, int k) {
                 break;
             }
         }
-        st = sl_session_carry_get(ds->local, gi, group);
+        st = sl_carry_get(ds->local, gi, group);
         for (int i = 0; st == SLUICE_OK && i < ds->sch.nscans; i++) {
             const dist_scan *d = &ds->sch.scans[i];
             if (d->group == gi && d->carried && d->phase == k) mine[j++] = group[d->slot];
@@ -361,9 +361,9 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                       "use the CPU backend", ds->local->backend->name);
     /* A backend that cannot hand out its carries fails here, at open, not at the first pass. */
     for (int gi = 0; st == SLUICE_OK && gi < ds->plan->ngroups; gi++)
-        if (group_carried(ds, gi)) st = sl_session_carry_get(ds->local, gi, ds->seed[gi]);
+        if (group_carried(ds, gi)) st = sl_carry_get(ds->local, gi, ds->seed[gi]);
     if (st == SLUICE_OK) init_seeds(ds); /* after the probe, which wrote the seeds */
-    if (st == SLUICE_OK) sl_session_set_sort_exchange(ds->local, sl_dist_sort_exchange, ds);
+    if (st == SLUICE_OK) sl_carry_set_sort_exchange(ds->local, sl_dist_sort_exchange, ds);
     st = sl_dist_agree(ds, st);
     if (st == SLUICE_OK) {
         uint64_t d = pipeline_digest(ds), lo = 0, hi = 0;
@@ -401,7 +401,7 @@ sluice_status sluice_mpi_session_begin_pass(sluice_mpi_session *ds, int *more) {
     ds->pass++;
     st = sluice_session_reset(ds->local);
     for (int gi = 0; st == SLUICE_OK && gi < ds->plan->ngroups; gi++)
-        if (group_carried(ds, gi)) st = sl_session_carry_set(ds->local, gi, ds->seed[gi]);
+        if (group_carried(ds, gi)) st = sl_carry_set(ds->local, gi, ds->seed[gi]);
     SL_TRY(sl_dist_agree(ds, st));
     ds->rows_out = 0;
     ds->in_pass = true;

@@ -32,7 +32,7 @@ typedef struct sl_level_walk {
 } sl_level_walk;
 
 /* The highest level among the columns e reads (0 for NULL), marking them read. */
-int sl_level_of_expr(sl_level_walk *w, const sl_expr *e);
+int sl_stage_level_of_expr(sl_level_walk *w, const sl_expr *e);
 
 typedef struct sl_stage_kind_desc {
     const char *name; /* the IR kind's name (the stage's own kind_name is as written) */

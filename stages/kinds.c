@@ -21,7 +21,7 @@ static void visit_level(void *payload, int column) {
     v->w->read[column] = true;
 }
 
-int sl_level_of_expr(sl_level_walk *w, const sl_expr *e) {
+int sl_stage_level_of_expr(sl_level_walk *w, const sl_expr *e) {
     level_visit v = {w, 0};
     if (e) sl_expr_visit_columns(e, visit_level, &v);
     return v.max;

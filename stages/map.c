@@ -78,7 +78,7 @@ static int map_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
     for (int k = 0; k < s->map.count; k++) {
         if (!w->def_live[k]) continue;
         int c = s->map.columns[k];
-        w->level[c] = sl_level_of_expr(w, s->map.exprs[k]);
+        w->level[c] = sl_stage_level_of_expr(w, s->map.exprs[k]);
         if (w->level[c] > reads) reads = w->level[c];
         w->made[c] = true;
     }

@@ -188,7 +188,7 @@ static int reduce_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) 
     int reads = 0;
     for (int i = 0; i < r->nvalues; i++)
         for (int f = 0; f < r->values[i].nfields; f++) {
-            int l = sl_level_of_expr(w, r->values[i].of[f]);
+            int l = sl_stage_level_of_expr(w, r->values[i].of[f]);
             if (l > reads) reads = l;
         }
     if (reads_segment_column(r)) {
@@ -246,7 +246,7 @@ static void reduce_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_sta
         sl_strbuf_printf(sb, "; index -> %s: i64", cols[r->index_column].name);
     for (int i = 0; i < r->nvalues; i++) {
         const sl_scan *v = &r->values[i];
-        sl_strbuf_printf(sb, "; %s", sl_scan_op_name(v));
+        sl_strbuf_printf(sb, "; %s", sl_monoid_op_name(v));
         for (int f = 0; f < v->nfields; f++)
             if (v->into[f] >= 0)
                 sl_strbuf_printf(sb, " -> %s: %s", cols[v->into[f]].name,

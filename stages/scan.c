@@ -29,7 +29,7 @@ static bool resolve_op(scan_parse *s, const ld_node *n, sl_scan_op *op,
                        const sl_operator **custom) {
     const char *name = ld_scalar(s->L, n, "op");
     if (!name) return false;
-    if (sl_scan_op_from_name(name, op)) return true;
+    if (sl_monoid_op_from_name(name, op)) return true;
     const sl_operator *declared = ld_find_operator(s->L, name);
     if (declared) {
         *op = SL_SCAN_CUSTOM;
@@ -37,7 +37,7 @@ static bool resolve_op(scan_parse *s, const ld_node *n, sl_scan_op *op,
         return true;
     }
     size_t nbuiltin;
-    const char *const *builtin = sl_scan_op_names(&nbuiltin);
+    const char *const *builtin = sl_monoid_op_names(&nbuiltin);
     const char *names[16 + SL_MAX_OPERATORS];
     size_t n_names = 0;
     for (size_t i = 0; i < nbuiltin; i++) names[n_names++] = builtin[i];
@@ -323,7 +323,7 @@ static void parse_value(scan_parse *s, const char *where) {
         else if (op == SL_SCAN_LINREC)
             parse_linrec(s);
         else
-            parse_builtin(s, op, sl_scan_op_name(scan_of(s)));
+            parse_builtin(s, op, sl_monoid_op_name(scan_of(s)));
     }
     if (L->stop) return;
     if (into) define_into(s, into);
@@ -393,7 +393,7 @@ static int scan_carry_levels(const sl_stage *s, sl_level_walk *w, int *phase) {
     const sl_scan *sc = &s->scan;
     int reads = 0;
     for (int f = 0; f < sc->nfields; f++) {
-        int l = sl_level_of_expr(w, sc->of[f]);
+        int l = sl_stage_level_of_expr(w, sc->of[f]);
         if (l > reads) reads = l;
     }
     if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY) {
@@ -418,7 +418,7 @@ static bool scan_batch_bound(const sl_stage *s) { return s->scan.reset_per_batch
 static void scan_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage *s) {
     const sl_column *cols = p->columns;
     const sl_scan *sc = &s->scan;
-    sl_strbuf_printf(sb, "%s %s", sc->exclusive ? "exclusive" : "inclusive", sl_scan_op_name(sc));
+    sl_strbuf_printf(sb, "%s %s", sc->exclusive ? "exclusive" : "inclusive", sl_monoid_op_name(sc));
     for (int f = 0; f < sc->nfields; f++) {
         if (sc->into[f] >= 0)
             sl_strbuf_printf(sb, " -> %s: %s", cols[sc->into[f]].name,

@@ -238,9 +238,9 @@ static void get_all(sluice_context *ctx, sluice_session *s, carries *out) {
     out->ngroups = s->plan.ngroups;
     ck_assert_int_le(out->ngroups, MAXGROUPS);
     for (int gi = 0; gi < out->ngroups; gi++) {
-        out->nscans[gi] = sl_session_group_scans(s, gi);
+        out->nscans[gi] = sl_carry_group_scans(s, gi);
         ck_assert_int_le(out->nscans[gi], MAXSCANS);
-        sluice_status st = sl_session_carry_get(s, gi, out->c[gi]);
+        sluice_status st = sl_carry_get(s, gi, out->c[gi]);
         if (st != SLUICE_OK) fail_diag(ctx, "carry_get", st);
     }
 }
@@ -248,8 +248,8 @@ static void get_all(sluice_context *ctx, sluice_session *s, carries *out) {
 static void set_all(sluice_context *ctx, sluice_session *s, const carries *in) {
     ck_assert_int_eq(s->plan.ngroups, in->ngroups);
     for (int gi = 0; gi < in->ngroups; gi++) {
-        ck_assert_int_eq(sl_session_group_scans(s, gi), in->nscans[gi]);
-        sluice_status st = sl_session_carry_set(s, gi, in->c[gi]);
+        ck_assert_int_eq(sl_carry_group_scans(s, gi), in->nscans[gi]);
+        sluice_status st = sl_carry_set(s, gi, in->c[gi]);
         if (st != SLUICE_OK) fail_diag(ctx, "carry_set", st);
     }
 }

@@ -39,7 +39,7 @@ static int compile_all_groups_for(sluice_context *ctx, sluice_pipeline *p, const
         }
         void *cubin = NULL;
         size_t size = 0;
-        st = sl_nvrtc_compile(ctx, cg.source, "test.cu", arch, &cubin, &size);
+        st = sl_cuda_nvrtc_compile(ctx, cg.source, "test.cu", arch, &cubin, &size);
         if (st != SLUICE_OK) {
             fprintf(stderr, "---- %s group %d source ----\n%s\n", what, gi, cg.source);
             tu_print_diags(ctx);
@@ -47,7 +47,7 @@ static int compile_all_groups_for(sluice_context *ctx, sluice_pipeline *p, const
         }
         ck_assert_uint_gt(size, 0);
         sl_free(ctx, cubin);
-        sl_codegen_free(ctx, &cg);
+        sl_cuda_codegen_free(ctx, &cg);
         compiled++;
     }
     sl_plan_free(ctx, &plan);
@@ -376,7 +376,7 @@ START_TEST(kernel_shapes) {
     ck_assert_ptr_null(strstr(cg.source, "lookback"));
     ck_assert_ptr_null(strstr(cg.source, "__syncthreads"));
     ck_assert_ptr_null(strstr(cg.source, "for (int k = 0;"));
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* the same group on sm_80: the two-stage loop, no look-back warp */
     cg = generate_for(ctx, scan, &p, 0, 80);
@@ -384,14 +384,14 @@ START_TEST(kernel_shapes) {
     ck_assert_ptr_nonnull(strstr(cg.source, "overlapped = false"));
     ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
     ck_assert_uint_ge(cg.dynamic_smem, 2 * (size_t)cg.tile_rows * 4);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* SLUICE_CUDA_OVERLAP=0 asks for the two-stage loop on sm_90 too */
     setenv("SLUICE_CUDA_OVERLAP", "0", 1);
     cg = generate_for(ctx, scan, &p, 0, 90);
     unsetenv("SLUICE_CUDA_OVERLAP");
     ck_assert(!cg.lookback_warp);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* chained look-backs (a scan of a scan) keep the two-stage loop */
     cg = generate_for(ctx,
@@ -401,7 +401,7 @@ START_TEST(kernel_shapes) {
                       &p, 0, 90);
     ck_assert_int_eq(cg.phases, 2);
     ck_assert(!cg.lookback_warp);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* many wide inputs: the stages stay within one SM's shared memory (columns past the
        stage budget are read from global memory directly) */
@@ -415,7 +415,7 @@ START_TEST(kernel_shapes) {
     ck_assert(cg.lookback_warp);
     ck_assert_uint_le(cg.dynamic_smem, 3 * (SL_CG_STAGE_BUDGET + 128));
     ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
@@ -467,7 +467,7 @@ START_TEST(run_to_run_orders_rounding_lookbacks) {
         ck_assert_ptr_nonnull(strstr(det.source, "ORDERED = true"));
         void *cubin = NULL;
         size_t size = 0;
-        sluice_status st = sl_nvrtc_compile(ctx, det.source, "det.cu", arch, &cubin, &size);
+        sluice_status st = sl_cuda_nvrtc_compile(ctx, det.source, "det.cu", arch, &cubin, &size);
         if (st != SLUICE_OK) {
             fprintf(stderr, "---- %s ----\n%s\n", determinism_cases[k].name, det.source);
             tu_print_diags(ctx);
@@ -477,8 +477,8 @@ START_TEST(run_to_run_orders_rounding_lookbacks) {
     } else {
         ck_assert_str_eq(det.source, fast.source);
     }
-    sl_codegen_free(ctx, &fast);
-    sl_codegen_free(ctx, &det);
+    sl_cuda_codegen_free(ctx, &fast);
+    sl_cuda_codegen_free(ctx, &det);
     sluice_pipeline_free(pf);
     sluice_pipeline_free(pd);
     sluice_context_destroy(ctx);
@@ -514,14 +514,14 @@ START_TEST(reduce_layouts) {
     }
     ck_assert(k && j && s);
     ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_CLOSE_KERNEL));
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
 
     /* no reduce: no close kernel */
     cg = generate(ctx, "sluice: 1\nname: f\ninput: {x: f32}\nstages:\n  - filter: x > 0\n", &p, 0);
     ck_assert(!cg.reduces);
     ck_assert_ptr_null(strstr(cg.source, SL_CG_CLOSE_KERNEL));
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
@@ -545,7 +545,7 @@ START_TEST(layouts) {
     float zero;
     memcpy(&zero, cg.carry_identity, 4);
     ck_assert(zero == 0.0f);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
 
     /* filter: compacts, every needed column written, the count alone in the tuple */
@@ -555,7 +555,7 @@ START_TEST(layouts) {
     ck_assert_int_eq(cg.noutputs, 2);
     ck_assert_int_eq(cg.phases, 1);
     ck_assert_uint_eq(cg.state_size[0], 8);
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
 
     /* a map before a sort: inputs needed after the group pass through untouched */
@@ -567,8 +567,8 @@ START_TEST(layouts) {
     ck_assert_int_eq(cg.phases, 0);
     ck_assert_int_eq(cg.noutputs, 1);
     ck_assert_int_eq(cg.npassthrough, 2);
-    ck_assert_uint_eq(sl_codegen_scratch_size(&cg, 1000), 0);
-    sl_codegen_free(ctx, &cg);
+    ck_assert_uint_eq(sl_cuda_codegen_scratch_size(&cg, 1000), 0);
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
 
     /* a filter on a scan's output needs a second, chained look-back; min identity is +inf */
@@ -581,9 +581,9 @@ START_TEST(layouts) {
     float inf;
     memcpy(&inf, cg.carry_identity, 4);
     ck_assert(inf > 1e38f);
-    ck_assert_uint_gt(sl_codegen_phase_offset(&cg, 1 << 20, 1), sl_codegen_phase_offset(&cg, 1 << 20, 0));
-    ck_assert_uint_ge(sl_codegen_scratch_size(&cg, 1 << 20), sl_codegen_phase_offset(&cg, 1 << 20, 1));
-    sl_codegen_free(ctx, &cg);
+    ck_assert_uint_gt(sl_cuda_codegen_phase_offset(&cg, 1 << 20, 1), sl_cuda_codegen_phase_offset(&cg, 1 << 20, 0));
+    ck_assert_uint_ge(sl_cuda_codegen_scratch_size(&cg, 1 << 20), sl_cuda_codegen_phase_offset(&cg, 1 << 20, 1));
+    sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
@@ -607,7 +607,7 @@ START_TEST(six_stages_are_one_kernel) {
     ck_assert(cg.compacts);
     ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_KERNEL));
     ck_assert_ptr_null(strstr(cg.source, SL_CG_SEGINDEX_KERNEL));
-    sl_codegen_free(ctx, &cg);
+    sl_cuda_codegen_free(ctx, &cg);
     sl_plan_free(ctx, &plan);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
@@ -659,21 +659,21 @@ static void entry_path(const char *dir, char *out, size_t cap) {
 START_TEST(kernel_cache_key_covers_the_headers) {
     const char *names[2] = {"sl_a.cuh", "sl_b.cuh"};
     const char *texts[2] = {"#define A 1\n", "#define B 2\n"};
-    const uint64_t base = sl_nvrtc_headers_digest_of(names, texts, 2);
-    ck_assert_uint_eq(base, sl_nvrtc_headers_digest_of(names, texts, 2));
+    const uint64_t base = sl_cuda_nvrtc_headers_digest_of(names, texts, 2);
+    ck_assert_uint_eq(base, sl_cuda_nvrtc_headers_digest_of(names, texts, 2));
     const char *edited[2] = {"#define A 1\n", "#define B 3\n"};
-    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(names, edited, 2));
+    ck_assert_uint_ne(base, sl_cuda_nvrtc_headers_digest_of(names, edited, 2));
     const char *renamed[2] = {"sl_a.cuh", "sl_c.cuh"};
-    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(renamed, texts, 2));
+    ck_assert_uint_ne(base, sl_cuda_nvrtc_headers_digest_of(renamed, texts, 2));
     /* the boundary between name and text cannot shift */
     const char *shifted_names[2] = {"sl_a.cuh#", "sl_b.cuh"};
     const char *shifted_texts[2] = {"define A 1\n", "#define B 2\n"};
-    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(shifted_names, shifted_texts, 2));
-    ck_assert_uint_ne(base, sl_nvrtc_headers_digest_of(names, texts, 1));
+    ck_assert_uint_ne(base, sl_cuda_nvrtc_headers_digest_of(shifted_names, shifted_texts, 2));
+    ck_assert_uint_ne(base, sl_cuda_nvrtc_headers_digest_of(names, texts, 1));
 
     uint64_t k1[2], k2[2];
-    sl_kcache_key(tiny_kernel, ARCH, base, k1);
-    sl_kcache_key(tiny_kernel, ARCH, sl_nvrtc_headers_digest_of(names, edited, 2), k2);
+    sl_cuda_kcache_key(tiny_kernel, ARCH, base, k1);
+    sl_cuda_kcache_key(tiny_kernel, ARCH, sl_cuda_nvrtc_headers_digest_of(names, edited, 2), k2);
     ck_assert(k1[0] != k2[0] && k1[1] != k2[1]);
 
     /* and the entry the cache writes carries the key of the embedded headers */
@@ -685,7 +685,7 @@ START_TEST(kernel_cache_key_covers_the_headers) {
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     void *bin = NULL;
     size_t size = 0;
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, NULL), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, NULL), SLUICE_OK);
     sl_free(ctx, bin);
     char path[4096];
     entry_path(dir, path, sizeof path);
@@ -696,7 +696,7 @@ START_TEST(kernel_cache_key_covers_the_headers) {
     fclose(f);
     uint64_t stored[2], expected[2];
     memcpy(stored, head + 8, sizeof stored);
-    sl_kcache_key(tiny_kernel, ARCH, sl_nvrtc_headers_digest(), expected);
+    sl_cuda_kcache_key(tiny_kernel, ARCH, sl_cuda_nvrtc_headers_digest(), expected);
     ck_assert(stored[0] == expected[0] && stored[1] == expected[1]);
     ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(rmdir(dir), 0);
@@ -714,19 +714,19 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     sluice_context *ctx = NULL;
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     char got[4096];
-    ck_assert(sl_kcache_dir(ctx, got, sizeof got));
+    ck_assert(sl_cuda_kcache_dir(ctx, got, sizeof got));
     ck_assert_str_eq(got, sub);
 
     void *bin = NULL;
     size_t size = 0;
     bool hit = true;
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     void *first = malloc(size);
     memcpy(first, bin, size);
     size_t first_size = size;
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     ck_assert_uint_eq(size, first_size);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
@@ -742,24 +742,24 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     fseek(f, -10, SEEK_END);
     fputc(c ^ 0x5a, f);
     fclose(f);
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     sl_free(ctx, bin);
 
     /* truncated entry: rebuilt */
     ck_assert_int_eq(truncate(path, 40), 0);
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_uint_eq(size, first_size);
     sl_free(ctx, bin);
 
     /* a stale entry (another key's content under this name): rejected and replaced */
     const char *other = "extern \"C\" __global__ void k2(int *x) { x[0] = 7; }\n";
-    ck_assert_int_eq(sl_kcache_get(ctx, other, "other.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, other, "other.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     sl_free(ctx, bin);
     char other_path[4096] = "";
     {
@@ -772,13 +772,13 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     }
     ck_assert(other_path[0] != 0);
     ck_assert_int_eq(rename(other_path, path), 0);
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
 
     /* another architecture is another entry */
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     free(first);
@@ -787,8 +787,8 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     /* an empty directory option disables the cache */
     opt.kernel_cache_dir = "";
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
-    ck_assert(!sl_kcache_dir(ctx, got, sizeof got));
-    ck_assert_int_eq(sl_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert(!sl_cuda_kcache_dir(ctx, got, sizeof got));
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     sluice_context_destroy(ctx);
@@ -802,7 +802,7 @@ START_TEST(compile_error_is_a_status_with_the_log) {
     sluice_context *ctx = new_ctx();
     void *bin = NULL;
     size_t size = 0;
-    ck_assert_int_eq(sl_nvrtc_compile(ctx, "this is not CUDA;", "bad.cu", ARCH, &bin, &size),
+    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, "this is not CUDA;", "bad.cu", ARCH, &bin, &size),
                      SLUICE_ERR_COMPILE);
     ck_assert_ptr_null(bin);
     const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);

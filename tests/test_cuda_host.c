@@ -76,7 +76,7 @@ static void check_flow(sluice_context *ctx, const char *yaml) {
             if (cg.compacts)
                 for (int c = 0; c < p->ninputs; c++) written[c] = false;
             for (int i = 0; i < cg.noutputs; i++) written[cg.outputs[i]] = true;
-            sl_codegen_free(ctx, &cg);
+            sl_cuda_codegen_free(ctx, &cg);
         } else {
             memset(moved, 0, (size_t)p->ncolumns);
             for (int i = 0; i < plan.groups[g].nin; i++) moved[plan.groups[g].in[i]] = true;

@@ -53,15 +53,15 @@ static void fake_end_piece(sluice_session *s, const sl_piece *piece, sluice_batc
 /* The mark: every fused group's scan carries, through the CPU backend's carry operations. */
 static size_t fake_mark_bytes(const sluice_session *s) {
     size_t n = 0;
-    for (int gi = 0; gi < s->plan.ngroups; gi++) n += (size_t)sl_session_group_scans(s, gi);
+    for (int gi = 0; gi < s->plan.ngroups; gi++) n += (size_t)sl_carry_group_scans(s, gi);
     return (n + 1) * sizeof(sl_scan_carry);
 }
 
 static void fake_mark(sluice_session *s, void *out) {
     sl_scan_carry *c = out;
     for (int gi = 0; gi < s->plan.ngroups; gi++) {
-        int n = sl_session_group_scans(s, gi);
-        if (n > 0) ck_assert_int_eq(sl_session_carry_get(s, gi, c), SLUICE_OK);
+        int n = sl_carry_group_scans(s, gi);
+        if (n > 0) ck_assert_int_eq(sl_carry_get(s, gi, c), SLUICE_OK);
         c += n;
     }
 }
@@ -69,8 +69,8 @@ static void fake_mark(sluice_session *s, void *out) {
 static void fake_restore(sluice_session *s, const void *mark) {
     const sl_scan_carry *c = mark;
     for (int gi = 0; gi < s->plan.ngroups; gi++) {
-        int n = sl_session_group_scans(s, gi);
-        if (n > 0) ck_assert_int_eq(sl_session_carry_set(s, gi, c), SLUICE_OK);
+        int n = sl_carry_group_scans(s, gi);
+        if (n > 0) ck_assert_int_eq(sl_carry_set(s, gi, c), SLUICE_OK);
         c += n;
     }
 }

@@ -1071,7 +1071,7 @@ START_TEST(test_emitted_c_matches_cpu) {
     sl_strbuf_printf(&src, "#include <stdio.h>\n#include <stdlib.h>\n#include \"sl_ops.h\"\n"
                            "#define N %d\n", MAXROWS);
     for (int col = 0; col < NCOLUMNS; col++)
-        sl_strbuf_printf(&src, "%s c%d[N];\n", sl_c_type_name(scope_names[col].type), col);
+        sl_strbuf_printf(&src, "%s c%d[N];\n", sl_expr_c_type_name(scope_names[col].type), col);
     sl_strbuf_printf(&src, "float l_0[N], r_0[N];\nconst float p0 = 2.5f;\nconst int32_t p1 = -3;\n");
     sl_strbuf_printf(&src, "int main(int argc, char **argv) {\n  (void)argc;\n"
                            "  FILE *in = fopen(argv[1], \"rb\"), *out = fopen(argv[2], \"wb\");\n"
@@ -1082,7 +1082,7 @@ START_TEST(test_emitted_c_matches_cpu) {
                            "  if (got != (size_t)N * %d) return 3;\n", NCOLUMNS + 2);
     sl_emit_names names = {emit_column, emit_param, emit_field, NULL};
     for (int k = 0; k < n; k++) {
-        const char *ct = sl_c_type_name(exprs[k]->type);
+        const char *ct = sl_expr_c_type_name(exprs[k]->type);
         sl_strbuf_printf(&src, "  { /* %d */\n    %s *o = malloc(N * sizeof *o);\n"
                                "    for (int64_t i = 0; i < N; i++) o[i] = ", k, ct);
         sl_expr_emit_c(exprs[k], &names, &src);

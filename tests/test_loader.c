@@ -233,7 +233,7 @@ START_TEST(scan_keys) {
     ck_assert(s->exclusive);
     ck_assert(s->reset_per_batch);
     ck_assert_int_eq(s->op, SL_SCAN_MAX);
-    ck_assert_str_eq(sl_scan_op_name(s), "max");
+    ck_assert_str_eq(sl_monoid_op_name(s), "max");
     ck_assert_int_eq(s->into[0], column_id(p, "m"));
     ck_assert_int_eq(s->into[1], -1);
     sluice_pipeline_free(p);
@@ -483,7 +483,7 @@ START_TEST(declared_affine_operator) {
     const sl_scan *s = &p->stages[0].scan;
     ck_assert_int_eq(s->op, SL_SCAN_CUSTOM);
     ck_assert_ptr_eq(s->custom, op);
-    ck_assert_str_eq(sl_scan_op_name(s), "affine");
+    ck_assert_str_eq(sl_monoid_op_name(s), "affine");
     ck_assert_int_eq(s->nfields, 2);
     ck_assert_int_eq(s->into[0], -1);
     ck_assert_int_eq(s->into[1], column_id(p, "h"));

@@ -74,7 +74,7 @@ SL_TYPES_INNER_(SL_TYPES_INNER_CHECK_, unused, unused)
         default: return;                                                                        \
         }
 
-void sl_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n) {
+void sl_value_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n) {
     switch (from) {
         SL_TYPE_LIST(SL_CAST_CASE_FROM_)
     default: return;
@@ -189,7 +189,7 @@ sl_value sl_value_cast(sl_value v, sluice_type t) {
     sl_raw in, out;
     sl_value_to_raw(v, &in);
     memset(&out, 0, sizeof out);
-    if ((unsigned)v.type < SLUICE_TYPE_COUNT_) sl_cast_rows(v.type, &in, t, &out, 1);
+    if ((unsigned)v.type < SLUICE_TYPE_COUNT_) sl_value_cast_rows(v.type, &in, t, &out, 1);
     return sl_value_from_raw(t, &out);
 }
 

@@ -193,7 +193,7 @@ static bool gpu_present(void) {
 
 /* NVRTC is loaded on first use (cuda/nvrtc.c): without it no kernel can be built. The device
  * is asked first, so that where there is none NVRTC (a large library) is never mapped. */
-static bool cuda_available(void) { return gpu_present() && sl_nvrtc_available(); }
+static bool cuda_available(void) { return gpu_present() && sl_cuda_nvrtc_available(); }
 
 /* ---- the session's device ---------------------------------------------------------------- */
 
@@ -493,7 +493,7 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
 }
 
 static sluice_status cuda_open(sluice_session *s) {
-    SL_TRY(sl_nvrtc_load(s->ctx));
+    SL_TRY(sl_cuda_nvrtc_load(s->ctx));
     if (!gpu_present())
         return sl_error(s->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
                         "the CUDA backend found no usable GPU (no driver or no device); use "

@@ -387,7 +387,7 @@ static int stages_of(const cg *g) { return g->overlapped ? 3 : 2; }
 
 /* ---- printing helpers ---------------------------------------------------------------- */
 
-static const char *ctype(sluice_type t) { return sl_c_type_name(t); }
+static const char *ctype(sluice_type t) { return sl_expr_c_type_name(t); }
 
 static void emit_value(sl_strbuf *sb, sluice_type t, sl_value v) {
     v = sl_value_cast(v, t);
@@ -1387,7 +1387,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->source = sl_strbuf_take(&g.sb);
     } else {
         sl_strbuf_free(&g.sb);
-        sl_codegen_free(ctx, out);
+        sl_cuda_codegen_free(ctx, out);
     }
     sl_free(ctx, g.level);
     sl_free(ctx, g.in_group);
@@ -1401,7 +1401,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     return st;
 }
 
-void sl_codegen_free(sluice_context *ctx, sl_codegen *cg_out) {
+void sl_cuda_codegen_free(sluice_context *ctx, sl_codegen *cg_out) {
     if (!cg_out) return;
     sl_free(ctx, cg_out->source);
     sl_free(ctx, cg_out->inputs);
@@ -1412,19 +1412,19 @@ void sl_codegen_free(sluice_context *ctx, sl_codegen *cg_out) {
     memset(cg_out, 0, sizeof *cg_out);
 }
 
-int64_t sl_codegen_tiles(const sl_codegen *c, int64_t rows) {
+int64_t sl_cuda_codegen_tiles(const sl_codegen *c, int64_t rows) {
     return rows <= 0 ? 0 : (rows + c->tile_rows - 1) / c->tile_rows;
 }
 
-size_t sl_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase) {
-    unsigned long long ntiles = (unsigned long long)sl_codegen_tiles(c, rows);
+size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase) {
+    unsigned long long ntiles = (unsigned long long)sl_cuda_codegen_tiles(c, rows);
     unsigned long long off = SL_SCRATCH_ALIGN + sl_segment_index_bytes(c->has_offsets, ntiles);
     for (int ph = 0; ph < phase && ph < c->phases; ph++)
         off += sl_tile_states_bytes(c->state_size[ph], ntiles);
     return (size_t)off;
 }
 
-size_t sl_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
+size_t sl_cuda_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
     if (c->phases == 0 && !c->has_offsets) return 0;
-    return sl_codegen_phase_offset(c, rows, c->phases);
+    return sl_cuda_codegen_phase_offset(c, rows, c->phases);
 }

@@ -86,12 +86,12 @@ typedef struct sl_codegen {
  * chained phases), SLUICE_ERR_INVALID_ARGUMENT (not a fused group), SLUICE_ERR_NO_MEMORY. */
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                               int group, int arch, sl_codegen *out);
-void sl_codegen_free(sluice_context *ctx, sl_codegen *cg);
+void sl_cuda_codegen_free(sluice_context *ctx, sl_codegen *cg);
 
 /* Tiles for a batch of `rows` rows; scratch bytes for it (see kernels/sl_scratch.h). */
-int64_t sl_codegen_tiles(const sl_codegen *cg, int64_t rows);
-size_t sl_codegen_scratch_size(const sl_codegen *cg, int64_t rows);
+int64_t sl_cuda_codegen_tiles(const sl_codegen *cg, int64_t rows);
+size_t sl_cuda_codegen_scratch_size(const sl_codegen *cg, int64_t rows);
 /* Byte offset of phase `phase`'s tile states inside scratch for `rows` rows. */
-size_t sl_codegen_phase_offset(const sl_codegen *cg, int64_t rows, int phase);
+size_t sl_cuda_codegen_phase_offset(const sl_codegen *cg, int64_t rows, int phase);
 
 #endif

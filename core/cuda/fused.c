@@ -61,7 +61,7 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
     if (st == SLUICE_OK) {
         char name[64];
         snprintf(name, sizeof name, "sluice_group%d.cu", group);
-        st = sl_kcache_get(ctx, g->cg.source, name, arch, &cubin, &size, NULL);
+        st = sl_cuda_kcache_get(ctx, g->cg.source, name, arch, &cubin, &size, NULL);
     }
     if (st == SLUICE_OK) {
         cudaError_t e = cudaLibraryLoadData(&g->library, cubin, NULL, NULL, 0, NULL, NULL, 0);
@@ -84,7 +84,7 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
     if (st == SLUICE_OK) st = size_grid(ctx, g);
     if (st != SLUICE_OK) {
         if (g->library) cudaLibraryUnload(g->library);
-        sl_codegen_free(ctx, &g->cg);
+        sl_cuda_codegen_free(ctx, &g->cg);
         sl_free(ctx, g);
         return st;
     }
@@ -101,7 +101,7 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
 void sl_cuda_group_free(sluice_context *ctx, sl_cuda_group *g) {
     if (!g) return;
     if (g->library) cudaLibraryUnload(g->library);
-    sl_codegen_free(ctx, &g->cg);
+    sl_cuda_codegen_free(ctx, &g->cg);
     sl_free(ctx, g);
 }
 
@@ -115,7 +115,7 @@ const sl_cg_scan_carry *sl_cuda_group_scan_carries(const sl_cuda_group *g, int *
 }
 
 size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows) {
-    return sl_codegen_scratch_size(&g->cg, rows);
+    return sl_cuda_codegen_scratch_size(&g->cg, rows);
 }
 
 /* ---- run ----------------------------------------------------------------------------- */
@@ -160,7 +160,7 @@ static sluice_status launch_close(sluice_context *ctx, const sl_cuda_group *g, c
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a reduce over offsets was run without its offsets");
     uint64_t slots[512];
-    fill_args(c, io, flush ? -1 : sl_codegen_tiles(c, io->rows), slots);
+    fill_args(c, io, flush ? -1 : sl_cuda_codegen_tiles(c, io->rows), slots);
     void *args[1] = {slots};
     cudaError_t e = cudaLaunchKernel((const void *)g->close, (dim3){1, 1, 1},
                                      (dim3){SL_CG_CLOSE_THREADS, 1, 1}, args, 0, stream);
@@ -213,13 +213,13 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
         if (!io->outputs || !io->outputs[k])
             return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                             "internal: output %d of a fused GPU group is NULL", k);
-    int64_t ntiles = sl_codegen_tiles(c, io->rows);
+    int64_t ntiles = sl_cuda_codegen_tiles(c, io->rows);
     if (ntiles > 0x7fffffffLL)
         return sl_error(ctx, SLUICE_ERR_LIMIT,
                         "a batch of %lld rows needs more GPU tiles than one launch holds; push "
                         "smaller batches",
                         (long long)io->rows);
-    size_t scratch_bytes = sl_codegen_scratch_size(c, io->rows);
+    size_t scratch_bytes = sl_cuda_codegen_scratch_size(c, io->rows);
     if (scratch_bytes > 0 && !io->scratch)
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a fused GPU group was run without scratch");

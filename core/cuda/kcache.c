@@ -17,12 +17,12 @@
 #define SL_KCACHE_MAGIC "SLKCACH1"
 #define SL_KCACHE_MAX_ENTRY ((size_t)1 << 30)
 
-typedef struct sl_kcache_header {
+typedef struct sl_cuda_kcache_header {
     char magic[8];
     uint64_t key[2];
     uint64_t payload_size;
     uint64_t payload_checksum;
-} sl_kcache_header;
+} sl_cuda_kcache_header;
 
 /* FNV-1a, 64-bit, continuing from `h` (two different starting points give the two halves
  * of the key). Not cryptographic: the cache guards against accidents, and an entry's full
@@ -36,11 +36,11 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-void sl_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]) {
+void sl_cuda_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]) {
     char options[256];
-    sl_nvrtc_options_line(arch, options, sizeof options);
+    sl_cuda_nvrtc_options_line(arch, options, sizeof options);
     char version[32];
-    sl_nvrtc_version_text(version, sizeof version);
+    sl_cuda_nvrtc_version_text(version, sizeof version);
     const uint64_t seeds[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     for (int k = 0; k < 2; k++) {
         uint64_t h = seeds[k];
@@ -57,7 +57,7 @@ void sl_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64
     }
 }
 
-bool sl_kcache_dir(const sluice_context *ctx, char *buf, size_t cap) {
+bool sl_cuda_kcache_dir(const sluice_context *ctx, char *buf, size_t cap) {
     const char *dir = ctx->kernel_cache_dir;
     if (dir) {
         if (!dir[0]) return false;
@@ -93,7 +93,7 @@ static void *read_entry(sluice_context *ctx, const char *path, const uint64_t ke
                         size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    sl_kcache_header h;
+    sl_cuda_kcache_header h;
     void *payload = NULL;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || fread(&h, sizeof h, 1, f) != 1 ||
@@ -131,7 +131,7 @@ static void write_entry(const char *dir, const char *path, const uint64_t key[2]
         unlink(tmp);
         return;
     }
-    sl_kcache_header h;
+    sl_cuda_kcache_header h;
     memcpy(h.magic, SL_KCACHE_MAGIC, 8);
     h.key[0] = key[0];
     h.key[1] = key[1];
@@ -144,13 +144,13 @@ static void write_entry(const char *dir, const char *path, const uint64_t key[2]
     if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
-sluice_status sl_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
+sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
                             void **cubin, size_t *size, bool *hit) {
     if (hit) *hit = false;
     char dir[4096], path[4200];
     uint64_t key[2];
-    sl_kcache_key(source, arch, sl_nvrtc_headers_digest(), key);
-    bool cached = sl_kcache_dir(ctx, dir, sizeof dir) &&
+    sl_cuda_kcache_key(source, arch, sl_cuda_nvrtc_headers_digest(), key);
+    bool cached = sl_cuda_kcache_dir(ctx, dir, sizeof dir) &&
                   (size_t)snprintf(path, sizeof path, "%s/sm%d-%016llx%016llx.cubin", dir, arch,
                                    (unsigned long long)key[0],
                                    (unsigned long long)key[1]) < sizeof path;
@@ -162,7 +162,7 @@ sluice_status sl_kcache_get(sluice_context *ctx, const char *source, const char 
             return SLUICE_OK;
         }
     }
-    SL_TRY(sl_nvrtc_compile(ctx, source, name, arch, cubin, size));
+    SL_TRY(sl_cuda_nvrtc_compile(ctx, source, name, arch, cubin, size));
     if (cached && make_dirs(dir)) write_entry(dir, path, key, *cubin, *size);
     return SLUICE_OK;
 }

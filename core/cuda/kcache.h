@@ -18,16 +18,16 @@
 
 /* The cache directory for ctx into buf; false when caching is disabled or no directory can
  * be determined. */
-bool sl_kcache_dir(const sluice_context *ctx, char *buf, size_t cap);
+bool sl_cuda_kcache_dir(const sluice_context *ctx, char *buf, size_t cap);
 
 /* The key of `source` for sm_<arch> when the kernel headers have digest `headers_digest`
- * (sl_nvrtc_headers_digest); an entry's file stores it after its 8-byte magic. */
-void sl_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]);
+ * (sl_cuda_nvrtc_headers_digest); an entry's file stores it after its 8-byte magic. */
+void sl_cuda_kcache_key(const char *source, int arch, uint64_t headers_digest, uint64_t key[2]);
 
 /* The cubin of `source` for sm_<arch>, from the cache or compiled (and then stored).
  * *cubin comes from the context's allocator (sl_free). *hit (may be NULL) is true when the
- * cache supplied it. Errors: those of sl_nvrtc_compile. */
-sluice_status sl_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
+ * cache supplied it. Errors: those of sl_cuda_nvrtc_compile. */
+sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
                             void **cubin, size_t *size, bool *hit);
 
 #endif

@@ -27,12 +27,12 @@
 #endif
 
 /* Written by cmake/embed.cmake (embedded_kernels.c in the build folder). */
-typedef struct sl_embedded_file {
+typedef struct sl_cuda_embedded_file {
     const char *name;
     const char *text;
-} sl_embedded_file;
-extern const sl_embedded_file sl_embedded_files[];
-extern const size_t sl_embedded_file_count;
+} sl_cuda_embedded_file;
+extern const sl_cuda_embedded_file sl_cuda_embedded_files[];
+extern const size_t sl_cuda_embedded_file_count;
 
 /* One pointer per NVRTC function used, typed from <nvrtc.h>'s own prototypes. */
 typedef struct nvrtc_api {
@@ -107,13 +107,13 @@ static void load_nvrtc(void) {
     api_loaded = true;
 }
 
-bool sl_nvrtc_available(void) {
+bool sl_cuda_nvrtc_available(void) {
     pthread_once(&load_once, load_nvrtc);
     return api_loaded;
 }
 
-sluice_status sl_nvrtc_load(sluice_context *ctx) {
-    if (sl_nvrtc_available()) return SLUICE_OK;
+sluice_status sl_cuda_nvrtc_load(sluice_context *ctx) {
+    if (sl_cuda_nvrtc_available()) return SLUICE_OK;
     return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
                     "the CUDA backend needs NVRTC (%s), which could not be loaded (%s); install "
                     "the CUDA toolkit's NVRTC or add its lib directory to LD_LIBRARY_PATH, or use "
@@ -123,9 +123,9 @@ sluice_status sl_nvrtc_load(sluice_context *ctx) {
 
 /* No -use_fast_math and no FMA contraction: the expression language promises the CPU's
  * results (kernels/sl_ops.h), and the scan combines go through the same helpers. */
-static const char *const sl_nvrtc_fixed_options[] = {"-std=c++17", "--fmad=false",
+static const char *const sl_cuda_nvrtc_fixed_options[] = {"-std=c++17", "--fmad=false",
                                                      "-default-device"};
-#define SL_NVRTC_NFIXED ((int)SL_ARRAY_LEN(sl_nvrtc_fixed_options))
+#define SL_NVRTC_NFIXED ((int)SL_ARRAY_LEN(sl_cuda_nvrtc_fixed_options))
 
 /* SLUICE_NVRTC_LINEINFO=1 adds -lineinfo, so compute-sanitizer and Nsight name lines of the
  * generated source; it is part of the options line, hence of the kernel cache key. */
@@ -134,15 +134,15 @@ static bool lineinfo_wanted(void) {
     return env && strcmp(env, "1") == 0;
 }
 
-char *sl_nvrtc_options_line(int arch, char *buf, size_t cap) {
+char *sl_cuda_nvrtc_options_line(int arch, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "--gpu-architecture=sm_%d", arch);
     for (int i = 0; i < SL_NVRTC_NFIXED && n >= 0 && (size_t)n < cap; i++)
-        n += snprintf(buf + n, cap - (size_t)n, " %s", sl_nvrtc_fixed_options[i]);
+        n += snprintf(buf + n, cap - (size_t)n, " %s", sl_cuda_nvrtc_fixed_options[i]);
     if (lineinfo_wanted() && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " -lineinfo");
     return buf;
 }
 
-uint64_t sl_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
+uint64_t sl_cuda_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
                                     size_t count) {
     /* FNV-1a over each name and text, each followed by its length (no shifted boundaries) */
     uint64_t h = 0xcbf29ce484222325ull;
@@ -157,34 +157,34 @@ uint64_t sl_nvrtc_headers_digest_of(const char *const *names, const char *const 
     return h;
 }
 
-uint64_t sl_nvrtc_headers_digest(void) {
+uint64_t sl_cuda_nvrtc_headers_digest(void) {
     const char *names[64], *texts[64];
     size_t count = 0;
-    for (size_t i = 0; i < sl_embedded_file_count && count < 64; i++, count++) {
-        names[count] = sl_embedded_files[i].name;
-        texts[count] = sl_embedded_files[i].text;
+    for (size_t i = 0; i < sl_cuda_embedded_file_count && count < 64; i++, count++) {
+        names[count] = sl_cuda_embedded_files[i].name;
+        texts[count] = sl_cuda_embedded_files[i].text;
     }
-    return sl_nvrtc_headers_digest_of(names, texts, count);
+    return sl_cuda_nvrtc_headers_digest_of(names, texts, count);
 }
 
-char *sl_nvrtc_version_text(char *buf, size_t cap) {
+char *sl_cuda_nvrtc_version_text(char *buf, size_t cap) {
     int major = -1, minor = -1;
-    if (!sl_nvrtc_available() || api.Version(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
+    if (!sl_cuda_nvrtc_available() || api.Version(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
     snprintf(buf, cap, "%d.%d", major, minor);
     return buf;
 }
 
-sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
+sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size) {
     *cubin = NULL;
     *size = 0;
-    SL_TRY(sl_nvrtc_load(ctx));
+    SL_TRY(sl_cuda_nvrtc_load(ctx));
     const char *header_texts[64];
     const char *header_names[64];
     int nheaders = 0;
-    for (size_t i = 0; i < sl_embedded_file_count && nheaders < 64; i++) {
-        header_texts[nheaders] = sl_embedded_files[i].text;
-        header_names[nheaders] = sl_embedded_files[i].name;
+    for (size_t i = 0; i < sl_cuda_embedded_file_count && nheaders < 64; i++) {
+        header_texts[nheaders] = sl_cuda_embedded_files[i].text;
+        header_names[nheaders] = sl_cuda_embedded_files[i].name;
         nheaders++;
     }
     nvrtcProgram prog;
@@ -198,7 +198,7 @@ sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const ch
     const char *options[2 + SL_NVRTC_NFIXED];
     int noptions = 0;
     options[noptions++] = arch_opt;
-    for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_nvrtc_fixed_options[i];
+    for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_cuda_nvrtc_fixed_options[i];
     if (lineinfo_wanted()) options[noptions++] = "-lineinfo";
     r = api.CompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {

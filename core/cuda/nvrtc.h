@@ -10,32 +10,32 @@
 #include "common/diag.h"
 
 /* Loads NVRTC once per process (thread-safe; later calls return the first outcome).
- * sl_nvrtc_available: whether it loaded. sl_nvrtc_load: SLUICE_OK, or
+ * sl_cuda_nvrtc_available: whether it loaded. sl_cuda_nvrtc_load: SLUICE_OK, or
  * SLUICE_ERR_BACKEND_UNAVAILABLE with a message naming the library and the loader's reason. */
-bool sl_nvrtc_available(void);
-sluice_status sl_nvrtc_load(sluice_context *ctx);
+bool sl_cuda_nvrtc_available(void);
+sluice_status sl_cuda_nvrtc_load(sluice_context *ctx);
 
 /* The NVRTC options used for every kernel of `arch` (major*10+minor), as one line: part of
  * the kernel cache key. Written into buf (NUL-terminated); returns buf. */
-char *sl_nvrtc_options_line(int arch, char *buf, size_t cap);
+char *sl_cuda_nvrtc_options_line(int arch, char *buf, size_t cap);
 /* NVRTC's version as "major.minor" (part of the cache key; "-1.-1" when NVRTC is not
  * loaded, and then nothing compiles), written into buf; returns buf.
  * (No static buffer: contexts may be used from several threads at once.) */
-char *sl_nvrtc_version_text(char *buf, size_t cap);
+char *sl_cuda_nvrtc_version_text(char *buf, size_t cap);
 
 /* A 64-bit digest of header files (their names and texts, in order): what a kernel
  * includes is part of the kernel cache key, so a changed kernel library never reuses a
  * cubin built from the old one even when the generated source is the same. */
-uint64_t sl_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
+uint64_t sl_cuda_nvrtc_headers_digest_of(const char *const *names, const char *const *texts,
                                     size_t count);
 /* The digest of the embedded kernel library the compiler offers. */
-uint64_t sl_nvrtc_headers_digest(void);
+uint64_t sl_cuda_nvrtc_headers_digest(void);
 
 /* Compiles `source` (named `name` in messages) for sm_<arch>. On success *cubin is a buffer
  * from the context's allocator (free with sl_free) of *size bytes. Errors:
  * SLUICE_ERR_COMPILE with NVRTC's log in the diagnostic, SLUICE_ERR_NO_MEMORY,
  * SLUICE_ERR_BACKEND_UNAVAILABLE (NVRTC could not be loaded). */
-sluice_status sl_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
+sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size);
 
 #endif

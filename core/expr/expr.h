@@ -128,7 +128,7 @@ typedef union sl_raw {
 } sl_raw;
 /* Converts n elements of type `from` at src to type `to` at dst with the language's cast
  * rules (kernels/sl_ops.h). src and dst must not overlap. */
-void sl_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n);
+void sl_value_cast_rows(sluice_type from, const void *src, sluice_type to, void *dst, int64_t n);
 /* A value as the raw element of its own type, and back. */
 void sl_value_to_raw(sl_value v, sl_raw *out);
 sl_value sl_value_from_raw(sluice_type t, const void *raw);
@@ -147,6 +147,6 @@ typedef struct sl_emit_names {
  * with exactly the CPU's semantics. */
 void sl_expr_emit_c(const sl_expr *e, const sl_emit_names *names, sl_strbuf *sb);
 /* The C type name used for a sluice type in emitted code ("float", "int64_t", "sl_half" …). */
-const char *sl_c_type_name(sluice_type t);
+const char *sl_expr_c_type_name(sluice_type t);
 
 #endif

@@ -9,7 +9,7 @@
 #include "sl_ops.h"
 
 /* C type names and sl_ops.h helper suffixes (the type's name) come from the type list. */
-const char *sl_c_type_name(sluice_type t) {
+const char *sl_expr_c_type_name(sluice_type t) {
     const sl_type_info *info = sl_type_info_of(t);
     return info ? info->ctype : "void";
 }
@@ -55,7 +55,7 @@ static void emit_float(double f, sluice_type t, sl_strbuf *sb) {
 
 static void emit_literal(sl_value v, sluice_type t, sl_strbuf *sb) {
     sl_value c = sl_value_cast(v, t);
-    const char *ct = sl_c_type_name(t);
+    const char *ct = sl_expr_c_type_name(t);
     if (t == SLUICE_BOOL) {
         sl_strbuf_printf(sb, "((sl_bool)%d)", c.u ? 1 : 0);
     } else if (sl_type_is_signed(t)) {
@@ -103,7 +103,7 @@ void sl_expr_emit_c(const sl_expr *e, const sl_emit_names *names, sl_strbuf *sb)
     case SL_EXPR_COND:
         /* both branches are side-effect free, so the C conditional is exact; the cast undoes
          * C's promotion of narrow types */
-        sl_strbuf_printf(sb, "((%s)(", sl_c_type_name(e->type));
+        sl_strbuf_printf(sb, "((%s)(", sl_expr_c_type_name(e->type));
         sl_expr_emit_c(e->a, names, sb);
         sl_strbuf_append(sb, " ? ");
         sl_expr_emit_c(e->b, names, sb);

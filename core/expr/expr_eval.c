@@ -234,7 +234,7 @@ static void eval_raw(const sl_expr *e, const sl_eval_env *env, int64_t row, sl_r
         return;
     case SL_EXPR_CAST:
         eval_raw(e->a, env, row, &ra);
-        sl_cast_rows(e->a->type, &ra, e->type, out, 1);
+        sl_value_cast_rows(e->a->type, &ra, e->type, out, 1);
         return;
     }
 }
@@ -549,7 +549,7 @@ static void run_step(const sl_expr_program *p, const step *st, const sl_eval_env
                  dst, n);
         break;
     case STEP_CAST:
-        sl_cast_rows((sluice_type)st->type, a, (sluice_type)st->out_type, dst, n);
+        sl_value_cast_rows((sluice_type)st->type, a, (sluice_type)st->out_type, dst, n);
         break;
     case STEP_SELECT:
         k_select(sluice_type_size((sluice_type)st->type), resolve(p, env, s, out, st->c, start), a,

@@ -307,7 +307,7 @@ static void finish_live(sl_loader *L) {
     }
 }
 
-sluice_status sl_pipeline_parse(sluice_context *ctx, const char *text, size_t length,
+sluice_status ld_parse_pipeline(sluice_context *ctx, const char *text, size_t length,
                                 const char *file, sluice_pipeline **out) {
     if (!ctx || !out) return SLUICE_ERR_INVALID_ARGUMENT;
     *out = NULL;

@@ -316,7 +316,7 @@ void ld_parse_operators(sl_loader *L, const ld_node *ops) {
             ld_error(L, SLUICE_ERR_BAD_VALUE, k->loc, "'%s' is not a valid operator name", k->text);
             continue;
         }
-        if (sl_scan_op_from_name(k->text, &builtin)) {
+        if (sl_monoid_op_from_name(k->text, &builtin)) {
             ld_error(L, SLUICE_ERR_BAD_VALUE, k->loc,
                      "'%s' is a builtin operator; give the declared one another name", k->text);
             continue;

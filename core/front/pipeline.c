@@ -38,7 +38,7 @@ SLUICE_API sluice_status sluice_pipeline_load_string(sluice_context *ctx, const 
     if (!copy) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory copying pipeline text");
     sl_diag_set_source(ctx, name, copy, length);
     sluice_pipeline *p = NULL;
-    sluice_status st = sl_pipeline_parse(ctx, copy, length, name, &p);
+    sluice_status st = ld_parse_pipeline(ctx, copy, length, name, &p);
     sl_diag_clear_source(ctx);
     sl_free(ctx, copy);
     if (st == SLUICE_OK && sl_diag_count(ctx) == 0 && p) {

@@ -169,7 +169,7 @@ void sl_pipeline_destroy(sluice_pipeline *p);
 const bool *sl_pipeline_live_before(const sluice_pipeline *p, int stage, const bool *inputs_live);
 
 /* The scan operator's name for messages ("sum", "linrec", or the declared name). */
-const char *sl_scan_op_name(const sl_scan *scan);
+const char *sl_monoid_op_name(const sl_scan *scan);
 
 /* Combines two states a (left) and b (right) of `scan`'s monoid: out = a ⊕ b, field by
  * field in the acc types. Left stays left. out may alias a or b. Implemented in
@@ -180,7 +180,7 @@ void sl_monoid_combine(const sl_scan *scan, const sl_value *a, const sl_value *b
 
 /* Parses YAML text into a checked pipeline, recording every problem found as a diagnostic
  * (sl_diag). Returns the first problem's status. */
-sluice_status sl_pipeline_parse(sluice_context *ctx, const char *text, size_t length,
+sluice_status ld_parse_pipeline(sluice_context *ctx, const char *text, size_t length,
                                 const char *file, sluice_pipeline **out);
 
 #endif

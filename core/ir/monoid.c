@@ -17,7 +17,7 @@
 static const char *const op_names[] = {"sum", "prod", "min", "max",  "and",
                                        "or",  "xor",  "count", "linrec"};
 
-bool sl_scan_op_from_name(const char *name, sl_scan_op *out) {
+bool sl_monoid_op_from_name(const char *name, sl_scan_op *out) {
     for (size_t i = 0; i < SL_ARRAY_LEN(op_names); i++) {
         if (strcmp(name, op_names[i]) == 0) {
             *out = (sl_scan_op)i;
@@ -27,12 +27,12 @@ bool sl_scan_op_from_name(const char *name, sl_scan_op *out) {
     return false;
 }
 
-const char *const *sl_scan_op_names(size_t *count) {
+const char *const *sl_monoid_op_names(size_t *count) {
     *count = SL_ARRAY_LEN(op_names);
     return op_names;
 }
 
-const char *sl_scan_op_name(const sl_scan *scan) {
+const char *sl_monoid_op_name(const sl_scan *scan) {
     if (scan->op == SL_SCAN_CUSTOM) return scan->custom ? scan->custom->name : "custom";
     if ((size_t)scan->op < SL_ARRAY_LEN(op_names)) return op_names[scan->op];
     return "?";

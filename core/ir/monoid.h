@@ -7,9 +7,9 @@
 #include "ir/ir.h"
 
 /* The builtin operator called `name` ("sum" … "linrec"); false for any other name. */
-bool sl_scan_op_from_name(const char *name, sl_scan_op *out);
+bool sl_monoid_op_from_name(const char *name, sl_scan_op *out);
 /* Every builtin operator name, for did-you-mean. */
-const char *const *sl_scan_op_names(size_t *count);
+const char *const *sl_monoid_op_names(size_t *count);
 
 /* The default accumulator of a builtin operator over values of type `input` (for linrec,
  * `input` is the wider of a's and b's types as sl_monoid_linrec_input gives it). Returns false

@@ -9,7 +9,7 @@
 #include "plan/plan.h"
 #include "stages/kind.h"
 
-int sl_sort_passes(sluice_backend backend, int bits) {
+int sl_plan_sort_passes(sluice_backend backend, int bits) {
     /* Both backends sort 8 bits a pass (CUB's onesweep on the GPU, LSD with 256 buckets on
      * the CPU). */
     (void)backend;
@@ -17,7 +17,7 @@ int sl_sort_passes(sluice_backend backend, int bits) {
     return (bits + 7) / 8;
 }
 
-int sl_sort_key_bits(const sluice_pipeline *p, const sl_sort *sort) {
+int sl_plan_sort_key_bits(const sluice_pipeline *p, const sl_sort *sort) {
     if (sort->nkeys == 1) return sort->bits_hi - sort->bits_lo;
     int bits = 0;
     for (int k = 0; k < sort->nkeys; k++) bits += sl_type_bits(p->columns[sort->keys[k]].type);
@@ -205,7 +205,7 @@ sluice_status sl_plan_build(sluice_context *ctx, const sluice_pipeline *p, sluic
             g->kind = SL_GROUP_SORT;
             g->first = s;
             g->last = s + 1;
-            g->passes = sl_sort_passes(backend, sl_sort_key_bits(p, &p->stages[s].sort));
+            g->passes = sl_plan_sort_passes(backend, sl_plan_sort_key_bits(p, &p->stages[s].sort));
             /* A sort that opens the pipeline (or follows another sort) also writes its key
              * images in a pass of its own; after a fused group that pass is fused into it. */
             if (s == 0 || is_barrier(&p->stages[s - 1])) g->passes += 1;

@@ -102,8 +102,8 @@ const bool *sl_plan_live_at_group(const sluice_pipeline *p, const sl_plan *plan,
 int64_t sl_plan_rows_out(const sluice_pipeline *p, const sl_plan *plan, int gi, int64_t rows,
                          int64_t nsegments, bool end_of_stream);
 /* Radix passes for sorting `bits` key bits on a backend. */
-int sl_sort_passes(sluice_backend backend, int bits);
+int sl_plan_sort_passes(sluice_backend backend, int bits);
 /* Total key bits a sort stage sorts (sum over keys, narrowed by bits:). */
-int sl_sort_key_bits(const sluice_pipeline *p, const sl_sort *sort);
+int sl_plan_sort_key_bits(const sluice_pipeline *p, const sl_sort *sort);
 
 #endif

@@ -93,7 +93,7 @@ SLUICE_API void sluice_batch_free(sluice_batch *batch) {
     sl_free(ctx, batch);
 }
 
-sluice_status sl_session_emit(sluice_session *s, sluice_batch *b) {
+sluice_status sl_batch_emit(sluice_session *s, sluice_batch *b) {
     if (s->queue_head + s->queue_len == s->queue_cap) {
         if (s->queue_head > 0) { /* slide pulled slots away before growing */
             memmove(s->queue, s->queue + s->queue_head, s->queue_len * sizeof *s->queue);

@@ -3,7 +3,7 @@
 #include "common/context.h"
 #include "runtime/carry.h"
 
-int sl_session_group_scans(const sluice_session *s, int gi) {
+int sl_carry_group_scans(const sluice_session *s, int gi) {
     if (!s || gi < 0 || gi >= s->plan.ngroups) return 0;
     const sl_group *g = &s->plan.groups[gi];
     if (g->kind != SL_GROUP_FUSED) return 0;
@@ -27,19 +27,19 @@ static sluice_status check(sluice_session *s, int gi, bool ok) {
     return SLUICE_OK;
 }
 
-sluice_status sl_session_carry_get(sluice_session *s, int gi, sl_scan_carry *out) {
+sluice_status sl_carry_get(sluice_session *s, int gi, sl_scan_carry *out) {
     SL_TRY(check(s, gi, s->backend->carry_get != NULL));
-    if (sl_session_group_scans(s, gi) == 0) return SLUICE_OK;
+    if (sl_carry_group_scans(s, gi) == 0) return SLUICE_OK;
     return s->backend->carry_get(s, gi, out);
 }
 
-sluice_status sl_session_carry_set(sluice_session *s, int gi, const sl_scan_carry *in) {
+sluice_status sl_carry_set(sluice_session *s, int gi, const sl_scan_carry *in) {
     SL_TRY(check(s, gi, s->backend->carry_set != NULL));
-    if (sl_session_group_scans(s, gi) == 0) return SLUICE_OK;
+    if (sl_carry_group_scans(s, gi) == 0) return SLUICE_OK;
     return s->backend->carry_set(s, gi, in);
 }
 
-void sl_session_set_sort_exchange(sluice_session *s, sl_sort_exchange_fn fn, void *arg) {
+void sl_carry_set_sort_exchange(sluice_session *s, sl_sort_exchange_fn fn, void *arg) {
     s->sort_exchange = fn;
     s->sort_exchange_arg = fn ? arg : NULL;
 }

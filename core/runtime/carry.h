@@ -8,11 +8,11 @@
 
 #include "runtime/session.h"
 
-/* The scans of plan group gi whose carries sl_session_carry_get/set address: the group's
+/* The scans of plan group gi whose carries sl_carry_get/set address: the group's
  * scan stages in stage order, then the values of a reduce ending it (0 for a sort group). */
-int sl_session_group_scans(const sluice_session *s, int gi);
+int sl_carry_group_scans(const sluice_session *s, int gi);
 /* Copies the carried state of each scan of plan group gi (after the rows pushed so far, at
- * flush included) into out[0 .. sl_session_group_scans). SLUICE_ERR_BACKEND_UNAVAILABLE
+ * flush included) into out[0 .. sl_carry_group_scans). SLUICE_ERR_BACKEND_UNAVAILABLE
  * (with a diagnostic) when the session's backend cannot hand out its carries. With pushes in
  * flight (CUDA) call it once they are complete (after a flush, or pulls until none is in
  * flight): the CUDA backend waits for the work issued so far, but a failure found later in
@@ -21,13 +21,13 @@ int sl_session_group_scans(const sluice_session *s, int gi);
  * without a key is whether rows entered its group (a compaction before it may have kept
  * none), and a key-segmented scan seeded with a key reports that key as first_key (right
  * whenever headed is false). */
-sluice_status sl_session_carry_get(sluice_session *s, int gi, sl_scan_carry *out);
+sluice_status sl_carry_get(sluice_session *s, int gi, sl_scan_carry *out);
 /* Makes in[] the carried state of group gi's scans, as if the stream so far had ended in
  * it; `headed` and `has_first` are taken as given (false: nothing seen since). Call between
  * pushes (after sluice_session_reset, before the first push, for a rank's incoming state).
  * SLUICE_ERR_BACKEND_UNAVAILABLE as above. */
-sluice_status sl_session_carry_set(sluice_session *s, int gi, const sl_scan_carry *in);
+sluice_status sl_carry_set(sluice_session *s, int gi, const sl_scan_carry *in);
 /* Sets (or with fn NULL clears) the session's stream-sort exchange (session.h). */
-void sl_session_set_sort_exchange(sluice_session *s, sl_sort_exchange_fn fn, void *arg);
+void sl_carry_set_sort_exchange(sluice_session *s, sl_sort_exchange_fn fn, void *arg);
 
 #endif

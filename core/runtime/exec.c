@@ -518,7 +518,7 @@ static sluice_status emit(sluice_session *s, sl_piece *piece, sluice_batch **que
     sluice_status st = s->backend->finish(s, piece, &b);
     piece->result = NULL; /* the backend's finish owns it now */
     if (st != SLUICE_OK) return st;
-    SL_TRY(sl_session_emit(s, b));
+    SL_TRY(sl_batch_emit(s, b));
     s->exec->queued++;
     *queued = b;
     return SLUICE_OK;

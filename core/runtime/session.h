@@ -4,7 +4,7 @@
  * Flow: sluice_session_push (core/runtime/session.c) validates the caller's columns against the
  * pipeline and hands an sl_input to the shared executor (core/runtime/exec.h), which cuts it into
  * pieces, walks the plan groups calling the backend's operations, buffers stream-wide sorts
- * and queues finished result batches with sl_session_emit. */
+ * and queues finished result batches with sl_batch_emit. */
 #ifndef SL_SESSION_H
 #define SL_SESSION_H
 
@@ -104,7 +104,7 @@ sluice_status sl_batch_concat(sluice_context *ctx, const sluice_pipeline *p, slu
                               size_t nparts, sluice_batch **out);
 /* Appends a finished batch to the session's output queue (takes ownership; on allocation
  * failure frees it and returns SLUICE_ERR_NO_MEMORY). */
-sluice_status sl_session_emit(sluice_session *s, sluice_batch *b);
+sluice_status sl_batch_emit(sluice_session *s, sluice_batch *b);
 
 /* Validates and pushes a batch; on_device: the column pointers are device memory (CUDA). */
 sluice_status sl_session_push(sluice_session *s, const sluice_column *columns, size_t count,
