@@ -200,22 +200,14 @@ static void pool_give(sluice_context *ctx, void *ptr) {
 
 sluice_batch *sl_cuda_pinned_batch_new(sluice_session *s, int64_t rows) {
     sluice_context *ctx = s->ctx;
-    const sluice_pipeline *p = s->pipeline;
     if (rows < 0) return NULL;
-    sluice_batch *b = sl_calloc(ctx, 1, sizeof *b);
+    sluice_batch *b = sl_batch_shell(ctx, s->pipeline);
     if (!b) return NULL;
-    b->ctx = ctx;
-    b->ncolumns = (size_t)p->noutputs;
-    b->columns = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->columns);
-    b->owned = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->owned);
     b->free_host = pool_give;
-    bool ok = b->columns && b->owned;
+    bool ok = true;
     for (size_t i = 0; ok && i < b->ncolumns; i++) {
-        const sl_column *c = &p->columns[p->outputs[i]];
         size_t bytes;
-        ok = !sl_mul_overflows((size_t)rows, sluice_type_size(c->type), &bytes);
-        b->columns[i].name = c->name; /* the pipeline outlives its sessions' batches' use */
-        b->columns[i].type = c->type;
+        ok = !sl_mul_overflows((size_t)rows, sluice_type_size(b->columns[i].type), &bytes);
         b->columns[i].length = rows;
         b->owned[i] = ok ? pool_take(ctx, bytes) : NULL;
         b->columns[i].data = b->owned[i];

@@ -5,7 +5,7 @@
 #include "common/context.h"
 #include "runtime/session.h"
 
-static sluice_batch *batch_shell(sluice_context *ctx, const sluice_pipeline *p) {
+sluice_batch *sl_batch_shell(sluice_context *ctx, const sluice_pipeline *p) {
     sluice_batch *b = sl_calloc(ctx, 1, sizeof *b);
     if (!b) return NULL;
     b->ctx = ctx;
@@ -28,7 +28,7 @@ static sluice_batch *batch_shell(sluice_context *ctx, const sluice_pipeline *p) 
 
 sluice_batch *sl_batch_new_host(sluice_context *ctx, const sluice_pipeline *p, int64_t rows) {
     if (rows < 0) return NULL;
-    sluice_batch *b = batch_shell(ctx, p);
+    sluice_batch *b = sl_batch_shell(ctx, p);
     if (!b) return NULL;
     b->rows = rows;
     for (size_t i = 0; i < b->ncolumns; i++) {
