@@ -198,4 +198,129 @@ static void free_piece(piece *pc, bool dev) {
 
 typedef enum mode { HOST_IN_HOST_OUT, DEVICE_IN_DEVICE_OUT, HOST_IN_DEVICE_OUT } mode;
 
+/* The subject session's sort_memory_bytes and pipeline_depth (0: the backend's default). */
+static int64_t g_sort_budget;
+static int g_depth;
+
+static sluice_status open_session(sluice_pipeline *p, bool subject, mode m, int64_t max_rows,
+                                  sluice_session **s) {
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.max_batch_rows = max_rows;
+    if (subject) o.sort_memory_bytes = g_sort_budget;
+    if (subject) o.pipeline_depth = g_depth;
+    if (!subject || g_subject_cpu) {
+        o.backend = SLUICE_BACKEND_CPU;
+        return sluice_session_open(p, &o, s);
+    }
+    sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
+    co.outputs_on_device = m != HOST_IN_HOST_OUT;
+    return sluice_cuda_session_open(p, &o, &co, s);
+}
+
+static void fail_with_diag(sluice_context *ctx, const char *what, const char *name, sluice_status st) {
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    ck_abort_msg("%s (pipeline %s): %s: %s", what, name, sluice_status_name(st), d ? d->message : "");
+}
+
+/* Runs the stream `in` through p cut into the pieces that start at cuts[0..ncuts) (rows;
+ * for an offsets pipeline, segment indices), pulling after every push. */
+static void run_stream(sluice_context *ctx, sluice_pipeline *p, bool subject, mode m,
+                       const table *in, const int64_t *cuts, int ncuts, int64_t max_rows,
+                       table *out) {
+    sluice_session *s;
+    sluice_status st = open_session(p, subject, m, max_rows, &s);
+    if (st != SLUICE_OK) fail_with_diag(ctx, "open", sluice_pipeline_name(p), st);
+    memset(out, 0, sizeof *out);
+    int oc = offsets_col(p, in);
+    int64_t nseg = oc >= 0 ? in->lengths[oc] - 1 : 0;
+    bool dev = subject && !g_subject_cpu && m == DEVICE_IN_DEVICE_OUT;
+    for (int k = 0; k <= ncuts; k++) {
+        int64_t a = k == 0 ? 0 : cuts[k - 1];
+        int64_t b = k == ncuts ? (oc >= 0 ? nseg : in->rows) : cuts[k];
+        int64_t r0 = a, r1 = b, s0 = 0, s1 = 0;
+        if (oc >= 0) {
+            const int64_t *off = (const int64_t *)in->data[oc];
+            s0 = a, s1 = b, r0 = off[a], r1 = off[b];
+        }
+        piece pc;
+        make_piece(p, in, r0, r1, s0, s1, dev, &pc);
+        st = dev ? sluice_cuda_session_push_device(s, pc.cols, (size_t)pc.n)
+                 : sluice_session_push(s, pc.cols, (size_t)pc.n);
+        /* Device input is read by work queued on the session's stream: it may be freed only
+         * once that work is done (sluice_cuda.h, "When device memory may be reused"). */
+        if (dev) CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+        free_piece(&pc, dev);
+        if (st != SLUICE_OK) fail_with_diag(ctx, "push", sluice_pipeline_name(p), st);
+        /* Device outputs are ready in the session stream's order (sluice_cuda.h): the copies
+         * below run on another stream, so wait for it first. */
+        if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+            CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+        sluice_batch *b_out;
+        while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
+            table_append(out, b_out);
+            sluice_batch_free(b_out);
+        }
+    }
+    st = sluice_session_flush(s);
+    if (st != SLUICE_OK) fail_with_diag(ctx, "flush", sluice_pipeline_name(p), st);
+    if (subject && !g_subject_cpu && m != HOST_IN_HOST_OUT)
+        CUDA_OK(cudaStreamSynchronize(sluice_cuda_session_stream(s)));
+    sluice_batch *b_out;
+    while ((st = sluice_session_pull(s, &b_out)) == SLUICE_OK && b_out) {
+        table_append(out, b_out);
+        sluice_batch_free(b_out);
+    }
+    if (out->ncols == 0) { /* no batch came out: still name the outputs */
+        out->ncols = (int)sluice_pipeline_output_count(p);
+        for (int i = 0; i < out->ncols; i++) {
+            sluice_column_info ci;
+            sluice_pipeline_output(p, (size_t)i, &ci);
+            out->names[i] = strdup(ci.name);
+            out->types[i] = ci.type;
+        }
+    }
+    sluice_session_close(s);
+}
+
+/* ---- comparing -------------------------------------------------------------------------- */
+
+/* Floats: within rel of the larger of |a|, |b| and the column's scale (scans sum in another
+ * order on the GPU); NaN only where the reference has NaN. Everything else exactly. */
+static void compare(const char *name, const char *what, const table *ref, const table *got) {
+    ck_assert_msg(ref->rows == got->rows, "%s, %s: %lld rows, the CPU gives %lld", name, what,
+                  (long long)got->rows, (long long)ref->rows);
+    ck_assert_int_eq(ref->ncols, got->ncols);
+    for (int c = 0; c < ref->ncols; c++) {
+        sluice_type t = ref->types[c];
+        ck_assert_int_eq(t, got->types[c]);
+        if (!sl_type_is_float(t)) {
+            size_t w = sluice_type_size(t);
+            for (int64_t i = 0; i < ref->rows; i++)
+                if (memcmp(ref->data[c] + i * (int64_t)w, got->data[c] + i * (int64_t)w, w) != 0) {
+                    sl_value a = sl_value_load(t, ref->data[c], i), b = sl_value_load(t, got->data[c], i);
+                    ck_abort_msg("%s, %s: column %s row %lld: got %lld, CPU %lld", name, what,
+                                 ref->names[c], (long long)i, (long long)b.i, (long long)a.i);
+                }
+            continue;
+        }
+        double scale = 0;
+        for (int64_t i = 0; i < ref->rows; i++) {
+            double a = sl_value_load(t, ref->data[c], i).f;
+            if (isfinite(a) && fabs(a) > scale) scale = fabs(a);
+        }
+        double rel = t == SLUICE_F16 ? 2e-3 : t == SLUICE_F32 ? 1e-4 : 1e-9;
+        /* long float sums lose about log2(n) bits more on either side */
+        if (ref->rows > 4096) rel *= 16;
+        for (int64_t i = 0; i < ref->rows; i++) {
+            double a = sl_value_load(t, ref->data[c], i).f, b = sl_value_load(t, got->data[c], i).f;
+            if (isnan(a) && isnan(b)) continue;
+            if (isinf(a) && a == b) continue;
+            double tol = rel * fmax(scale, 1.0);
+            if (!(fabs(a - b) <= tol))
+                ck_abort_msg("%s, %s: column %s row %lld: got %.9g, CPU %.9g (tolerance %.3g)",
+                             name, what, ref->names[c], (long long)i, b, a, tol);
+        }
+    }
+}
+
 #endif
