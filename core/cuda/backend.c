@@ -642,11 +642,15 @@ static sluice_status read_count(sluice_context *ctx, cuda_session *cs, const voi
 }
 
 /* Where group gi writes column c: in place in the piece's result batch when it is the
- * column's last writer and outputs stay on the device, else `own`. */
+ * column's last writer and outputs stay on the device, else `own`. A piece with no room
+ * gives no rows: it gets no result batch, because the executor drops such a piece's batch at
+ * once (emit), and that free (device_batch_free, on the legacy stream) would not be ordered
+ * after the pool allocation still queued on the session's stream, which the stream-ordered
+ * allocator does not allow. */
 static sluice_status destination(sluice_session *s, cuda_session *cs, sl_piece *piece, int gi,
                                  int c, int64_t room, void *own, void **out) {
     *out = own;
-    if (!s->outputs_on_device || cs->final_group[c] != gi) return SLUICE_OK;
+    if (!s->outputs_on_device || cs->final_group[c] != gi || room <= 0) return SLUICE_OK;
     const sluice_pipeline *p = s->pipeline;
     for (int i = 0; i < p->noutputs; i++) {
         if (p->outputs[i] != c) continue;
