@@ -96,11 +96,11 @@ struct sluice_batch {
     void (*free_host)(sluice_context *ctx, void *ptr);
 };
 
-/* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
- * per column (64-byte aligned, from the context's allocator). NULL on allocation failure. */
 /* A result batch of p's outputs with its columns named and typed, no rows and no memory
  * (data and owned NULL): backends fill it from their own memory. NULL when out of memory. */
 sluice_batch *sl_batch_shell(sluice_context *ctx, const sluice_pipeline *p);
+/* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
+ * per column (64-byte aligned, from the context's allocator). NULL on allocation failure. */
 sluice_batch *sl_batch_new_host(sluice_context *ctx, const sluice_pipeline *p, int64_t rows);
 /* Concatenates host result batches of one pipeline into a new batch (sluice_run). */
 sluice_status sl_batch_concat(sluice_context *ctx, const sluice_pipeline *p, sluice_batch **parts,
