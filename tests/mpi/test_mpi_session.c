@@ -593,12 +593,18 @@ static void run_cases(int seeds) {
 
 /* ---- failures ---------------------------------------------------------------------------- */
 
-static void run_failures(void) {
-    sluice_context *ctx = NULL;
-    sluice_context_create(&ctx, NULL);
-    const test_case *tc = &cases[0];
+/* A context and the first case's pipeline, which the failure and death runs use. */
+static sluice_pipeline *first_case(sluice_context **ctx) {
+    *ctx = NULL;
+    sluice_context_create(ctx, NULL);
     sluice_pipeline *p = NULL;
-    sluice_pipeline_load_string(ctx, tc->yaml, strlen(tc->yaml), tc->name, &p);
+    sluice_pipeline_load_string(*ctx, cases[0].yaml, strlen(cases[0].yaml), cases[0].name, &p);
+    return p;
+}
+
+static void run_failures(void) {
+    sluice_context *ctx;
+    sluice_pipeline *p = first_case(&ctx);
     sluice_mpi_session *ds = NULL;
     sluice_status st = sluice_mpi_session_open(p, NULL, MPI_COMM_WORLD, &ds);
     if (st != SLUICE_OK) {
@@ -655,11 +661,8 @@ static void run_failures(void) {
 
 /* The last rank dies in the middle of a pass; the others are left in its flush. */
 static void run_death(void) {
-    sluice_context *ctx = NULL;
-    sluice_context_create(&ctx, NULL);
-    const test_case *tc = &cases[0];
-    sluice_pipeline *p = NULL;
-    sluice_pipeline_load_string(ctx, tc->yaml, strlen(tc->yaml), tc->name, &p);
+    sluice_context *ctx;
+    sluice_pipeline *p = first_case(&ctx);
     sluice_mpi_session *ds = NULL;
     if (sluice_mpi_session_open(p, NULL, MPI_COMM_WORLD, &ds) != SLUICE_OK) return;
     int more = 0;
