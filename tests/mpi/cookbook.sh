@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cookbook.sh SLUICE NP PIPELINES_DIR WORK_DIR — every cookbook pipeline through
+# cookbook.sh SLUICE NP PIPELINES_DIR WORK_ROOT — every cookbook pipeline through
 # `mpirun -np NP sluice run` against one process on the same generated input: integer and bool
 # outputs byte-identical, float outputs within a relative 1e-4 (f32) / 1e-9 (f64) with NaNs in
 # the same places (tests/mpi/compare.py; the bound is notes/DISTRIBUTED.md's), at two batch
@@ -7,13 +7,16 @@
 # failures every rank must report: a CSV input (cannot be split) and an OUTDIR that cannot be
 # made, each exiting 1 on every rank and leaving no output.
 set -euo pipefail
-sluice=$1 np=$2 pipelines=$3 work=$4
+sluice=$1 np=$2 pipelines=$3
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 mpirun=(mpirun --oversubscribe -np "$np")
-rm -rf "$work"
-mkdir -p "$work"
+# A folder of this run's own under WORK_ROOT: the same test may run twice at once (CI's
+# cuda_absent test runs the suite again in the same build tree), and a fixed folder let one
+# run delete the other's files. Kept on failure for inspection, removed on success.
+mkdir -p "$4"
+work=$(mktemp -d "$4/run.XXXXXX")
 fails=0
 for yaml in "$pipelines"/*.yaml; do
   name=$(basename "$yaml" .yaml)
@@ -68,5 +71,6 @@ if [ "$(grep -o 'rank 0 failed\|rank 0 of' "$work/outdir.log" | wc -l)" -ne "$np
   cat "$work/outdir.log"; fails=$((fails + 1))
 fi
 
-if [ "$fails" -ne 0 ]; then echo "$fails failures"; exit 1; fi
+if [ "$fails" -ne 0 ]; then echo "$fails failures (files kept in $work)"; exit 1; fi
+rm -rf "$work"
 echo "cookbook under mpirun -np $np: ok"
