@@ -9,7 +9,9 @@
  *     `filter: x > 0` (about half kept), from malloc memory, from pinned memory the session
  *     does not know about (cudaMallocHost: staged like malloc memory) and from
  *     sluice_cuda_host_alloc memory (read by DMA), at depth 1 (the synchronous path) and at
- *     the default depth; malloc memory once more with SLUICE_CUDA_STAGING_THREADS=8;
+ *     the default depth, each push one piece (max_batch_rows = the batch); then at the
+ *     default depth with the default max_batch_rows, each push cut into pieces in flight;
+ *     malloc memory once more with SLUICE_CUDA_STAGING_THREADS=8;
  *   - the bus limit: pinned H2D and D2H of the same bytes issued at once on two streams
  *     (the scan's bar), and pinned H2D of the input alone (the filter's bar);
  *   - 2^20- against 2^26-row batches over the same 2^28 rows: device-resident (map, filter
@@ -249,10 +251,18 @@ int main(int argc, char **argv) {
                           "sluice_cuda_host_alloc", "malloc, 8 staging threads"};
     for (int pl = 0; pl < 2; pl++) {
         double limit = pl == 0 ? duplex : h2d;
-        for (int depth = 1; depth >= 0; depth--) {
+        /* Three session setups: depth 1 and the default depth with max_batch_rows = the
+         * batch (one piece a push), then the default depth with the default max_batch_rows
+         * (2^22: a larger push is cut into pieces in flight, so the lone copy in at the
+         * stream's start and the lone copy out at its end are a piece's, not a batch's). */
+        for (int setup = 0; setup < 3; setup++) {
+            int depth = setup == 0, pieces = setup == 2;
+            int64_t max_rows = pieces ? 0 : n;
+            const char *how = setup == 0 ? "1" : pieces ? "default, max_batch_rows default (pieces)"
+                                                        : "default";
             job j, j8;
-            job_open(&j8, yamls[pl], n, depth, 0); /* for the 8-thread case */
-            job_open(&j, yamls[pl], n, depth, 0);
+            job_open(&j8, yamls[pl], max_rows, depth, 0); /* for the 8-thread case */
+            job_open(&j, yamls[pl], max_rows, depth, 0);
             float *own = NULL; /* pinned memory of the session's context */
             sluice_status ast = sluice_cuda_host_alloc(j.ctx, total, (void **)&own);
             if (ast != SLUICE_OK) fail_session(j.ctx, ast, "sluice_cuda_host_alloc");
@@ -268,9 +278,9 @@ int main(int argc, char **argv) {
                 double t = time_stream(&j, srcs[m], n, n, nb, 0, &pu);
                 printf("%s, %d host batches of 2^%d f32 from %s, depth %s: %.1f ms (%.2fx the "
                        "limit), %.0f us in push, %lld rows out\n", names[pl], nb, lg, mem[m],
-                       depth ? "1" : "default", t, t / limit, pu, (long long)j.rows_out);
+                       how, t, t / limit, pu, (long long)j.rows_out);
                 snprintf(job_name, sizeof job_name, "%s, %d x 2^%d host f32 from %s, depth %s "
-                         "(time / %s)", names[pl], nb, lg, mem[m], depth ? "1" : "default",
+                         "(time / %s)", names[pl], nb, lg, mem[m], how,
                          pl == 0 ? "H2D+D2H at once" : "H2D alone");
                 snprintf(fig, sizeof fig, "%.1f ms = %.2fx", t, t / limit);
                 snprintf(bar, sizeof bar, "%s", depth ? "" : m == 0 ? "<= 1.5x" : m == 2 ? "<= 1.15x" : "");
