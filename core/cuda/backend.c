@@ -129,7 +129,8 @@ typedef struct cuda_session {
     void **temps;           /* pool memory of the current call, freed when it settles */
     int ntemps, temps_cap;
     sl_cuda_copier *copier; /* threads of the staging copy (cuda/pinned.h) */
-    bool direct_in;         /* the piece being loaded reads pinned caller memory by DMA */
+    bool direct_in;         /* a piece of this push read pinned caller memory by DMA, not
+                               yet waited for (load_impl) */
 } cuda_session;
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -1126,11 +1127,15 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
         CUDA_TRY(ctx, cudaEventRecord(ln->loaded, cs->copy), "recording an event");
         CUDA_TRY(ctx, cudaStreamWaitEvent(cs->stream, ln->loaded, 0), "ordering the input copy");
     }
-    if (cs->direct_in) {
-        /* The caller may reuse pinned input once push returns (sluice_cuda.h): its DMA is
-         * done before this piece goes on. Earlier pieces' compute and copies out still run,
-         * and a copy out that waited for a kept-row count is issued as soon as it can be,
-         * so it shares the bus with this copy in. */
+    if (cs->direct_in && first + rows >= in->rows) {
+        /* The caller may reuse pinned input once push returns (sluice_cuda.h): the push's
+         * last piece waits for its DMA, and so for every earlier piece's (one copy stream,
+         * in order). Earlier pieces of a push cut into pieces do not wait, so the copy
+         * engine goes from one piece's copy in to the next without a gap for the host's
+         * round trip (a rollback waits for what they left in flight: rollback_impl).
+         * Earlier pieces' compute and copies out still run, and a copy out that waited for
+         * a kept-row count is issued as soon as it can be, so it shares the bus with this
+         * copy in. */
         cs->direct_in = false;
         for (;;) {
             cudaError_t e = cudaEventQuery(ln->loaded);
@@ -1202,6 +1207,9 @@ static void unfeed(group_state *g) {
 
 static void rollback_impl(cuda_session *cs) {
     free_temps(cs);
+    /* A push that failed between its pieces may leave DMA from the caller's pinned memory
+     * in flight (load_impl): done before the call returns. */
+    if (cs->direct_in) cudaStreamSynchronize(cs->copy);
     cs->direct_in = false;
     if (cs->seen_end > cs->call_first) forget_from(cs, cs->call_first);
     for (int i = 0; i < cs->ngroups; i++) {
