@@ -538,26 +538,20 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     *out = NULL;
-    sluice_batch *b = sl_calloc(ctx, 1, sizeof *b);
-    if (b) {
-        b->ctx = ctx;
-        b->ncolumns = (size_t)p->noutputs;
-        b->columns = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->columns);
-        b->owned = sl_calloc(ctx, b->ncolumns + 1, sizeof *b->owned);
-        b->on_device = true;
-        b->free_device = device_batch_free;
-    }
-    if (!b || !b->columns || !b->owned) {
-        sluice_batch_free(b);
-        return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch");
-    }
+    sluice_batch *b = sl_batch_shell(ctx, p);
+    if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch");
+    b->on_device = true;
+    b->free_device = device_batch_free;
     for (size_t i = 0; i < b->ncolumns; i++) {
-        const sl_column *c = &p->columns[p->outputs[i]];
-        b->columns[i].name = c->name;
-        b->columns[i].type = c->type;
-        sluice_status st = pool_alloc(ctx, cs, &b->owned[i], (size_t)cap * sluice_type_size(c->type),
+        sluice_status st = pool_alloc(ctx, cs, &b->owned[i],
+                                      (size_t)cap * sluice_type_size(b->columns[i].type),
                                       "a device result column");
         if (st != SLUICE_OK) {
+            /* The columns had so far are freed in their allocations' stream order. */
+            for (size_t k = 0; k < i; k++) {
+                cudaFreeAsync(b->owned[k], cs->stream);
+                b->owned[k] = NULL;
+            }
             sluice_batch_free(b);
             return st;
         }
