@@ -2,7 +2,10 @@
 # device_verify.sh — the whole GPU verification in one short command, for a session's last
 # minutes of device time: build, benchmark (alone on the GPU), then the GPU suites side by
 # side, then compute-sanitizer memcheck/racecheck/synccheck side by side on small sizes.
-# Knobs (environment): LG, REPS (benchmark size and repetitions); SWEEP, SWEEP_JOBS (the
+# Every suite and benchmark runs with tests/tools/segv_trace.c preloaded: a crash's stack,
+# resolved by scripts/segv_resolve.sh, lands in the summary (the machine has no debugger).
+# Knobs (environment): LG, REPS (benchmark size and repetitions); STREAM (stream_bench too);
+# SWEEP, SWEEP_JOBS (the
 # fused jobs again under other launch shapes or settings); PROFILE_JOBS (Nsight Compute);
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
 # SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
@@ -26,11 +29,22 @@ t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$LOG/device.txt"
 # No commit here: the device tool copies the working tree with an older .git, so HEAD would
 # name the wrong commit; bench/RESULTS.md records the commit that was sent.
-cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DSLUICE_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.log" 2>&1
-cmake --build $BUILD -j16 --target gpu_bench gpu_sort gpu_backend gpu_fused >"$LOG/build.log" 2>&1 \
-  || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
+# -g: line numbers for a crash's stack (segv_trace below); it does not change the code.
+cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DSLUICE_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.log" 2>&1
+GPU_SUITES=$(cd tests && ls gpu_*.c | sed 's/\.c$//' | tr '\n' ' ')
+cmake --build $BUILD -j16 --target gpu_bench stream_bench sluice_segv_trace $GPU_SUITES \
+  >"$LOG/build.log" 2>&1 || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
+# Every suite runs with the crash reporter preloaded; a crash's stack is resolved into its log.
+TRACE=$PWD/$BUILD/tests/libsluice_segv_trace.so
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
+# STREAM=1: issue 11's streaming figures (bench/stream_bench.c), alone on the GPU too.
+if [ -n "${STREAM:-}" ]; then
+  LD_PRELOAD=$TRACE timeout 240 "$BUILD/bench/stream_bench" 26 8 3 >"$LOG/stream_bench.txt" 2>&1
+  say "stream_bench rc=$?"; scripts/segv_resolve.sh "$LOG/stream_bench.txt" | tee -a "$LOG/summary.txt"
+  sed -n '/^| job/,$p' "$LOG/stream_bench.txt" >> "$LOG/bench.txt"
+fi
 # SWEEP="256:32 SLUICE_CUDA_OVERLAP=0 A=1,B=2 ...": the fused jobs again under each variant: a
 # launch shape (SLUICE_CUDA_TUNING) or VAR=VALUE settings joined by commas.
 for variant in ${SWEEP:-}; do
@@ -49,9 +63,10 @@ fi
 run_suite() { # name, log, extra env...
   local name=$1 log=$2; shift 2
   local s=$(date +%s)
-  env "$@" timeout ${SUITE_TIMEOUT:-240} "$BUILD/tests/$name" >"$LOG/$log.log" 2>&1
+  env LD_PRELOAD=$TRACE "$@" timeout ${SUITE_TIMEOUT:-240} "$BUILD/tests/$name" >"$LOG/$log.log" 2>&1
   local rc=$?
   say "$log: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/$log.log" | tail -1)"
+  scripts/segv_resolve.sh "$LOG/$log.log" | tee -a "$LOG/summary.txt"
 }
 if [ -z "${SKIP_SUITES:-}" ]; then
 run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused &
@@ -59,6 +74,12 @@ run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused &
 # BACKEND_LATE=skip: not at all
 [ -z "${BACKEND_LATE:-}" ] && run_suite gpu_backend gpu_backend &
 run_suite gpu_backend gpu_backend_small SLUICE_TEST_SMALL=1 &
+wait
+# The streaming, pinned-memory, carry, determinism and reduce suites (small sizes where the
+# suite has them), side by side.
+run_suite gpu_stream gpu_stream & run_suite gpu_pinned gpu_pinned SLUICE_TEST_SMALL=1 &
+run_suite gpu_carry gpu_carry & run_suite gpu_determinism gpu_determinism &
+run_suite gpu_reduce gpu_reduce SLUICE_TEST_SMALL=1 &
 wait
 # The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
 # "Race review"): twice, to see whether the wrong rows repeat (code generation) or move (race).
