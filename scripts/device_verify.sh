@@ -5,8 +5,8 @@
 # Every suite and benchmark runs with tests/tools/segv_trace.c preloaded: a crash's stack,
 # resolved by scripts/segv_resolve.sh, lands in the summary (the machine has no debugger).
 # Knobs (environment): LG, REPS (benchmark size and repetitions); STREAM (stream_bench too);
-# SWEEP, SWEEP_JOBS (the
-# fused jobs again under other launch shapes or settings); PROFILE_JOBS (Nsight Compute);
+# SWEEP, SWEEP_JOBS (the fused jobs again under other launch shapes or settings);
+# PROFILE_JOBS (Nsight Compute);
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
 # SKIP_SAN (stop before the sanitizers); SKIP_SUITES (no full-size suites: sanitizers only);
 # SAN (which sanitizer runs: TOOL:SUITE[:CASE] words); SUITE_TIMEOUT, SAN_TIMEOUT (seconds).
