@@ -1,8 +1,6 @@
 /* scan.c — per-tile scan loops (see scan.h). One loop per (operator, acc type) so the state
- * lives in a register; the loop is chosen once per tile, outside the rows. Integer sum and
- * product wrap (two's complement, computed unsigned), float min/max propagate NaN and keep
- * the left operand on ties, f16 accumulates in float rounded back to f16 after every step
- * (exact: float has more than 2·11+2 bits, so the double rounding is innocuous). */
+ * lives in a register; the loop is chosen once per tile, outside the rows. The combines are
+ * kernels/sl_monoid.h's (see "element operations"). */
 #include "cpu/scan.h"
 
 #include <math.h>
@@ -11,22 +9,22 @@
 #include <emmintrin.h>
 #endif
 
-/* ---- element operations ---------------------------------------------------------------- */
+#include "sl_monoid.h"
 
-#define OP_ADD(a, b) ((a) + (b))
-#define OP_MUL(a, b) ((a) * (b))
-#define OP_AND(a, b) ((a) & (b))
-#define OP_OR(a, b) ((a) | (b))
-#define OP_XOR(a, b) ((a) ^ (b))
-#define OP_IMIN(a, b) ((b) < (a) ? (b) : (a))
-#define OP_IMAX(a, b) ((b) > (a) ? (b) : (a))
-/* NaN in either operand gives NaN (the left one's when both are). */
-#define OP_FMIN(a, b) ((a) != (a) ? (a) : ((b) < (a) || (b) != (b)) ? (b) : (a))
-#define OP_FMAX(a, b) ((a) != (a) ? (a) : ((b) > (a) || (b) != (b)) ? (b) : (a))
+/* ---- element operations ------------------------------------------------------------------
+ * Every combine below is kernels/sl_monoid.h's, the one definition that core/ir/monoid.c's
+ * generic path and the generated GPU kernels call too, so a fast loop, the generic path and a
+ * GPU kernel give the same bits. They are inline functions: each loop keeps its state in a
+ * register, and the carry loops vectorise. The loops do not restate the rules (NaN, -0/+0,
+ * wrapping); sl_monoid.h does. */
 
+/* f16 states exist only for callers that bypass the loader (sl_monoid_acc_allowed refuses an
+ * f16 accumulator): f32's combine, rounded back to f16 after every step as core/ir/monoid.c
+ * does (exact: float has more than 2·11+2 bits, so the double rounding is innocuous). Min and
+ * max of f16 values are f16 values, so they need no rounding. */
 static inline float round_f16(float v) { return sl_f16_to_f32(sl_f32_to_f16(v)); }
-#define OP_ADD16(a, b) round_f16((a) + (b))
-#define OP_MUL16(a, b) round_f16((a) * (b))
+static inline float mon_sum_f16(float l, float r) { return round_f16(sl_mon_sum_f32(l, r)); }
+static inline float mon_prod_f16(float l, float r) { return round_f16(sl_mon_prod_f32(l, r)); }
 
 #define LOAD_ID(v) (v)
 #define LOAD_F16(v) sl_f16_to_f32(v)
@@ -71,72 +69,106 @@ static inline float round_f16(float v) { return sl_f16_to_f32(sl_f32_to_f16(v));
         for (int64_t i = 0; i < n; i++) y_[i] = (ST)STORE(COMBINE(c_, LOAD(y_[i])));      \
     } while (0)
 
-/* Loops for one storage type: integer families get the bitwise operators, float families
- * NaN-aware min/max. Each returns false when the (op, type) pair has no fast loop. */
-#define INT_FAMILY(NAME, ST, UT)                                                          \
+/* Loops for one acc type, NAME its sl_monoid.h suffix: integer families get the bitwise
+ * operators, float families min/max and no bitwise ones, bool min/max and the bitwise ones.
+ * Each returns false when the (op, type) pair has no fast loop. */
+#define INT_FAMILY(NAME, ST)                                                             \
     static bool NAME##_scan(sl_scan_op op, int64_t n, const void *x, const uint8_t *head,   \
                             ST *state, ST identity, void *y, bool exclusive) {           \
-        UT *us = (UT *)state, uid = (UT)identity;                                        \
         switch (op) {                                                                    \
         case SL_SCAN_SUM:                                                                \
-        case SL_SCAN_COUNT: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_ADD, us, uid); return true; \
-        case SL_SCAN_PROD: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_MUL, us, uid); return true; \
-        case SL_SCAN_MIN: SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMIN, state, identity); return true; \
-        case SL_SCAN_MAX: SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMAX, state, identity); return true; \
-        case SL_SCAN_AND: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_AND, us, uid); return true; \
-        case SL_SCAN_OR: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_OR, us, uid); return true; \
-        case SL_SCAN_XOR: SCAN_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_XOR, us, uid); return true; \
+        case SL_SCAN_COUNT:                                                              \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_sum_##NAME, state, identity); return true; \
+        case SL_SCAN_PROD:                                                               \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_prod_##NAME, state, identity); return true; \
+        case SL_SCAN_MIN:                                                                \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_min_##NAME, state, identity); return true; \
+        case SL_SCAN_MAX:                                                                \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_max_##NAME, state, identity); return true; \
+        case SL_SCAN_AND:                                                                \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_and_##NAME, state, identity); return true; \
+        case SL_SCAN_OR:                                                                 \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_or_##NAME, state, identity); return true; \
+        case SL_SCAN_XOR:                                                                \
+            SCAN_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_xor_##NAME, state, identity); return true; \
         default: return false;                                                           \
         }                                                                                \
     }                                                                                    \
     static bool NAME##_carry(sl_scan_op op, int64_t n, ST carry, void *y) {               \
-        UT uc = (UT)carry;                                                               \
         switch (op) {                                                                    \
         case SL_SCAN_SUM:                                                                \
-        case SL_SCAN_COUNT: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_ADD, uc); return true; \
-        case SL_SCAN_PROD: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_MUL, uc); return true; \
-        case SL_SCAN_MIN: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMIN, carry); return true; \
-        case SL_SCAN_MAX: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, OP_IMAX, carry); return true; \
-        case SL_SCAN_AND: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_AND, uc); return true; \
-        case SL_SCAN_OR: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_OR, uc); return true;   \
-        case SL_SCAN_XOR: CARRY_LOOP(UT, UT, LOAD_ID, LOAD_ID, OP_XOR, uc); return true; \
+        case SL_SCAN_COUNT: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_sum_##NAME, carry); return true; \
+        case SL_SCAN_PROD: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_prod_##NAME, carry); return true; \
+        case SL_SCAN_MIN: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_min_##NAME, carry); return true; \
+        case SL_SCAN_MAX: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_max_##NAME, carry); return true; \
+        case SL_SCAN_AND: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_and_##NAME, carry); return true; \
+        case SL_SCAN_OR: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_or_##NAME, carry); return true; \
+        case SL_SCAN_XOR: CARRY_LOOP(ST, ST, LOAD_ID, LOAD_ID, sl_mon_xor_##NAME, carry); return true; \
         default: return false;                                                           \
         }                                                                                \
     }
 
-INT_FAMILY(u8, uint8_t, uint8_t)
-INT_FAMILY(u16, uint16_t, uint16_t)
-INT_FAMILY(u32, uint32_t, uint32_t)
-INT_FAMILY(u64, uint64_t, uint64_t)
-INT_FAMILY(i8, int8_t, uint8_t)
-INT_FAMILY(i16, int16_t, uint16_t)
-INT_FAMILY(i32, int32_t, uint32_t)
-INT_FAMILY(i64, int64_t, uint64_t)
+INT_FAMILY(u8, uint8_t)
+INT_FAMILY(u16, uint16_t)
+INT_FAMILY(u32, uint32_t)
+INT_FAMILY(u64, uint64_t)
+INT_FAMILY(i8, int8_t)
+INT_FAMILY(i16, int16_t)
+INT_FAMILY(i32, int32_t)
+INT_FAMILY(i64, int64_t)
 
-#define FLOAT_FAMILY(NAME, ST, CT, LOAD, STORE, ADD, MUL)                                 \
+/* ST storage type, CT the type the state is computed in (f16 is computed in float). */
+#define FLOAT_FAMILY(NAME, ST, CT, LOAD, STORE, SUM, PROD, MIN, MAX)                      \
     static bool NAME##_scan(sl_scan_op op, int64_t n, const void *x, const uint8_t *head,   \
                             CT *state, CT identity, void *y, bool exclusive) {           \
         switch (op) {                                                                    \
-        case SL_SCAN_SUM: SCAN_LOOP(ST, CT, LOAD, STORE, ADD, state, identity); return true;              \
-        case SL_SCAN_PROD: SCAN_LOOP(ST, CT, LOAD, STORE, MUL, state, identity); return true;             \
-        case SL_SCAN_MIN: SCAN_LOOP(ST, CT, LOAD, STORE, OP_FMIN, state, identity); return true;          \
-        case SL_SCAN_MAX: SCAN_LOOP(ST, CT, LOAD, STORE, OP_FMAX, state, identity); return true;          \
+        case SL_SCAN_SUM: SCAN_LOOP(ST, CT, LOAD, STORE, SUM, state, identity); return true; \
+        case SL_SCAN_PROD: SCAN_LOOP(ST, CT, LOAD, STORE, PROD, state, identity); return true; \
+        case SL_SCAN_MIN: SCAN_LOOP(ST, CT, LOAD, STORE, MIN, state, identity); return true; \
+        case SL_SCAN_MAX: SCAN_LOOP(ST, CT, LOAD, STORE, MAX, state, identity); return true; \
         default: return false;                                                           \
         }                                                                                \
     }                                                                                    \
     static bool NAME##_carry(sl_scan_op op, int64_t n, CT carry, void *y) {               \
         switch (op) {                                                                    \
-        case SL_SCAN_SUM: CARRY_LOOP(ST, CT, LOAD, STORE, ADD, carry); return true;             \
-        case SL_SCAN_PROD: CARRY_LOOP(ST, CT, LOAD, STORE, MUL, carry); return true;            \
-        case SL_SCAN_MIN: CARRY_LOOP(ST, CT, LOAD, STORE, OP_FMIN, carry); return true;         \
-        case SL_SCAN_MAX: CARRY_LOOP(ST, CT, LOAD, STORE, OP_FMAX, carry); return true;         \
+        case SL_SCAN_SUM: CARRY_LOOP(ST, CT, LOAD, STORE, SUM, carry); return true;       \
+        case SL_SCAN_PROD: CARRY_LOOP(ST, CT, LOAD, STORE, PROD, carry); return true;     \
+        case SL_SCAN_MIN: CARRY_LOOP(ST, CT, LOAD, STORE, MIN, carry); return true;       \
+        case SL_SCAN_MAX: CARRY_LOOP(ST, CT, LOAD, STORE, MAX, carry); return true;       \
         default: return false;                                                           \
         }                                                                                \
     }
 
-FLOAT_FAMILY(f32, float, float, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
-FLOAT_FAMILY(f64, double, double, LOAD_ID, LOAD_ID, OP_ADD, OP_MUL)
-FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
+FLOAT_FAMILY(f32, float, float, LOAD_ID, LOAD_ID, sl_mon_sum_f32, sl_mon_prod_f32, sl_mon_min_f32,
+             sl_mon_max_f32)
+FLOAT_FAMILY(f64, double, double, LOAD_ID, LOAD_ID, sl_mon_sum_f64, sl_mon_prod_f64, sl_mon_min_f64,
+             sl_mon_max_f64)
+FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, mon_sum_f16, mon_prod_f16, sl_mon_min_f32,
+             sl_mon_max_f32)
+
+/* A bool state is a byte of 0 or 1 (sl_monoid.h reads any nonzero byte as true). */
+static bool bool_scan(sl_scan_op op, int64_t n, const void *x, const uint8_t *head, uint8_t *state,
+                      uint8_t identity, void *y, bool exclusive) {
+    switch (op) {
+    case SL_SCAN_MIN: SCAN_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_min_bool, state, identity); return true;
+    case SL_SCAN_MAX: SCAN_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_max_bool, state, identity); return true;
+    case SL_SCAN_AND: SCAN_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_and_bool, state, identity); return true;
+    case SL_SCAN_OR: SCAN_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_or_bool, state, identity); return true;
+    case SL_SCAN_XOR: SCAN_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_xor_bool, state, identity); return true;
+    default: return false;
+    }
+}
+
+static bool bool_carry(sl_scan_op op, int64_t n, uint8_t carry, void *y) {
+    switch (op) {
+    case SL_SCAN_MIN: CARRY_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_min_bool, carry); return true;
+    case SL_SCAN_MAX: CARRY_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_max_bool, carry); return true;
+    case SL_SCAN_AND: CARRY_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_and_bool, carry); return true;
+    case SL_SCAN_OR: CARRY_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_or_bool, carry); return true;
+    case SL_SCAN_XOR: CARRY_LOOP(uint8_t, uint8_t, LOAD_ID, LOAD_ID, sl_mon_xor_bool, carry); return true;
+    default: return false;
+    }
+}
 
 /* ---- sums without segments: eight interleaved chains ----------------------------------
  * A running sum is one long chain of dependent adds (4 cycles each for floats), slower than
@@ -145,7 +177,7 @@ FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
  * vectorisable pass in L1. Floats round differently from the row-by-row loop (as any
  * parallel scan does) but always the same way for the same tile. */
 #define SUM_LANES 8
-#define SUM_LANES_LOOP(ST, CT, STATE)                                                     \
+#define SUM_LANES_LOOP(ST, CT, SUM, STATE)                                                \
     do {                                                                                 \
         const ST *x_ = x;                                                                \
         ST *y_ = y;                                                                      \
@@ -156,34 +188,38 @@ FLOAT_FAMILY(f16, uint16_t, float, LOAD_F16, STORE_F16, OP_ADD16, OP_MUL16)
                 for (int q = 0; q < SUM_LANES; q++) {                                    \
                     CT v_ = (CT)x_[q * m_ + j];                                          \
                     y_[q * m_ + j] = (ST)s_[q];                                          \
-                    s_[q] += v_;                                                         \
+                    s_[q] = SUM(s_[q], v_);                                              \
                 }                                                                        \
             for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
                 CT v_ = (CT)x_[i];                                                       \
                 y_[i] = (ST)s_[SUM_LANES - 1];                                           \
-                s_[SUM_LANES - 1] += v_;                                                 \
+                s_[SUM_LANES - 1] = SUM(s_[SUM_LANES - 1], v_);                          \
             }                                                                            \
         } else {                                                                         \
             for (int64_t j = 0; j < m_; j++)                                             \
                 for (int q = 0; q < SUM_LANES; q++) {                                    \
-                    s_[q] += (CT)x_[q * m_ + j];                                         \
+                    s_[q] = SUM(s_[q], (CT)x_[q * m_ + j]);                              \
                     y_[q * m_ + j] = (ST)s_[q];                                          \
                 }                                                                        \
             for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
-                s_[SUM_LANES - 1] += (CT)x_[i];                                          \
+                s_[SUM_LANES - 1] = SUM(s_[SUM_LANES - 1], (CT)x_[i]);                   \
                 y_[i] = (ST)s_[SUM_LANES - 1];                                           \
             }                                                                            \
         }                                                                                \
         CT off_ = (CT)(STATE);                                                           \
         for (int q = 0; q < SUM_LANES; q++) {                                            \
             int64_t b_ = q * m_, e_ = q == SUM_LANES - 1 ? n : b_ + m_;                  \
-            for (int64_t i = b_; i < e_; i++) y_[i] = (ST)((CT)y_[i] + off_);            \
-            off_ += s_[q];                                                               \
+            for (int64_t i = b_; i < e_; i++) y_[i] = (ST)SUM(off_, (CT)y_[i]);          \
+            off_ = SUM(off_, s_[q]);                                                     \
         }                                                                                \
         (STATE) = off_;                                                                  \
     } while (0)
 
 #if defined(__SSE2__)
+/* The SSE2 sums below are sl_mon_sum's in vector registers: one IEEE add per step, rounded
+ * once (the lanes of _mm_add_ps/_pd), or a wrapping 64-bit add (_mm_add_epi64); their tails
+ * call sl_mon_sum. */
+
 /* f32 sums, four rows a step: an in-register prefix (two shifted adds) plus the running
  * carry broadcast from the previous step's last element. The loop is one add and one shuffle
  * of latency per four rows and reads memory in order. */
@@ -209,7 +245,7 @@ static void sum_f32_sse(int64_t n, const float *x, float *y, float *state, bool 
     for (; i < n; i++) {
         float v = x[i];
         if (exclusive) y[i] = s;
-        s += v;
+        s = sl_mon_sum_f32(s, v);
         if (!exclusive) y[i] = s;
     }
     *state = s;
@@ -231,7 +267,7 @@ static void sum_f64_sse(int64_t n, const double *x, double *y, double *state, bo
     for (; i < n; i++) {
         double v = x[i];
         if (exclusive) y[i] = s;
-        s += v;
+        s = sl_mon_sum_f64(s, v);
         if (!exclusive) y[i] = s;
     }
     *state = s;
@@ -252,7 +288,7 @@ static void sum_u64_sse(int64_t n, const uint64_t *x, uint64_t *y, uint64_t *sta
     for (; i < n; i++) {
         uint64_t v = x[i];
         if (exclusive) y[i] = s;
-        s += v;
+        s = sl_mon_sum_u64(s, v);
         if (!exclusive) y[i] = s;
     }
     *state = s;
@@ -279,17 +315,16 @@ static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state
     }
 #endif
     switch (acc) {
-    case SLUICE_BOOL:
-    case SLUICE_U8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, st); state->u = st; break; }
-    case SLUICE_I8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, st); state->i = (int8_t)st; break; }
-    case SLUICE_U16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, st); state->u = st; break; }
-    case SLUICE_I16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, st); state->i = (int16_t)st; break; }
-    case SLUICE_U32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, st); state->u = st; break; }
-    case SLUICE_I32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, st); state->i = (int32_t)st; break; }
+    case SLUICE_U8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, sl_mon_sum_u8, st); state->u = st; break; }
+    case SLUICE_I8: { uint8_t st = (uint8_t)state->u; SUM_LANES_LOOP(uint8_t, uint8_t, sl_mon_sum_u8, st); state->i = (int8_t)st; break; }
+    case SLUICE_U16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, sl_mon_sum_u16, st); state->u = st; break; }
+    case SLUICE_I16: { uint16_t st = (uint16_t)state->u; SUM_LANES_LOOP(uint16_t, uint16_t, sl_mon_sum_u16, st); state->i = (int16_t)st; break; }
+    case SLUICE_U32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, sl_mon_sum_u32, st); state->u = st; break; }
+    case SLUICE_I32: { uint32_t st = (uint32_t)state->u; SUM_LANES_LOOP(uint32_t, uint32_t, sl_mon_sum_u32, st); state->i = (int32_t)st; break; }
     case SLUICE_U64:
-    case SLUICE_I64: { uint64_t st = state->u; SUM_LANES_LOOP(uint64_t, uint64_t, st); state->u = st; break; }
-    case SLUICE_F32: { float st = (float)state->f; SUM_LANES_LOOP(float, float, st); state->f = st; break; }
-    case SLUICE_F64: { double st = state->f; SUM_LANES_LOOP(double, double, st); state->f = st; break; }
+    case SLUICE_I64: { uint64_t st = state->u; SUM_LANES_LOOP(uint64_t, uint64_t, sl_mon_sum_u64, st); state->u = st; break; }
+    case SLUICE_F32: { float st = (float)state->f; SUM_LANES_LOOP(float, float, sl_mon_sum_f32, st); state->f = st; break; }
+    case SLUICE_F64: { double st = state->f; SUM_LANES_LOOP(double, double, sl_mon_sum_f64, st); state->f = st; break; }
     default: return false;
     }
     return true;
@@ -305,7 +340,7 @@ static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state
     X(SLUICE_I8, i8, int8_t, i) X(SLUICE_I16, i16, int16_t, i)                           \
     X(SLUICE_I32, i32, int32_t, i) X(SLUICE_I64, i64, int64_t, i)                        \
     X(SLUICE_F16, f16, float, f) X(SLUICE_F32, f32, float, f)                            \
-    X(SLUICE_F64, f64, double, f)
+    X(SLUICE_F64, f64, double, f) X(SLUICE_BOOL, bool, uint8_t, u)
 
 /* A state's field in the register type and back. Float states go through sl_f32_narrow /
  * sl_f32_widen, which keep a NaN's bits: a plain C conversion quiets a signalling NaN, so a
@@ -313,11 +348,6 @@ static bool sum_lanes(sluice_type acc, int64_t n, const void *x, sl_value *state
  * a batch, and a sort by it would depend on where the stream was cut. */
 #define FROM_STATE(CT, v) _Generic((CT)0, float: sl_f32_narrow((double)(v)), default: (CT)(v))
 #define TO_STATE(s) _Generic((s), float: sl_f32_widen((float)(s)), default: (s))
-
-/* The type whose loops scan the acc type: bool (a byte of 0 or 1) scans as u8. */
-static inline sluice_type fast_acc(const sl_scan *scan) {
-    return scan->acc[0] == SLUICE_BOOL ? SLUICE_U8 : scan->acc[0];
-}
 
 static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uint8_t *head,
                         sl_value *state, void *y) {
@@ -327,7 +357,7 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
     if (!head && n >= 16 * SUM_LANES && (op == SL_SCAN_SUM || op == SL_SCAN_COUNT) &&
         sum_lanes(scan->acc[0], n, x, state, y, ex))
         return true;
-    switch (fast_acc(scan)) {
+    switch (scan->acc[0]) {
 #define SCAN_CASE(T, NAME, CT, FIELD)                                                    \
     case T: {                                                                            \
         CT s = FROM_STATE(CT, state->FIELD);                                             \
@@ -343,7 +373,7 @@ static bool fast_single(const sl_scan *scan, int64_t n, const void *x, const uin
 
 static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *carry, void *y) {
     sl_scan_op op = scan->op;
-    switch (fast_acc(scan)) {
+    switch (scan->acc[0]) {
 #define CARRY_CASE(T, NAME, CT, FIELD)                                                   \
     case T: return NAME##_carry(op, n, FROM_STATE(CT, carry->FIELD), y);
         FAST_ACC_TYPES(CARRY_CASE)
@@ -354,7 +384,7 @@ static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *ca
 
 /* ---- linear recurrence: state (a, b), (a1,b1)·(a2,b2) = (a1*a2, a2*b1 + b2) ------------- */
 
-#define LINREC_LOOP(T)                                                                   \
+#define LINREC_LOOP(T, S)                                                                \
     do {                                                                                 \
         const T *xa = x[0], *xb = x[1];                                                  \
         T *ya = y[0], *yb = y[1];                                                        \
@@ -363,22 +393,22 @@ static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *ca
             T a = xa[i], b = xb[i];                                                      \
             if (head && head[i]) { sa = 1; sb = 0; }                                     \
             if (ex) { ya[i] = sa; yb[i] = sb; }                                          \
-            sb = a * sb + b;                                                             \
-            sa = sa * a;                                                                 \
+            sb = sl_mon_linrec_b_##S(sb, a, b);                                          \
+            sa = sl_mon_linrec_a_##S(sa, a);                                             \
             if (!ex) { ya[i] = sa; yb[i] = sb; }                                         \
         }                                                                                \
         state[0].f = sa;                                                                 \
         state[1].f = sb;                                                                 \
     } while (0)
 
-#define LINREC_CARRY(T)                                                                  \
+#define LINREC_CARRY(T, S)                                                               \
     do {                                                                                 \
         T *ya = y[0], *yb = y[1];                                                        \
         T ca = (T)carry[0].f, cb = (T)carry[1].f;                                        \
         for (int64_t i = 0; i < n; i++) {                                                \
             T a = ya[i];                                                                 \
-            yb[i] = a * cb + yb[i];                                                      \
-            ya[i] = ca * a;                                                              \
+            yb[i] = sl_mon_linrec_b_##S(cb, a, yb[i]);                                   \
+            ya[i] = sl_mon_linrec_a_##S(ca, a);                                          \
         }                                                                                \
     } while (0)
 
@@ -419,8 +449,8 @@ void sl_cpu_scan_rows(const sl_scan *scan, int64_t n, const void *const *x, cons
         return;
     if (linrec_fast(scan)) {
         bool ex = scan->exclusive;
-        if (scan->acc[0] == SLUICE_F32) LINREC_LOOP(float);
-        else LINREC_LOOP(double);
+        if (scan->acc[0] == SLUICE_F32) LINREC_LOOP(float, f32);
+        else LINREC_LOOP(double, f64);
         return;
     }
     generic_rows(scan, n, x, head, state, y);
@@ -433,8 +463,8 @@ void sl_cpu_scan_apply_carry(const sl_scan *scan, int64_t n, const sl_value *car
         fast_single_carry(scan, n, carry, y[0]))
         return;
     if (linrec_fast(scan)) {
-        if (scan->acc[0] == SLUICE_F32) LINREC_CARRY(float);
-        else LINREC_CARRY(double);
+        if (scan->acc[0] == SLUICE_F32) LINREC_CARRY(float, f32);
+        else LINREC_CARRY(double, f64);
         return;
     }
     int nf = scan->nfields;
