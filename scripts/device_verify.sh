@@ -33,12 +33,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DSLUICE_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOG/configure.log" 2>&1
 GPU_SUITES=$(cd tests && ls gpu_*.c | sed 's/\.c$//' | tr '\n' ' ')
-cmake --build $BUILD -j16 --target gpu_bench stream_bench sluice_segv_trace $GPU_SUITES \
+cmake --build $BUILD -j16 --target gpu_bench stream_bench lookahead_scan sluice_segv_trace $GPU_SUITES \
   >"$LOG/build.log" 2>&1 || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
 # Every suite runs with the crash reporter preloaded; a crash's stack is resolved into its log.
 TRACE=$PWD/$BUILD/tests/libsluice_segv_trace.so
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
+# issue 12's experiment: a scan that never waits for another block's prefix (bench/lookahead_scan.cu)
+LD_PRELOAD=$TRACE timeout 60 "$BUILD/bench/lookahead_scan" ${LG:-28} ${REPS:-10} >"$LOG/lookahead.txt" 2>&1
+say "lookahead_scan rc=$? $(grep -E '^\| (f32|i32)' "$LOG/lookahead.txt" | tr '\n' ' ')"
+scripts/segv_resolve.sh "$LOG/lookahead.txt" | tee -a "$LOG/summary.txt"
 # STREAM=1: issue 11's streaming figures (bench/stream_bench.c), alone on the GPU too.
 if [ -n "${STREAM:-}" ]; then
   LD_PRELOAD=$TRACE timeout 240 "$BUILD/bench/stream_bench" 26 8 3 >"$LOG/stream_bench.txt" 2>&1
