@@ -39,6 +39,10 @@ cmake --build $BUILD -j16 --target gpu_bench stream_bench lookahead_scan sluice_
 TRACE=$PWD/$BUILD/tests/libsluice_segv_trace.so
 say "built in $(( $(date +%s) - t0 )) s"
 "$BUILD/bench/gpu_bench" ${LG:-28} ${REPS:-10} >"$LOG/bench.txt" 2>&1; say "gpu_bench rc=$?"
+# Batches in flight with device outputs (crashed at the first push in the fifth session: RESULTS.md)
+GPU_BENCH_DEPTH=3 GPU_BENCH_JOBS=scan,filter,six LD_PRELOAD=$TRACE timeout 60 "$BUILD/bench/gpu_bench" 24 3 \
+  >"$LOG/bench_depth3.txt" 2>&1
+say "gpu_bench at depth 3 (2^24 rows) rc=$?"; scripts/segv_resolve.sh "$LOG/bench_depth3.txt" | tee -a "$LOG/summary.txt"
 # issue 12's experiment: a scan that never waits for another block's prefix (bench/lookahead_scan.cu)
 LD_PRELOAD=$TRACE timeout 60 "$BUILD/bench/lookahead_scan" ${LG:-28} ${REPS:-10} >"$LOG/lookahead.txt" 2>&1
 say "lookahead_scan rc=$? $(grep -E '^\| (f32|i32)' "$LOG/lookahead.txt" | tr '\n' ' ')"
