@@ -1,27 +1,39 @@
 /* fuzz_session.c — libFuzzer harness for sessions: the input is a program of API calls
  * (push a good batch, push a bad one of each kind, push zero rows, flush, pull, reset,
  * set_param, close and reopen, and "refuse the Nth host allocation of the next call") run
- * against one of four fixed pipelines: a map/filter/scan
- * chain, a stream-wide sort, a segmented scan over an offsets input, and a mix of key
- * segments, a linear recurrence, a per-batch scan and a per-batch sort.
+ * against one of eight fixed pipelines: a map/filter/scan chain, a stream-wide sort, a
+ * segmented scan over an offsets input, a mix of key segments, a linear recurrence, a
+ * per-batch scan and a per-batch sort, and four reduces: the whole stream (after a filter and
+ * a scan), per batch, per segment of an offsets input, and per run of equal keys (with a
+ * scan after it).
  *
  * Invariants checked: every status is the one the API documents for that call in that state
  * (or SLUICE_ERR_NO_MEMORY when an allocation was refused); a rejected batch, or a call that
  * ran out of memory, changes nothing; after a flush, pulling drains and then yields NULL;
- * every result batch has the pipeline's output columns; for pipelines whose rows all
- * survive, rows out == rows in; and for the first three (exact arithmetic) the output of the
- * stream as the program cut it equals the output of one session given the whole stream as
- * one batch (batch-cut invariance). */
+ * every result batch has the pipeline's output columns; once flushed, the rows out are what
+ * the pipeline promises (all rows in; one row for a whole-stream reduce; one per accepted
+ * batch for a per-batch reduce; one per offsets segment); and for the exact pipelines the
+ * output of the stream as the program cut it equals the output of one session given the
+ * whole stream as one batch (batch-cut invariance). */
 #include <inttypes.h>
 #include <math.h>
 
 #include "fuzz_util.h"
 
+/* How many rows a flushed stream gives. */
+typedef enum fz_rows {
+    FZ_ROWS_ANY,      /* data dependent (filters, key runs) */
+    FZ_ROWS_ALL,      /* rows out == rows in */
+    FZ_ROWS_ONE,      /* a whole-stream reduce: one row, even for an empty stream */
+    FZ_ROWS_BATCHES,  /* a per-batch reduce: one row per accepted push, empty ones included */
+    FZ_ROWS_SEGMENTS, /* a reduce over an offsets input: one row per segment, empty included */
+} fz_rows;
+
 typedef struct fz_pipe {
     const char *yaml;
-    bool cut_invariant;  /* output independent of batch cuts, compared bit for bit */
-    bool keeps_all_rows; /* rows out == rows in once flushed */
-    const char *param;   /* a param name, or NULL */
+    bool cut_invariant; /* output independent of batch cuts, compared bit for bit */
+    fz_rows rows;       /* the rows out once flushed */
+    const char *param;  /* a param name, or NULL */
 } fz_pipe;
 
 static const fz_pipe fz_pipes[] = {
@@ -40,7 +52,7 @@ static const fz_pipe fz_pipes[] = {
      "  - scan: {of: id, op: sum, kind: exclusive, into: id_before}\n"
      "  - scan: {op: count, into: n}\n"
      "output: [id, r2, id_before, n]\n",
-     true, false, "limit"},
+     true, FZ_ROWS_ANY, "limit"},
     {"sluice: 1\n"
      "name: fz-sort\n"
      "input:\n"
@@ -49,7 +61,7 @@ static const fz_pipe fz_pipes[] = {
      "  tag: u64\n"
      "stages:\n"
      "  - sort: {keys: [k, v], order: descending}\n",
-     true, true, NULL},
+     true, FZ_ROWS_ALL, NULL},
     {"sluice: 1\n"
      "name: fz-ragged\n"
      "input:\n"
@@ -58,7 +70,7 @@ static const fz_pipe fz_pipes[] = {
      "stages:\n"
      "  - segmented_scan: {of: v, op: sum, segments: rows, into: run}\n"
      "  - segmented_scan: {of: v, op: max, segments: rows, kind: exclusive, into: best}\n",
-     true, true, NULL},
+     true, FZ_ROWS_ALL, NULL},
     {"sluice: 1\n"
      "name: fz-mix\n"
      "params:\n"
@@ -72,7 +84,76 @@ static const fz_pipe fz_pipes[] = {
      "  - scan: {op: linrec, a: a * decay, b: b, into: h}\n"
      "  - scan: {of: k, op: xor, reset: batch, into: kx}\n"
      "  - sort: {key: a, per: batch}\n",
-     false, true, "decay"},
+     false, FZ_ROWS_ALL, "decay"},
+    /* The reduces use exact operators only (integer sums, min/max, bitwise, count, integer
+     * linrec), so that the cut stream must match the whole one bit for bit. */
+    {"sluice: 1\n"
+     "name: fz-total\n"
+     "params:\n"
+     "  limit: {type: i32, default: 100}\n"
+     "input:\n"
+     "  x: i32\n"
+     "  y: f32\n"
+     "stages:\n"
+     "  - filter: x < limit\n"
+     "  - scan: {of: x, op: sum, into: run}\n"
+     "  - reduce:\n"
+     "      values:\n"
+     "        - {op: sum, of: x, into: sx}\n"
+     "        - {op: count, into: n}\n"
+     "        - {op: min, of: y, into: lo}\n"
+     "        - {op: max, of: run, into: hi}\n"
+     "        - {op: xor, of: x, into: xx}\n",
+     true, FZ_ROWS_ONE, "limit"},
+    {"sluice: 1\n"
+     "name: fz-per-batch\n"
+     "input:\n"
+     "  v: i64\n"
+     "  w: u16\n"
+     "stages:\n"
+     "  - reduce:\n"
+     "      per: batch\n"
+     "      index: b\n"
+     "      values:\n"
+     "        - {op: sum, of: v, into: sv}\n"
+     "        - {op: max, of: w, into: mw}\n"
+     "        - {op: and, of: w, into: aw}\n",
+     false, FZ_ROWS_BATCHES, NULL},
+    {"sluice: 1\n"
+     "name: fz-ragged-reduce\n"
+     "input:\n"
+     "  rows: {type: i64, role: offsets}\n"
+     "  v: i32\n"
+     "  f: f64\n"
+     "stages:\n"
+     "  - map: {g: v / 2}\n"
+     "  - reduce:\n"
+     "      segments: rows\n"
+     "      index: seg\n"
+     "      values:\n"
+     "        - {op: sum, of: g, into: total}\n"
+     "        - {op: count, into: n}\n"
+     "        - {op: min, of: f, into: lo}\n"
+     "        - {op: linrec, a: v, b: g, into: h}\n",
+     true, FZ_ROWS_SEGMENTS, NULL},
+    {"sluice: 1\n"
+     "name: fz-runs\n"
+     "input:\n"
+     "  k: u8\n"
+     "  x: i16\n"
+     "  y: f32\n"
+     "stages:\n"
+     "  - map: {key: k / 64}\n"
+     "  - reduce:\n"
+     "      segments: {key: key}\n"
+     "      index: run\n"
+     "      values:\n"
+     "        - {op: sum, of: x, into: sx}\n"
+     "        - {op: max, of: y, into: hi}\n"
+     "        - {op: or, of: x, into: ox}\n"
+     "        - {op: count, into: n}\n"
+     "  - scan: {of: n, op: sum, into: rows_before, kind: exclusive}\n",
+     true, FZ_ROWS_ANY, NULL},
 };
 #define FZ_NPIPES (sizeof fz_pipes / sizeof fz_pipes[0])
 #define FZ_MAX_COLS 8
@@ -178,6 +259,8 @@ typedef struct fz_state {
     bool flushed;
     bool param_changed; /* set_param while the stream had rows: no single-batch equivalent */
     bool overflowed;    /* the stream got too long to keep for the comparison */
+    int64_t batches;    /* pushes accepted in this stream, empty ones included */
+    int64_t segments;   /* offsets segments accepted in this stream */
     char param_now[32]; /* the session's value of the pipeline's param ("": the default) */
     char param_stream[32]; /* its value when the stream's first rows came in */
     fz_table stream, pulled;
@@ -202,6 +285,8 @@ static void fz_new_stream(fz_state *st) {
     st->flushed = false;
     st->param_changed = false;
     st->overflowed = false;
+    st->batches = 0;
+    st->segments = 0;
 }
 
 /* Makes a valid batch of `rows` rows; cols/bufs have ninputs entries. */
@@ -237,6 +322,8 @@ static void fz_make_good(fz_state *st, int64_t rows, uint64_t seed, sluice_colum
 /* Records an accepted batch into the stream table. */
 static void fz_record(fz_state *st, const sluice_column *cols, int64_t rows) {
     if (st->stream.rows == 0) memcpy(st->param_stream, st->param_now, sizeof st->param_now);
+    st->batches++;
+    if (st->offsets_input >= 0) st->segments += cols[st->offsets_input].length - 1;
     if (st->overflowed || st->stream.rows + rows > FZ_MAX_STREAM_ROWS) {
         st->overflowed = true;
         return;
@@ -507,9 +594,20 @@ static void fz_end_stream(fz_state *st) {
         st->flushed = true;
     }
     fz_drain(st);
-    if (st->pipe->keeps_all_rows && !st->overflowed)
-        sl_fuzz_check(st->pulled.rows == st->stream.rows,
-                      "%" PRId64 " rows in, %" PRId64 " out", st->stream.rows, st->pulled.rows);
+    int64_t want = -1;
+    switch (st->pipe->rows) {
+    case FZ_ROWS_ALL: want = st->overflowed ? -1 : st->stream.rows; break;
+    case FZ_ROWS_ONE: want = 1; break;
+    case FZ_ROWS_BATCHES: want = st->batches; break;
+    case FZ_ROWS_SEGMENTS: want = st->segments; break;
+    case FZ_ROWS_ANY: break;
+    }
+    if (want >= 0)
+        sl_fuzz_check(st->pulled.rows == want,
+                      "pipeline %s: %" PRId64 " rows in (%" PRId64 " batches, %" PRId64
+                      " segments), %" PRId64 " out, %" PRId64 " expected",
+                      sluice_pipeline_name(st->p), st->stream.rows, st->batches, st->segments,
+                      st->pulled.rows, want);
     fz_check_cut_invariance(st);
 }
 
