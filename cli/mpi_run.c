@@ -488,8 +488,9 @@ int sl_mpi_run(sluice_context *ctx, sluice_pipeline *p, const sl_mpi_run_args *a
     if (r.rank == 0) {
         if (rc == SL_EXIT_OK)
             fprintf(stderr, "sluice run: %s: %" PRId64 " rows in, %" PRId64 " rows out to %s "
-                    "in %.3f s on %d ranks (%d passes)\n", a->pipeline, rows_in, rows_out,
-                    a->out, MPI_Wtime() - t0, r.size, sluice_mpi_session_passes(r.ds));
+                    "in %.3f s on %d ranks (%d passes; rows between ranks: %s)\n", a->pipeline,
+                    rows_in, rows_out, a->out, MPI_Wtime() - t0, r.size,
+                    sluice_mpi_session_passes(r.ds), sluice_mpi_session_transport(r.ds));
         else
             fprintf(stderr, "sluice run: %s: failed on %d ranks; %s is as it was\n",
                     a->pipeline, r.size, a->out);

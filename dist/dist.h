@@ -64,6 +64,9 @@ void sl_dist_schedule_free(sluice_context *ctx, dist_schedule *sch);
 /* The scan a schedule entry stands for: a scan stage's, or the reduce value's. */
 const sl_scan *sl_dist_scan_of(const sluice_pipeline *p, const dist_scan *d);
 
+/* The NCCL transport's state (dist/nccl.c). */
+typedef struct dist_nccl dist_nccl;
+
 struct sluice_mpi_session {
     MPI_Comm comm;
     int rank, size;
@@ -83,6 +86,8 @@ struct sluice_mpi_session {
     bool rows_known;
     int64_t rows_out;      /* rows out of the local session in this pass */
     int64_t out_first, out_rows, out_total;
+    dist_nccl *nccl;       /* NULL: rows move over MPI through host memory */
+    char transport[400];   /* what moves rows and why (sluice_mpi_session_transport) */
 };
 
 /* The collective agreement: every rank says whether its side failed (local status st); when
@@ -103,5 +108,26 @@ int sl_dist_isend(const void *buf, size_t bytes, int peer, int tag, MPI_Comm com
                   MPI_Request **reqs, int *nreqs, int *cap);
 int sl_dist_irecv(void *buf, size_t bytes, int peer, int tag, MPI_Comm comm,
                   MPI_Request **reqs, int *nreqs, int *cap);
+
+/* The row transport (dist/nccl.c). sl_dist_transport_open: collective, after the local
+ * session is open; reads SLUICE_MPI_TRANSPORT, sets ds->transport and, where NCCL moves rows,
+ * ds->nccl (its communicator made). Errors, on every rank: SLUICE_ERR_INVALID_ARGUMENT (a bad
+ * value), SLUICE_ERR_MISUSE (the ranks' values differ), SLUICE_ERR_BACKEND_UNAVAILABLE (nccl
+ * asked for and not usable). sl_dist_transport_free: local, NULL harmless; abort_comm after a
+ * failure (ncclCommAbort: peers may never finish), else ncclCommDestroy. */
+sluice_status sl_dist_transport_open(sluice_mpi_session *ds);
+void sl_dist_transport_free(sluice_context *ctx, dist_nccl *nc, bool abort_comm);
+/* One column of a sort's all-to-all over NCCL: send[] (host, this rank's rows packed in
+ * destination order, send_counts[r] rows of w bytes for rank r) to the ranks, their rows into
+ * recv (device memory, source-rank order). Complete when it returns. Local status (the caller
+ * agrees). */
+sluice_status sl_dist_nccl_exchange(sluice_mpi_session *ds, const void *send,
+                                    const int64_t *send_counts, const int64_t *recv_counts,
+                                    size_t w, void *recv);
+/* Whether a distributed run of p moves rows between ranks (a stream-wide sort); only then is
+ * a transport chosen (else ds->transport says "none"). */
+bool sl_dist_moves_rows(const sluice_pipeline *p, const sl_plan *plan);
+/* explain's line on the transport: the knob's value and whether NCCL loads here. */
+void sl_dist_transport_explain(sl_strbuf *sb);
 
 #endif

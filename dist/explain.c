@@ -109,6 +109,8 @@ sluice_status sluice_mpi_explain(const sluice_pipeline *p, char **text) {
     sl_strbuf_printf(&sb, "passes over each rank's part: %d (%d carry phase%s, rows out exact "
                      "from pass %d, then the final pass)\n", sch.npasses, sch.phases,
                      sch.phases == 1 ? "" : "s", sch.rows_level);
+    /* Only a stream-wide sort moves rows, so only then does the transport matter. */
+    if (sl_dist_moves_rows(p, &plan)) sl_dist_transport_explain(&sb);
     sl_dist_schedule_free(ctx, &sch);
     sl_plan_free(ctx, &plan);
     *text = sl_strbuf_take(&sb);

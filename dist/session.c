@@ -375,6 +375,8 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                           "%d's is '%s'): every rank must load the same pipeline file",
                           ds->rank, sluice_pipeline_name(pipeline));
     }
+    /* Which transport moves rows: collective, and only once the ranks agree on the rest. */
+    if (st == SLUICE_OK) st = sl_dist_transport_open(ds);
     if (st != SLUICE_OK) {
         sluice_mpi_session_close(ds);
         return st;
@@ -384,6 +386,10 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
 }
 
 int sluice_mpi_session_passes(const sluice_mpi_session *ds) { return ds ? ds->sch.npasses : 0; }
+
+const char *sluice_mpi_session_transport(const sluice_mpi_session *ds) {
+    return ds ? ds->transport : "";
+}
 
 int sluice_mpi_session_final_pass(const sluice_mpi_session *ds) {
     return ds && ds->in_pass && ds->pass == ds->sch.npasses;
@@ -500,6 +506,7 @@ void sluice_mpi_session_close(sluice_mpi_session *ds) {
     if (ds->seed)
         for (int gi = 0; ds->plan && gi < ds->plan->ngroups; gi++) sl_free(ctx, ds->seed[gi]);
     sl_free(ctx, ds->seed);
+    sl_dist_transport_free(ctx, ds->nccl, ds->failed); /* before the session's own memory */
     sluice_session_close(ds->local); /* after the seeds: ds->plan is the session's */
     sl_dist_schedule_free(ctx, &ds->sch);
     if (ds->comm != MPI_COMM_NULL) MPI_Comm_free(&ds->comm);

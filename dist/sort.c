@@ -17,8 +17,10 @@
  * stream order, so the local stable sort that follows (the backend's own) gives exactly the
  * rank's part of the global order. The exchange moves every column the sort takes; key
  * images are not sent (the receiver's sort recomputes them). Device columns (CUDA) are
- * staged through host memory (the backend's to_host / from_host); an NCCL path for device
- * buffers is not built yet (notes/DISTRIBUTED.md). */
+ * read to host memory (the backend's to_host), where the order is worked out and the rows
+ * packed; they reach the receiver either over MPI and into its device (from_host), or, where
+ * the session's transport is NCCL (dist/nccl.c), from a device copy of the packed rows
+ * straight into the receiver's device buffer. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,7 +314,7 @@ sluice_status sl_dist_sort_exchange(void *arg, sluice_session *s, int gi, void *
         int c = g->in[j];
         size_t bytes = (size_t)(recv_rows > 0 ? recv_rows : 1) * sluice_type_size(p->columns[c].type);
         st = be->alloc(s, bytes, &out_cols[c]);
-        if (st == SLUICE_OK && be->from_host) {
+        if (st == SLUICE_OK && be->from_host && !ds->nccl) {
             x.recv_host[c] = sl_alloc(x.ctx, bytes);
             if (!x.recv_host[c]) st = oom(x.ctx);
         }
@@ -327,6 +329,10 @@ sluice_status sl_dist_sort_exchange(void *arg, sluice_session *s, int gi, void *
         int c = g->in[j];
         size_t w = sluice_type_size(p->columns[c].type);
         gather_rows(x.send, x.host[c], x.idx, rows, w);
+        if (ds->nccl) { /* device to device: out_cols[c] is the session's device memory */
+            st = sl_dist_nccl_exchange(ds, x.send, x.send_counts, x.recv_counts, w, out_cols[c]);
+            continue;
+        }
         unsigned char *dst = be->from_host ? x.recv_host[c] : out_cols[c];
         x.nreqs = 0;
         int64_t sat = 0, rat = 0;

@@ -57,10 +57,25 @@
  * (below). Both backends carry scan state between ranks: the CUDA backend reads its scans'
  * states from the device after each pass (once the pass's work on the device is done) and
  * seeds them before the next. Carried state crosses ranks through
- * MPI in host memory (176 bytes a scan or reduce value); sorted rows through MPI from host
- * memory. A distributed session runs the `reduce` stage on the CPU backend only: with CUDA
+ * MPI in host memory (176 bytes a scan or reduce value). A distributed session runs the `reduce` stage on the CPU backend only: with CUDA
  * it refuses it at open on every rank (SLUICE_ERR_BACKEND_UNAVAILABLE), since the CUDA
  * carries do not hand over a reduce's open segment, flush decision and index yet.
+ *
+ * Row transport: only a stream-wide sort moves rows between ranks. The environment variable
+ * SLUICE_MPI_TRANSPORT, read at open and the same on every rank, picks what moves them:
+ *   auto (or unset): NCCL where it can be used — the session runs on the CUDA backend,
+ *        NCCL (libnccl.so.2, loaded at run time; SLUICE_NCCL_LIBRARY names another file)
+ *        loads on every rank, and every rank drives a GPU of its own (NCCL refuses two ranks
+ *        on one GPU) — else MPI through host memory;
+ *   mpi: MPI through host memory;
+ *   nccl: NCCL, and open fails on every rank (SLUICE_ERR_BACKEND_UNAVAILABLE, the diagnostic
+ *        says which rank could not and why) where it cannot be used.
+ * A pipeline without a stream-wide sort moves no rows and sets up no transport, whatever the
+ * value. sluice_mpi_session_transport says which one a session uses and why. With NCCL the rows a
+ * rank sends are packed on the host (where the sort's order is worked out), copied once to
+ * the device and sent GPU to GPU into the receivers' device memory; an NCCL failure during
+ * the exchange fails the flush on every rank with SLUICE_ERR_CUDA and NCCL's error text. The
+ * NCCL path has not been run on GPUs yet (notes/DISTRIBUTED.md).
  *
  * Numerics: exact results (integers, bool, min/max/and/or/xor, count, compaction, sort) are
  * bit-identical to one process. Float sum/prod/linrec and declared operators are combined in
@@ -70,9 +85,13 @@
  * Threading: as sluice.h (one thread at a time per context); MPI must be initialised with
  * at least MPI_THREAD_FUNNELED and the calls made from the thread that initialised it.
  *
- * Linking: libsluice_mpi (dist/) is built beside the library where CMake finds MPI and links
- * the library's internal objects (target sluice_mpi in this build tree: the `sluice` program
- * and tests/mpi use it). It is not installed yet, nor is this header. */
+ * Linking: libsluice_mpi (shared and static, with this header) is built and installed beside
+ * libsluice where CMake finds MPI. It holds the whole sluice API as well as sluice_mpi_*, so a
+ * program links it INSTEAD of libsluice, never both (the static libraries would define the
+ * API twice): CMake `find_package(sluice COMPONENTS mpi)` and target sluice::sluice_mpi (or
+ * sluice::sluice_mpi_static), or `pkg-config --cflags --libs sluice-mpi`. Like libsluice, it
+ * defines no global symbol outside sluice*; MPI itself comes from the caller's MPI (the one
+ * the library was built with). */
 #ifndef SLUICE_MPI_H
 #define SLUICE_MPI_H
 
@@ -92,53 +111,61 @@ typedef struct sluice_mpi_session sluice_mpi_session;
  * The communicator is duplicated: the session's messages never mix with the caller's. The
  * session, like the pipeline, belongs to the pipeline's context (its diagnostics go there).
  * Errors: SLUICE_ERR_INVALID_ARGUMENT (NULL pointer, MPI not initialised, comm null),
- * SLUICE_ERR_MISUSE (the ranks' pipelines differ), SLUICE_ERR_BACKEND_UNAVAILABLE (above),
- * every error of sluice_session_open (on any rank: every rank fails). On failure *out is
+ * SLUICE_ERR_MISUSE (the ranks' pipelines differ, or their SLUICE_MPI_TRANSPORT),
+ * SLUICE_ERR_BACKEND_UNAVAILABLE (a reduce on CUDA, or SLUICE_MPI_TRANSPORT=nccl where NCCL
+ * cannot be used: above), SLUICE_ERR_INVALID_ARGUMENT (SLUICE_MPI_TRANSPORT not auto, mpi or
+ * nccl), every error of sluice_session_open (on any rank: every rank fails). On failure *out is
  * NULL. */
-sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
+SLUICE_API sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                                       const sluice_session_options *options, MPI_Comm comm,
                                       sluice_mpi_session **out);
 
+/* What moves this session's rows between ranks, and why: one line starting with "mpi" or
+ * "nccl" (e.g. "mpi: not NCCL, since rank 0: the session runs on the CPU backend (...)").
+ * Owned by the session, valid until close; "" for NULL. Local. */
+SLUICE_API const char *sluice_mpi_session_transport(const sluice_mpi_session *session);
+
 /* The passes over the rank's part this pipeline needs, the final one included (>= 1). */
-int sluice_mpi_session_passes(const sluice_mpi_session *session);
+SLUICE_API int sluice_mpi_session_passes(const sluice_mpi_session *session);
 
 /* Starts the next pass (collective): *more is 1 when there is one to make (push the rank's
  * whole part again), 0 when every pass is done. Errors: SLUICE_ERR_MISUSE (the previous
  * pass was not flushed), a failure of any rank (above). */
-sluice_status sluice_mpi_session_begin_pass(sluice_mpi_session *session, int *more);
+SLUICE_API sluice_status sluice_mpi_session_begin_pass(sluice_mpi_session *session, int *more);
 
 /* 1 during the final pass (the one whose batches are the results), else 0. */
-int sluice_mpi_session_final_pass(const sluice_mpi_session *session);
+SLUICE_API int sluice_mpi_session_final_pass(const sluice_mpi_session *session);
 
 /* Pushes a batch of this rank's part (local); as sluice_session_push. The columns are read
  * during the call only. Errors: as sluice_session_push; SLUICE_ERR_MISUSE outside a pass. */
-sluice_status sluice_mpi_session_push(sluice_mpi_session *session, const sluice_column *columns,
+SLUICE_API sluice_status sluice_mpi_session_push(sluice_mpi_session *session, const sluice_column *columns,
                                       size_t count);
 
 /* Ends the pass (collective): flushes the local session; between passes, exchanges the
  * ranks' carried states; in a stream-wide sort, exchanges the rows. */
-sluice_status sluice_mpi_session_flush(sluice_mpi_session *session);
+SLUICE_API sluice_status sluice_mpi_session_flush(sluice_mpi_session *session);
 
 /* The next result batch, in stream order (local); *out NULL when none is ready, and always
  * outside the final pass. The caller owns the batch (sluice_batch_free). */
-sluice_status sluice_mpi_session_pull(sluice_mpi_session *session, sluice_batch **out);
+SLUICE_API sluice_status sluice_mpi_session_pull(sluice_mpi_session *session, sluice_batch **out);
 
 /* From the start of the final pass: this rank's results are rows [*first, *first + *rows)
  * of the global result, which has *total rows (any pointer may be NULL). Errors:
  * SLUICE_ERR_MISUSE before the final pass. */
-sluice_status sluice_mpi_session_output_range(const sluice_mpi_session *session, int64_t *first,
+SLUICE_API sluice_status sluice_mpi_session_output_range(const sluice_mpi_session *session, int64_t *first,
                                               int64_t *rows, int64_t *total);
 
 /* Closes the session (collective: frees the duplicated communicator). NULL is harmless (and
  * then not collective). */
-void sluice_mpi_session_close(sluice_mpi_session *session);
+SLUICE_API void sluice_mpi_session_close(sluice_mpi_session *session);
 
 /* What a distributed run of `pipeline` sends between ranks, per stage, as text (the plan's
  * fusion groups, each scan's carried state and phase, each reduce's values' states and its
- * segment counts, each stream-wide sort's exchange),
+ * segment counts, each stream-wide sort's exchange and, with one, what SLUICE_MPI_TRANSPORT
+ * makes of it on this machine),
  * allocated with the context's allocator and freed with sluice_free_text. Not collective:
  * needs no communicator. Errors: SLUICE_ERR_INVALID_ARGUMENT, SLUICE_ERR_NO_MEMORY. */
-sluice_status sluice_mpi_explain(const sluice_pipeline *pipeline, char **text);
+SLUICE_API sluice_status sluice_mpi_explain(const sluice_pipeline *pipeline, char **text);
 
 #ifdef __cplusplus
 }

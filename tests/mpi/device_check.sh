@@ -39,7 +39,7 @@ else
   libmpi=$(ls /usr/lib/x86_64-linux-gnu/libmpi.so* 2>/dev/null | head -1)
   cuda=$(dirname "$(dirname "$(command -v nvcc)")")
   flags=(-O2 -std=gnu11 -DSLUICE_WITH_MPI=1 -DSLUICE_WITH_CUDA=1 -Iinclude -Icore -Ikernels -Idist
-         -Icli -Ibuild-devmpi/include)
+         -Icli -Ibuild-devmpi/include -I"$cuda/include")  # dist/nccl.c: cuda_runtime_api.h
   libs=($b/libsluice_internal.a "$libmpi" -L"$cuda/lib64" -L"$cuda/targets/x86_64-linux/lib"
         -lcudart_static -lyaml -ldl -lrt -lpthread -lm -lstdc++)
   gcc "${flags[@]}" -o $b/test_mpi_session tests/mpi/test_mpi_session.c dist/*.c "${libs[@]}" \
@@ -71,7 +71,9 @@ for yaml in pipelines/*.yaml; do
   else
     r="refused/failed: $(grep -m1 'rank 0' $w/$n.log | cut -c1-240)"
   fi
-  printf '%-16s %s\n' "$n" "$r" | tee -a "$out/results.txt"
+  # which transport moved a sort's rows (two ranks on one GPU: MPI, NCCL refuses them)
+  t=$(grep -o 'rows between ranks: [a-z]*' $w/$n.log | head -1)
+  printf '%-16s %s%s\n' "$n" "$r" "${t:+ ($t)}" | tee -a "$out/results.txt"
 done
 echo "== 4. CPU backend: one process against 1, 2 and 4 ranks (bench/mpi_scaling.sh)" | tee -a "$out/results.txt"
 timeout ${SCALING_TIMEOUT:-60} bench/mpi_scaling.sh $sluice 8388608 cpu 2>&1 | tee -a "$out/results.txt"

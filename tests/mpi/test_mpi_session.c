@@ -19,11 +19,17 @@
  *   test_mpi_session fail       one rank pushes a bad batch: every rank's flush fails with
  *                               that rank's status and a diagnostic naming it; then ranks
  *                               that opened different pipelines all fail to open
+ *   test_mpi_session transport  SLUICE_MPI_TRANSPORT's choice on the CPU backend: auto falls
+ *                               back to MPI saying why (NCCL absent, not NCCL, the CPU
+ *                               backend), mpi is MPI, nccl is refused on every rank with a
+ *                               clear diagnostic, a bad or differing value too; explain
+ *                               names the knob for a stream-wide sort
  *   test_mpi_session die        the last rank dies mid-pass (SIGKILL): the job must end
  *                               (tests/mpi/expect_death.sh checks it ends, non-zero)
  *
  * Exit status 0 on every rank when all checks pass, 1 otherwise. No Check: its forking
  * does not mix with MPI. */
+#include <dlfcn.h>
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -659,6 +665,112 @@ static void run_failures(void) {
     sluice_context_destroy(ctx);
 }
 
+/* Opens a distributed session on p under SLUICE_MPI_TRANSPORT=value (NULL: unset) and
+ * SLUICE_NCCL_LIBRARY=lib (NULL: unset), every rank alike unless only_rank0_value; returns
+ * the status, the session left in *ds (NULL on failure). */
+static sluice_status open_with(sluice_pipeline *p, const char *value, const char *lib,
+                               bool only_rank0_value, sluice_mpi_session **ds) {
+    if (value && (!only_rank0_value || g_rank == 0)) setenv("SLUICE_MPI_TRANSPORT", value, 1);
+    else unsetenv("SLUICE_MPI_TRANSPORT");
+    if (lib) setenv("SLUICE_NCCL_LIBRARY", lib, 1);
+    else unsetenv("SLUICE_NCCL_LIBRARY");
+    sluice_status st = sluice_mpi_session_open(p, NULL, MPI_COMM_WORLD, ds);
+    unsetenv("SLUICE_MPI_TRANSPORT");
+    unsetenv("SLUICE_NCCL_LIBRARY");
+    return st;
+}
+
+/* An open that must fail on every rank with `want` and a diagnostic holding both texts. */
+static void expect_refusal(sluice_context *ctx, sluice_pipeline *p, const char *value,
+                           const char *lib, bool only_rank0_value, sluice_status want,
+                           const char *text1, const char *text2) {
+    sluice_mpi_session *ds = NULL;
+    sluice_status st = open_with(p, value, lib, only_rank0_value, &ds);
+    const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+    const char *msg = d ? d->message : "(none)";
+    if (st != want || ds)
+        fail("SLUICE_MPI_TRANSPORT=%s (library %s): open gave %s, not %s", value,
+             lib ? lib : "default", sluice_status_name(st), sluice_status_name(want));
+    else if (!strstr(msg, text1) || (text2 && !strstr(msg, text2)))
+        fail("SLUICE_MPI_TRANSPORT=%s (library %s): the diagnostic lacks '%s'%s%s: %s", value,
+             lib ? lib : "default", text1, text2 ? " or " : "", text2 ? text2 : "", msg);
+    sluice_mpi_session_close(ds);
+}
+
+/* An open that must succeed with a transport whose description starts with `prefix`. */
+static void expect_transport(sluice_context *ctx, sluice_pipeline *p, const char *value,
+                             const char *lib, const char *prefix) {
+    sluice_mpi_session *ds = NULL;
+    sluice_status st = open_with(p, value, lib, false, &ds);
+    if (st != SLUICE_OK) {
+        fail("SLUICE_MPI_TRANSPORT=%s (library %s): open failed: %s", value ? value : "(unset)",
+             lib ? lib : "default", sluice_status_name(st));
+        print_diags(ctx);
+        return;
+    }
+    const char *t = sluice_mpi_session_transport(ds);
+    if (strncmp(t, prefix, strlen(prefix)) != 0)
+        fail("SLUICE_MPI_TRANSPORT=%s (library %s): transport '%s', expected '%s...'",
+             value ? value : "(unset)", lib ? lib : "default", t, prefix);
+    sluice_mpi_session_close(ds);
+}
+
+/* The row transport's choice (dist/nccl.c) on the CPU backend, where NCCL can never move
+ * rows: what auto falls back to and why, and every way `nccl` is refused on every rank. The
+ * NCCL data path itself needs a GPU per rank and is not run here. */
+static void run_transport(void) {
+    sluice_context *ctx;
+    sluice_pipeline *plain = first_case(&ctx);
+    /* Only a stream-wide sort moves rows: the choice is made for it alone. */
+    const char *sorted = HDR "sorted\ninput: {k: u32}\nstages:\n  - sort: {key: k}\n";
+    sluice_pipeline *p = NULL;
+    if (sluice_pipeline_load_string(ctx, sorted, strlen(sorted), "sorted", &p) != SLUICE_OK) {
+        fail("the sort pipeline does not load");
+        print_diags(ctx);
+        sluice_pipeline_free(plain);
+        sluice_context_destroy(ctx);
+        return;
+    }
+    expect_transport(ctx, plain, "nccl", NULL, "none: no stage moves rows");
+    const char *absent = "/nonexistent/sluice-test/libnccl.so.2";
+    /* A library that loads but is not NCCL. */
+    const char *not_nccl = "libm.so.6";
+    expect_transport(ctx, p, NULL, absent, "mpi: not NCCL, since rank 0: NCCL (/nonexistent");
+    expect_transport(ctx, p, "auto", absent, "mpi: not NCCL, since rank 0: NCCL (");
+    expect_transport(ctx, p, "mpi", NULL, "mpi: SLUICE_MPI_TRANSPORT=mpi");
+    expect_transport(ctx, p, "auto", not_nccl, "mpi: not NCCL, since rank 0: NCCL (libm.so.6) lacks");
+    expect_refusal(ctx, p, "nccl", absent, false, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                   "SLUICE_MPI_TRANSPORT=nccl, but NCCL cannot move", "cannot be loaded");
+    expect_refusal(ctx, p, "nccl", not_nccl, false, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                   "lacks ncclGetVersion", NULL);
+    expect_refusal(ctx, p, "gloo", NULL, false, SLUICE_ERR_INVALID_ARGUMENT,
+                   "SLUICE_MPI_TRANSPORT='gloo' is not one of auto, mpi, nccl", NULL);
+    if (g_size > 1)
+        expect_refusal(ctx, p, "mpi", NULL, true, SLUICE_ERR_MISUSE,
+                       "the ranks' SLUICE_MPI_TRANSPORT differ", NULL);
+    /* The machine's own NCCL, if it has one: it loads, and the CPU backend is the reason. */
+    void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    const char *why = lib ? "the session runs on the cpu backend" : "cannot be loaded";
+    if (lib) dlclose(lib);
+    expect_refusal(ctx, p, "nccl", NULL, false, SLUICE_ERR_BACKEND_UNAVAILABLE,
+                   "SLUICE_MPI_TRANSPORT=nccl, but NCCL cannot move", why);
+    expect_transport(ctx, p, NULL, NULL, "mpi: not NCCL, since rank 0: ");
+
+    /* explain names the knob for a pipeline whose sort moves rows, and not for one without. */
+    char *text = NULL;
+    if (sluice_mpi_explain(p, &text) != SLUICE_OK) fail("explain of a stream-wide sort failed");
+    else if (!strstr(text, "moves between ranks: SLUICE_MPI_TRANSPORT=auto"))
+        fail("explain does not say what moves a sort's rows: %s", text);
+    sluice_free_text(ctx, text);
+    text = NULL;
+    if (sluice_mpi_explain(plain, &text) != SLUICE_OK) fail("explain failed");
+    else if (strstr(text, "SLUICE_MPI_TRANSPORT")) fail("explain names a transport without a sort");
+    sluice_free_text(ctx, text);
+    sluice_pipeline_free(plain);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+
 /* The last rank dies in the middle of a pass; the others are left in its flush. */
 static void run_death(void) {
     sluice_context *ctx;
@@ -683,6 +795,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "cases";
     if (!strcmp(mode, "fail")) run_failures();
     else if (!strcmp(mode, "die")) run_death();
+    else if (!strcmp(mode, "transport")) run_transport();
     else {
         if (argc > 3 && !strcmp(argv[3], "cuda")) g_backend = SLUICE_BACKEND_CUDA;
         if (sluice_backend_available(g_backend)) run_cases(argc > 2 ? atoi(argv[2]) : 6);
