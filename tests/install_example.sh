@@ -81,3 +81,13 @@ if readelf -d "$tmp/mpi_embed_pc_static" | grep -E 'NEEDED.*lib(sluice|sluice_mp
   exit 1
 fi
 mpi_run "$tmp/mpi_embed_pc_static"
+# A package without the MPI part (as one built where MPI was not found): asking for the
+# component fails at configure time, naming it, instead of a missing target later.
+rm "$prefix"/lib*/cmake/sluice/sluiceMpiTargets*.cmake
+if cmake -S "$src/examples" -B "$tmp/ex-nompi" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DSLUICE_EXAMPLES_MPI=ON >"$tmp/nompi.log" 2>&1; then
+  echo "FAIL: find_package(sluice COMPONENTS mpi) succeeded without the MPI part"
+  exit 1
+fi
+grep -q "component mpi is not installed" "$tmp/nompi.log" ||
+  { echo "FAIL: the configure error does not say the mpi component is missing:"; cat "$tmp/nompi.log"; exit 1; }
