@@ -1,8 +1,10 @@
 /* test_cuda_codegen.c — the CUDA code generator without a GPU: generates and NVRTC-compiles
  * for sm_90 the kernel of every fused group of every shipped pipeline (the .yaml files of pipelines/),
  * of pipelines covering every stage, operator, segment kind and type, and of random
- * pipelines; checks the group layouts the host relies on; and checks that the on-disk
- * kernel cache hits, and rebuilds an entry that is corrupt, truncated or stale.
+ * pipelines; checks the group layouts the host relies on; runs the generated code of reduce
+ * groups on the host under sanitizers against the CPU backend (tests/cuda_host); and checks
+ * that the on-disk kernel cache hits, and rebuilds an entry that is corrupt, truncated or
+ * stale.
  * Skips (77) in builds without CUDA. */
 #include <dirent.h>
 #include <stdlib.h>
@@ -527,6 +529,168 @@ START_TEST(reduce_layouts) {
 }
 END_TEST
 
+/* ---- a reduce group's generated code run on the host --------------------------------- */
+
+/* The reduce pipelines reduce_on_host runs: exact operators only (every association gives
+ * the same bits), a filter and a scan fused before the reduce (two look-back phases), each
+ * segment kind but offsets (tests/cuda_host/reduce_emulate.cc does not emulate them), per
+ * stream and per batch. Keys and head flags come from k's low bits: runs of a few rows. */
+static const char *const host_segments[] = {
+    "      segments: {key: g}\n", "      segments: {key: big}\n", "      segments: hd\n", "",
+    "      segments: {key: g}\n      per: batch\n", "      segments: hd\n      per: batch\n",
+    "      per: batch\n",
+};
+
+/* splitmix64 bytes as reduce_emulate.cc makes its inputs */
+static void host_inputs(uint8_t *out, size_t n, uint64_t *state) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        out[i] = (uint8_t)(z ^ (z >> 31));
+    }
+}
+
+/* The generated kernel of a reduce group compiled for the host with address and undefined
+ * behaviour sanitizers (tests/cuda_host/reduce_emulate.cc) and run over random batches: its
+ * rows must be the CPU backend's bit for bit, in both associations it emulates and (per
+ * stream) with the batch cut in three. An uninitialised or out-of-bounds read, a misaligned
+ * access or signed overflow in the generated code or the templates it is written against
+ * stops the run. Skipped where no host C++ compiler is found. */
+START_TEST(reduce_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: host-%d\ninput: {x: i32, k: i16}\nstages:\n"
+             "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
+             "  - filter: x %% 5 != 0\n"
+             "  - scan: {of: x, op: max, into: run}\n"
+             "  - reduce:\n%s      index: seg\n      values:\n"
+             "        - {op: sum, of: x, into: s}\n"
+             "        - {op: min, of: x, into: lo}\n"
+             "        - {op: max, of: run, into: top}\n"
+             "        - {op: xor, of: x, into: bx}\n"
+             "        - {op: and, of: k, into: ba}\n"
+             "        - {op: count, into: n}\n"
+             "output: [seg, s, lo, top, bx, ba, n]\n",
+             _i, host_segments[_i]);
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    ck_assert_ptr_nonnull(p);
+    bool per_batch = strstr(host_segments[_i], "per: batch") != NULL;
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    ck_assert(cg.reduces);
+
+    char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], cmd[4096];
+    snprintf(path, sizeof path, "%s/group.cu", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(cg.source, f);
+    fclose(f);
+    int at = snprintf(cmd, sizeof cmd,
+                      "c++ -std=c++17 -O1 -g -w -fsanitize=address,undefined "
+                      "-fno-sanitize-recover=all -I'%s/kernels' '-DSL_GENERATED=\"%s\"' "
+                      "'-DSL_IN_SIZES=",
+                      SLUICE_SOURCE_DIR, path);
+    for (int k = 0; k < cg.ninputs; k++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
+                       sluice_type_size(p->columns[cg.inputs[k]].type));
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_OUT_SIZES=");
+    for (int k = 0; k < cg.noutputs; k++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
+                       sluice_type_size(p->columns[cg.outputs[k]].type));
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_CARRY_IDENTITY=");
+    for (size_t b = 0; b < cg.carry_bytes; b++)
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%u", b ? "," : "", cg.carry_identity[b]);
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at,
+                   "' '%s/tests/cuda_host/reduce_emulate.cc' -o '%s/emulate'", SLUICE_SOURCE_DIR, dir);
+    ck_assert_int_lt(at, (int)sizeof cmd);
+    ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
+
+    static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {
+        int64_t rows = sizes[z];
+        uint64_t seed = 977 + (uint64_t)_i * 31 + z;
+        /* the emulation's rows */
+        snprintf(cmd, sizeof cmd, "'%s/emulate' %llu %lld", dir, (unsigned long long)seed, (long long)rows);
+        if (!per_batch && rows > 2)
+            snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %lld %lld",
+                     (long long)(rows / 3), (long long)(rows / 3 + rows / 4));
+        FILE *run = popen(cmd, "r");
+        ck_assert_ptr_nonnull(run);
+        long long got_rows = -1;
+        ck_assert_int_eq(fscanf(run, "rows %lld", &got_rows), 1);
+        unsigned long long *got = calloc((size_t)(got_rows > 0 ? got_rows : 1) * (size_t)cg.noutputs,
+                                         sizeof *got);
+        for (long long r = 0; r < got_rows * cg.noutputs; r++)
+            ck_assert_int_eq(fscanf(run, "%llx", &got[r]), 1);
+        ck_assert_msg(pclose(run) == 0, "%s: the host run of the generated reduce failed (%s)",
+                      sluice_pipeline_name(p), cmd);
+
+        /* the CPU backend's rows from the same inputs, pushed as one batch */
+        uint64_t state = seed;
+        sluice_column cols[8];
+        uint8_t *data[8];
+        ck_assert_int_le(cg.ninputs, 8);
+        for (int k = 0; k < cg.ninputs; k++) {
+            const sl_column *c = &p->columns[cg.inputs[k]];
+            size_t w = sluice_type_size(c->type);
+            data[k] = malloc((size_t)(rows + 1) * w);
+            host_inputs(data[k], (size_t)(rows + 1) * w, &state);
+            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = rows};
+        }
+        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+        o.backend = SLUICE_BACKEND_CPU;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_push(s, cols, (size_t)cg.ninputs), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        long long ref_rows = 0;
+        sluice_batch *b;
+        while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+            int64_t n = sluice_batch_rows(b);
+            for (size_t j = 0; j < sluice_batch_column_count(b); j++) {
+                sluice_column c;
+                ck_assert_int_eq(sluice_batch_column(b, j, &c), SLUICE_OK);
+                int k = 0;
+                while (k < cg.noutputs && strcmp(p->columns[cg.outputs[k]].name, c.name) != 0) k++;
+                ck_assert_msg(k < cg.noutputs, "output %s is not the kernel's", c.name);
+                size_t w = sluice_type_size(c.type);
+                for (int64_t r = 0; r < n; r++) {
+                    unsigned long long v = 0;
+                    memcpy(&v, (const uint8_t *)c.data + (size_t)r * w, w);
+                    ck_assert_msg(ref_rows + r < got_rows, "%s, %lld rows: the host run gives %lld rows",
+                                  sluice_pipeline_name(p), (long long)rows, got_rows);
+                    ck_assert_msg(got[(ref_rows + r) * cg.noutputs + k] == v,
+                                  "%s, %lld rows: %s row %lld: host run %llx, CPU %llx",
+                                  sluice_pipeline_name(p), (long long)rows, c.name,
+                                  ref_rows + (long long)r, got[(ref_rows + r) * cg.noutputs + k], v);
+                }
+            }
+            ref_rows += n;
+            sluice_batch_free(b);
+        }
+        ck_assert_msg(ref_rows == got_rows, "%s, %lld rows: the host run gives %lld rows, the CPU %lld",
+                      sluice_pipeline_name(p), (long long)rows, got_rows, ref_rows);
+        sluice_session_close(s);
+        for (int k = 0; k < cg.ninputs; k++) free(data[k]);
+        free(got);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    sl_cuda_codegen_free(ctx, &cg);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(layouts) {
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p;
@@ -837,6 +1001,10 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, maps_of_every_type_and_compaction, 0, 12);
     tcase_add_loop_test(tc, run_to_run_orders_rounding_lookbacks, 0,
                         2 * (int)SL_ARRAY_LEN(determinism_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_segments));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

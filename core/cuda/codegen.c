@@ -44,6 +44,7 @@ typedef struct cg_slot {
     int first_field, last_field; /* key segments: the first and last key of the span */
     int count_field;    /* SLOT_COUNT; SLOT_REDUCE: segments closed in the batch */
     int total_field;    /* SLOT_REDUCE: segments closed in the stream (the index) */
+    int restart_field;  /* SLOT_REDUCE (segmented): the values restart inside the span */
 } cg_slot;
 
 typedef struct cg {
@@ -158,8 +159,9 @@ static sluice_status analyse_compact(cg *g, int s, analysis *a) {
 }
 
 /* One slot of scan state: a scan stage's, or (reduce) one of a reduce's values, at look-back
- * phase `phase`. */
-static sluice_status add_scan_slot(cg *g, int s, const sl_scan *sc, int phase) {
+ * phase `phase`. A reduce's value has its value fields only: where its segments start is
+ * the reduce's own state (SLOT_REDUCE), one copy for all its values (analyse_reduce). */
+static sluice_status add_scan_slot(cg *g, int s, const sl_scan *sc, int phase, bool reduce_value) {
     const sluice_pipeline *p = g->p;
     for (int f = 0; f < sc->nfields; f++) (void)expr_level(g, sc->of[f], g->in_group);
     if (sc->segments == SL_SEGMENTS_HEADFLAG || sc->segments == SL_SEGMENTS_KEY)
@@ -172,7 +174,7 @@ static sluice_status add_scan_slot(cg *g, int s, const sl_scan *sc, int phase) {
     if (phase > g->phases) g->phases = phase;
     cg_slot slot = {.kind = SLOT_SCAN, .stage = s, .sc = sc, .phase = phase, .flag_field = -1,
                     .interior_field = -1, .first_field = -1, .last_field = -1,
-                    .count_field = -1, .total_field = -1};
+                    .count_field = -1, .total_field = -1, .restart_field = -1};
     for (int f = 0; f < sc->nfields; f++) {
         if ((slot.value_field[f] = new_field(g, phase, sc->acc[f])) < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
@@ -182,7 +184,7 @@ static sluice_status add_scan_slot(cg *g, int s, const sl_scan *sc, int phase) {
             g->in_group[sc->into[f]] = true;
         }
     }
-    if (sc->segments != SL_SEGMENTS_NONE) {
+    if (sc->segments != SL_SEGMENTS_NONE && !reduce_value) {
         slot.flag_field = new_field(g, phase, SLUICE_BOOL);
         if (sc->segments == SL_SEGMENTS_KEY) {
             sluice_type kt = p->columns[sc->segment_column].type;
@@ -202,7 +204,7 @@ static sluice_status analyse_scan(cg *g, int s, analysis *a) {
     (void)a;
     /* One look-back after what it reads and the compactions before it: the plan's
      * carry analysis (core/plan/plan.h). */
-    return add_scan_slot(g, s, &g->p->stages[s].scan, g->plan->stage_phase[s]);
+    return add_scan_slot(g, s, &g->p->stages[s].scan, g->plan->stage_phase[s], false);
 }
 
 static sluice_status analyse_sort(cg *g, int s, analysis *a) {
@@ -223,10 +225,17 @@ static sluice_status analyse_sort(cg *g, int s, analysis *a) {
  *   fk, lk    keys: the span's first and last key
  *   cb, ct    segments closed inside the span: cb starts from 0 at each batch (the row's
  *             place in the batch's output), ct never (the segment index)
+ *   rs        the values restart in the span (segmented reduces): head flags and offsets, a
+ *             row of the span starts a segment (its first row included); keys, a key
+ *             boundary lies between two rows of the span
  * A segment closes at a row that starts a new one after an earlier row (a head flag, or a
  * key unlike the last one); the closed segment's values are the values' states before that
  * row. Offsets segments close at their last row (and the empty ones in the close kernel).
- * What stays open at a batch's end or at flush is the carry; the close kernel emits it. */
+ * What stays open at a batch's end or at flush is the carry; the close kernel emits it.
+ * The values hold their value fields only and restart where this one state says
+ * (emit_reduce_value_take): segment fields of their own, as a segmented scan has, would be
+ * a copy per value (a dozen values by an i16 key: 168 bytes of state instead of 96, which
+ * ptxas kept only by spilling about 1 KB per thread). */
 static sluice_status analyse_reduce(cg *g, int s, analysis *a) {
     const sluice_pipeline *p = g->p;
     const sl_reduce *r = &p->stages[s].reduce;
@@ -236,13 +245,18 @@ static sluice_status analyse_reduce(cg *g, int s, analysis *a) {
     if (phase < 1) phase = 1;
     g->reduce = r;
     g->reduce_stage = s;
-    for (int j = 0; j < r->nvalues; j++) SL_TRY(add_scan_slot(g, s, &r->values[j], phase));
+    for (int j = 0; j < r->nvalues; j++) SL_TRY(add_scan_slot(g, s, &r->values[j], phase, true));
     cg_slot slot = {.kind = SLOT_REDUCE, .stage = s, .phase = phase, .flag_field = -1,
                     .interior_field = -1, .first_field = -1, .last_field = -1,
-                    .count_field = -1, .total_field = -1};
+                    .count_field = -1, .total_field = -1, .restart_field = -1};
     slot.flag_field = new_field(g, phase, SLUICE_BOOL);
     slot.count_field = new_field(g, phase, SLUICE_I64);
     slot.total_field = new_field(g, phase, SLUICE_I64);
+    if (r->segments != SL_SEGMENTS_NONE) {
+        slot.restart_field = new_field(g, phase, SLUICE_BOOL);
+        if (slot.restart_field < 0)
+            return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    }
     if (r->segments == SL_SEGMENTS_HEADFLAG) slot.interior_field = new_field(g, phase, SLUICE_BOOL);
     if (r->segments == SL_SEGMENTS_KEY) {
         sluice_type kt = p->columns[r->segment_column].type;
@@ -303,7 +317,7 @@ static sluice_status analyse(cg *g) {
         g->final_alive_level = compact_level;
         cg_slot slot = {.kind = SLOT_COUNT, .stage = -1, .phase = phase, .flag_field = -1,
                         .interior_field = -1, .first_field = -1, .last_field = -1,
-                        .total_field = -1};
+                        .total_field = -1, .restart_field = -1};
         if ((slot.count_field = new_field(g, phase, SLUICE_I64)) < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
         SL_TRY(add_slot(g, slot));
@@ -539,6 +553,13 @@ static void emit_reduce_combine(cg *g, const cg_slot *slot) {
     if (slot->interior_field >= 0)
         sl_strbuf_printf(sb, "            o.f%d = l.f%d ? l.f%d : r.f%d;\n", slot->interior_field,
                          seen, slot->interior_field, slot->interior_field);
+    int rs = slot->restart_field;
+    if (r->segments == SL_SEGMENTS_KEY) /* a boundary inside either span, or between them */
+        sl_strbuf_printf(sb,
+                         "            o.f%d = (sl_bool)(join || (l.f%d && l.f%d) || (r.f%d && r.f%d));\n",
+                         rs, seen, rs, seen, rs);
+    else if (rs >= 0)
+        sl_strbuf_printf(sb, "            o.f%d = (sl_bool)(l.f%d | r.f%d);\n", rs, rs, rs);
     if (slot->first_field >= 0)
         sl_strbuf_printf(sb,
                          "            o.f%d = l.f%d ? l.f%d : r.f%d;\n"
@@ -546,6 +567,27 @@ static void emit_reduce_combine(cg *g, const cg_slot *slot) {
                          slot->first_field, seen, slot->first_field, slot->first_field,
                          slot->last_field, seen, slot->last_field, slot->last_field);
     sl_strbuf_append(sb, "        }\n");
+}
+
+/* The start of a combine of the reduce's phase: when each value of a segmented reduce takes
+ * the right span's state (take_r: the left span is empty, or the right one restarts: a head
+ * in it, a key boundary in it or between the spans) and when it keeps the left one's (keep_l:
+ * the right span is empty, keys). Otherwise it combines both: the choices a segmented
+ * scan's combine makes from its own segment fields (emit_struct). */
+static void emit_reduce_value_take(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    int seen = rs->flag_field, restart = rs->restart_field;
+    if (r->segments == SL_SEGMENTS_KEY)
+        sl_strbuf_printf(sb,
+                         "        const bool take_r = !l.f%d || (r.f%d && (r.f%d || "
+                         "!sl_key_same_%s(l.f%d, r.f%d)));\n"
+                         "        const bool keep_l = l.f%d && !r.f%d;\n",
+                         seen, seen, restart, type_name(g->p->columns[r->segment_column].type),
+                         rs->last_field, rs->first_field, seen, seen);
+    else if (r->segments != SL_SEGMENTS_NONE)
+        sl_strbuf_printf(sb, "        const bool take_r = r.f%d != 0;\n", restart);
 }
 
 /* Phase `phase`'s state S<phase>, its identity s<phase>_identity(), its combine Op<phase>,
@@ -591,6 +633,7 @@ static void emit_struct(cg *g, int phase) {
                      "struct Op%d {\n    __device__ __forceinline__ S%d operator()(const S%d &l, "
                      "const S%d &r) const {\n        S%d o = {};\n",
                      phase, phase, phase, phase, phase);
+    if (g->reduce && g->slots[g->reduce_slot].phase == phase) emit_reduce_value_take(g);
     int count_field = -1;
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
@@ -612,7 +655,18 @@ static void emit_struct(cg *g, int phase) {
             emit_value_combine(g, sc, slot, f);
             sl_strbuf_append(sb, ";\n");
         }
-        if (sc->segments == SL_SEGMENTS_NONE) {
+        if (g->reduce && slot->stage == g->reduce_stage && sc->segments != SL_SEGMENTS_NONE) {
+            /* a reduce's value: restarts where the reduce's state says (emit_reduce_value_take) */
+            bool key = sc->segments == SL_SEGMENTS_KEY;
+            for (int f = 0; f < sc->nfields; f++) {
+                int vf = slot->value_field[f];
+                if (key)
+                    sl_strbuf_printf(sb, "            o.f%d = take_r ? r.f%d : keep_l ? l.f%d : v%d;\n",
+                                     vf, vf, vf, f);
+                else
+                    sl_strbuf_printf(sb, "            o.f%d = take_r ? r.f%d : v%d;\n", vf, vf, f);
+            }
+        } else if (sc->segments == SL_SEGMENTS_NONE) {
             for (int f = 0; f < sc->nfields; f++)
                 sl_strbuf_printf(sb, "            o.f%d = v%d;\n", slot->value_field[f], f);
         } else if (sc->segments != SL_SEGMENTS_KEY) {
@@ -681,6 +735,8 @@ static void emit_struct(cg *g, int phase) {
                 sl_strbuf_printf(sb, " carry.f%d = 0;", slot->count_field);
                 if (g->reduce->per_batch)
                     sl_strbuf_printf(sb, " carry.f%d = 0;", slot->flag_field);
+                if (g->reduce->per_batch && slot->restart_field >= 0)
+                    sl_strbuf_printf(sb, " carry.f%d = 0;", slot->restart_field);
                 sl_strbuf_append(sb, " }\n");
                 continue;
             }
@@ -727,8 +783,12 @@ static void emit_element(cg *g, int phase) {
             sl_strbuf_printf(sb, "        if (alive%d) {\n            e.f%d = 1;\n",
                              compactions_before(g, g->last), slot->flag_field);
             if (r->segments == SL_SEGMENTS_HEADFLAG)
-                sl_strbuf_printf(sb, "            e.f%d = (sl_bool)(c%d[i] != 0);\n",
-                                 slot->interior_field, r->segment_column);
+                sl_strbuf_printf(sb, "            e.f%d = (sl_bool)(c%d[i] != 0); e.f%d = e.f%d;\n",
+                                 slot->interior_field, r->segment_column, slot->restart_field,
+                                 slot->interior_field);
+            if (r->segments == SL_SEGMENTS_OFFSETS)
+                sl_strbuf_printf(sb, "            e.f%d = (sl_bool)head_bit(i);\n",
+                                 slot->restart_field);
             if (r->segments == SL_SEGMENTS_KEY) {
                 const char *kr = key_read(g, r->segment_column);
                 sl_strbuf_printf(sb, "            e.f%d = %s(c%d[i]); e.f%d = %s(c%d[i]);\n",
@@ -747,7 +807,9 @@ static void emit_element(cg *g, int phase) {
             emit_expr(sb, sc->of[f]);
             sl_strbuf_append(sb, ");\n");
         }
-        switch (sc->segments) {
+        /* a reduce's value: its segments are the reduce's state (SLOT_REDUCE) */
+        bool own_segments = !(g->reduce && slot->stage == g->reduce_stage);
+        switch (own_segments ? sc->segments : SL_SEGMENTS_NONE) {
         case SL_SEGMENTS_NONE: break;
         case SL_SEGMENTS_HEADFLAG:
             sl_strbuf_printf(sb, "                e.f%d = (sl_bool)(c%d[i] != 0);\n",
@@ -1216,6 +1278,7 @@ static void emit_reduce_close(cg *g) {
         if (slot->interior_field >= 0)
             sl_strbuf_printf(sb, "        s.f%d = 0;\n", slot->interior_field);
     }
+    if (rs->restart_field >= 0) sl_strbuf_printf(sb, "        s.f%d = 0;\n", rs->restart_field);
     sl_strbuf_printf(sb, "        s.f%d = 0;\n    }\n", seen);
     sl_strbuf_append(sb, "    *a.out_rows = n;\n"
                          "    memcpy(a.carry_out + RP::CARRY_OFFSET, &s, sizeof s);\n}\n");
