@@ -42,8 +42,9 @@ typedef struct fstage {
     /* compact: columns gathered (ids; the segment-id pseudo column included when needed) */
     int ngather;
     int *gather;
-    /* scan, or one value of a reduce (reduce_value: its prefixes stay in the worker's ybuf;
-       the rows the reduce gives are written once the tile's carry is known) */
+    /* scan, or one value of a reduce (reduce_value: its prefixes stay in the worker's ybuf,
+       and a reduce without segments writes none; the rows the reduce gives are written once
+       the tile's carry is known) */
     const sl_scan *sc;
     bool reduce_value;
     int slot;
@@ -644,6 +645,9 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
     const sl_scan *sc = fs->sc;
     int k = fs->slot;
     scan_tile *sk = &wk->tiles[k];
+    /* A value of a reduce without segments needs only the tile's state, no prefix: the scan
+     * runs without writing any (y NULL), and nothing is left to fix up. */
+    bool state_only = fs->reduce_value && g->reduce->segments == SL_SEGMENTS_NONE;
     sk->ran = true;
     sk->with_carry = cin != NULL;
     sk->nrows = cur;
@@ -657,8 +661,9 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
             if (cur > 0) sl_expr_run(fs->of_prog[f], &env, cur, wk->expr_scratch, xb);
             x[f] = xb;
         }
-        sk->y[f] = sc->into[f] >= 0 && !fs->reduce_value ? wk->buf[sc->into[f]]
-                                                          : wk->ybuf[k * SL_MAX_FIELDS + f];
+        sk->y[f] = state_only ? NULL
+                   : sc->into[f] >= 0 && !fs->reduce_value ? wk->buf[sc->into[f]]
+                                                           : wk->ybuf[k * SL_MAX_FIELDS + f];
     }
     const uint8_t *head = NULL;
     sk->head0 = sk->has_head = false;
@@ -698,8 +703,8 @@ static void run_scan(const fused_run *r, worker *wk, const fstage *fs, int64_t c
     if (cin) memcpy(sk->tail, cin->carries[k].v, sizeof(sl_value) * (size_t)sc->nfields);
     else memcpy(sk->tail, sc->identity, sizeof(sl_value) * (size_t)sc->nfields);
     sl_cpu_scan_rows_declared(sc, &fs->combine, r->params, &wk->combine[k], cur, x, head, sk->tail,
-                              sk->y);
-    sk->pending = cin == NULL;
+                              state_only ? NULL : sk->y);
+    sk->pending = cin == NULL && !state_only;
     for (int f = 0; f < sc->nfields; f++)
         if (sc->into[f] >= 0 && !fs->reduce_value) wk->view[sc->into[f]] = sk->y[f];
 }

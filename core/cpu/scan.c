@@ -30,7 +30,8 @@ static inline float mon_prod_f16(float l, float r) { return round_f16(sl_mon_pro
 #define LOAD_F16(v) sl_f16_to_f32(v)
 #define STORE_F16(v) sl_f32_to_f16(v)
 
-/* The row loop: ST storage type, CT compute type, COMBINE(state, value). */
+/* The row loop: ST storage type, CT compute type, COMBINE(state, value). y NULL: the state
+ * only (the condition is invariant, so the compiler unswitches it out of the loop). */
 #define SCAN_LOOP(ST, CT, LOAD, STORE, COMBINE, STATE, IDENT)                                           \
     do {                                                                                 \
         const ST *x_ = x;                                                                \
@@ -40,22 +41,22 @@ static inline float mon_prod_f16(float l, float r) { return round_f16(sl_mon_pro
             if (exclusive) {                                                             \
                 for (int64_t i = 0; i < n; i++) {                                        \
                     CT v_ = LOAD(x_[i]);                                                 \
-                    y_[i] = (ST)STORE(s_);                                               \
+                    if (y_) y_[i] = (ST)STORE(s_);                                       \
                     s_ = COMBINE(s_, v_);                                                \
                 }                                                                        \
             } else {                                                                     \
                 for (int64_t i = 0; i < n; i++) {                                        \
                     s_ = COMBINE(s_, LOAD(x_[i]));                                       \
-                    y_[i] = (ST)STORE(s_);                                               \
+                    if (y_) y_[i] = (ST)STORE(s_);                                       \
                 }                                                                        \
             }                                                                            \
         } else {                                                                         \
             for (int64_t i = 0; i < n; i++) {                                            \
                 CT v_ = LOAD(x_[i]);                                                     \
                 if (head[i]) s_ = id_;                                                   \
-                if (exclusive) y_[i] = (ST)STORE(s_);                                    \
+                if (y_ && exclusive) y_[i] = (ST)STORE(s_);                              \
                 s_ = COMBINE(s_, v_);                                                    \
-                if (!exclusive) y_[i] = (ST)STORE(s_);                                   \
+                if (y_ && !exclusive) y_[i] = (ST)STORE(s_);                             \
             }                                                                            \
         }                                                                                \
         *(STATE) = s_;                                                                   \
@@ -187,29 +188,29 @@ static bool bool_carry(sl_scan_op op, int64_t n, uint8_t carry, void *y) {
             for (int64_t j = 0; j < m_; j++)                                             \
                 for (int q = 0; q < SUM_LANES; q++) {                                    \
                     CT v_ = (CT)x_[q * m_ + j];                                          \
-                    y_[q * m_ + j] = (ST)s_[q];                                          \
+                    if (y_) y_[q * m_ + j] = (ST)s_[q];                                  \
                     s_[q] = SUM(s_[q], v_);                                              \
                 }                                                                        \
             for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
                 CT v_ = (CT)x_[i];                                                       \
-                y_[i] = (ST)s_[SUM_LANES - 1];                                           \
+                if (y_) y_[i] = (ST)s_[SUM_LANES - 1];                                   \
                 s_[SUM_LANES - 1] = SUM(s_[SUM_LANES - 1], v_);                          \
             }                                                                            \
         } else {                                                                         \
             for (int64_t j = 0; j < m_; j++)                                             \
                 for (int q = 0; q < SUM_LANES; q++) {                                    \
                     s_[q] = SUM(s_[q], (CT)x_[q * m_ + j]);                              \
-                    y_[q * m_ + j] = (ST)s_[q];                                          \
+                    if (y_) y_[q * m_ + j] = (ST)s_[q];                                  \
                 }                                                                        \
             for (int64_t i = SUM_LANES * m_; i < n; i++) {                               \
                 s_[SUM_LANES - 1] = SUM(s_[SUM_LANES - 1], (CT)x_[i]);                   \
-                y_[i] = (ST)s_[SUM_LANES - 1];                                           \
+                if (y_) y_[i] = (ST)s_[SUM_LANES - 1];                                   \
             }                                                                            \
         }                                                                                \
         CT off_ = (CT)(STATE);                                                           \
         for (int q = 0; q < SUM_LANES; q++) {                                            \
             int64_t b_ = q * m_, e_ = q == SUM_LANES - 1 ? n : b_ + m_;                  \
-            for (int64_t i = b_; i < e_; i++) y_[i] = (ST)SUM(off_, (CT)y_[i]);          \
+            for (int64_t i = b_; i < e_ && y_; i++) y_[i] = (ST)SUM(off_, (CT)y_[i]);    \
             off_ = SUM(off_, s_[q]);                                                     \
         }                                                                                \
         (STATE) = off_;                                                                  \
@@ -235,18 +236,18 @@ static void sum_f32_sse(int64_t n, const float *x, float *y, float *state, bool 
         v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 4)));
         v = _mm_add_ps(v, _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 8)));
         v = _mm_add_ps(v, carry);
-        if (exclusive)
+        if (y && exclusive)
             _mm_storeu_ps(y + i, _mm_move_ss(_mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(v), 4)), carry));
-        else
+        else if (y)
             _mm_storeu_ps(y + i, v);
         carry = _mm_shuffle_ps(v, v, _MM_SHUFFLE(3, 3, 3, 3));
     }
     float s = _mm_cvtss_f32(carry);
     for (; i < n; i++) {
         float v = x[i];
-        if (exclusive) y[i] = s;
+        if (y && exclusive) y[i] = s;
         s = sl_mon_sum_f32(s, v);
-        if (!exclusive) y[i] = s;
+        if (y && !exclusive) y[i] = s;
     }
     *state = s;
 }
@@ -259,16 +260,16 @@ static void sum_f64_sse(int64_t n, const double *x, double *y, double *state, bo
         __m128d v = _mm_loadu_pd(x + i);
         v = _mm_add_pd(v, _mm_castsi128_pd(_mm_slli_si128(_mm_castpd_si128(v), 8)));
         v = _mm_add_pd(v, carry);
-        if (exclusive) _mm_storeu_pd(y + i, _mm_shuffle_pd(carry, v, 0)); /* [carry, v0] */
-        else _mm_storeu_pd(y + i, v);
+        if (y && exclusive) _mm_storeu_pd(y + i, _mm_shuffle_pd(carry, v, 0)); /* [carry, v0] */
+        else if (y) _mm_storeu_pd(y + i, v);
         carry = _mm_unpackhi_pd(v, v);
     }
     double s = _mm_cvtsd_f64(carry);
     for (; i < n; i++) {
         double v = x[i];
-        if (exclusive) y[i] = s;
+        if (y && exclusive) y[i] = s;
         s = sl_mon_sum_f64(s, v);
-        if (!exclusive) y[i] = s;
+        if (y && !exclusive) y[i] = s;
     }
     *state = s;
 }
@@ -280,16 +281,16 @@ static void sum_u64_sse(int64_t n, const uint64_t *x, uint64_t *y, uint64_t *sta
         __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
         v = _mm_add_epi64(v, _mm_slli_si128(v, 8));
         v = _mm_add_epi64(v, carry);
-        if (exclusive) _mm_storeu_si128((__m128i *)(y + i), _mm_unpacklo_epi64(carry, v));
-        else _mm_storeu_si128((__m128i *)(y + i), v);
+        if (y && exclusive) _mm_storeu_si128((__m128i *)(y + i), _mm_unpacklo_epi64(carry, v));
+        else if (y) _mm_storeu_si128((__m128i *)(y + i), v);
         carry = _mm_unpackhi_epi64(v, v);
     }
     uint64_t s = (uint64_t)_mm_cvtsi128_si64(carry);
     for (; i < n; i++) {
         uint64_t v = x[i];
-        if (exclusive) y[i] = s;
+        if (y && exclusive) y[i] = s;
         s = sl_mon_sum_u64(s, v);
-        if (!exclusive) y[i] = s;
+        if (y && !exclusive) y[i] = s;
     }
     *state = s;
 }
@@ -387,15 +388,15 @@ static bool fast_single_carry(const sl_scan *scan, int64_t n, const sl_value *ca
 #define LINREC_LOOP(T, S)                                                                \
     do {                                                                                 \
         const T *xa = x[0], *xb = x[1];                                                  \
-        T *ya = y[0], *yb = y[1];                                                        \
+        T *ya = y ? y[0] : NULL, *yb = y ? y[1] : NULL;                                  \
         T sa = (T)state[0].f, sb = (T)state[1].f;                                        \
         for (int64_t i = 0; i < n; i++) {                                                \
             T a = xa[i], b = xb[i];                                                      \
             if (head && head[i]) { sa = 1; sb = 0; }                                     \
-            if (ex) { ya[i] = sa; yb[i] = sb; }                                          \
+            if (ya && ex) { ya[i] = sa; yb[i] = sb; }                                    \
             sb = sl_mon_linrec_b_##S(sb, a, b);                                          \
             sa = sl_mon_linrec_a_##S(sa, a);                                             \
-            if (!ex) { ya[i] = sa; yb[i] = sb; }                                         \
+            if (ya && !ex) { ya[i] = sa; yb[i] = sb; }                                   \
         }                                                                                \
         state[0].f = sa;                                                                 \
         state[1].f = sb;                                                                 \
@@ -431,11 +432,11 @@ static void generic_rows(const sl_scan *scan, int64_t n, const void *const *x, c
     for (int64_t i = 0; i < n; i++) {
         for (int f = 0; f < nf; f++) v[f] = sl_value_load(scan->acc[f], x[f], i);
         if (head && head[i]) memcpy(s, scan->identity, sizeof(sl_value) * (size_t)nf);
-        if (scan->exclusive)
+        if (y && scan->exclusive)
             for (int f = 0; f < nf; f++) sl_value_store(scan->acc[f], y[f], i, s[f]);
         sl_monoid_combine(scan, s, v, s);
         round_state(scan, s);
-        if (!scan->exclusive)
+        if (y && !scan->exclusive)
             for (int f = 0; f < nf; f++) sl_value_store(scan->acc[f], y[f], i, s[f]);
     }
     memcpy(state, s, sizeof(sl_value) * (size_t)nf);
@@ -445,7 +446,7 @@ void sl_cpu_scan_rows(const sl_scan *scan, int64_t n, const void *const *x, cons
                       sl_value *state, void *const *y) {
     if (n <= 0) return;
     if (scan->nfields == 1 && scan->op != SL_SCAN_CUSTOM && scan->op != SL_SCAN_LINREC &&
-        fast_single(scan, n, x[0], head, state, y[0]))
+        fast_single(scan, n, x[0], head, state, y ? y[0] : NULL))
         return;
     if (linrec_fast(scan)) {
         bool ex = scan->exclusive;
@@ -601,14 +602,14 @@ void sl_cpu_scan_rows_declared(const sl_scan *scan, const sl_cpu_combine *c, con
             for (int f = 0; f < nf; f++) {
                 if (restart) sl_value_store(scan->acc[f], cur[f], q, scan->identity[f]);
                 copy_elem((char *)step[f] + (size_t)q * sz[f], (const char *)x[f] + (size_t)row * sz[f], sz[f]);
-                if (scan->exclusive)
+                if (y && scan->exclusive)
                     copy_elem((char *)y[f] + (size_t)row * sz[f], (char *)cur[f] + (size_t)q * sz[f], sz[f]);
             }
         }
         combine_arrays(scan, c, params, s->expr, L, (const void *const *)cur,
                        (const void *const *)step, next);
         for (int f = 0; f < nf; f++) {
-            if (!scan->exclusive)
+            if (y && !scan->exclusive)
                 for (int q = 0; q < L; q++)
                     copy_elem((char *)y[f] + (size_t)(q * m + j) * sz[f], (char *)next[f] + (size_t)q * sz[f], sz[f]);
             void *t = cur[f];
@@ -625,9 +626,9 @@ void sl_cpu_scan_rows_declared(const sl_scan *scan, const sl_cpu_combine *c, con
         void *yr[SL_MAX_FIELDS];
         for (int f = 0; f < nf; f++) {
             xr[f] = (const char *)x[f] + (size_t)(L * m) * sz[f];
-            yr[f] = (char *)y[f] + (size_t)(L * m) * sz[f];
+            yr[f] = y ? (char *)y[f] + (size_t)(L * m) * sz[f] : NULL;
         }
-        sl_cpu_scan_rows(scan, n - L * m, xr, head ? head + L * m : NULL, tails[L - 1], yr);
+        sl_cpu_scan_rows(scan, n - L * m, xr, head ? head + L * m : NULL, tails[L - 1], y ? yr : NULL);
     }
     /* Prefix over lanes, then each lane's leading rows (before its first head) get it. */
     sl_value prefix[SL_MAX_FIELDS];
@@ -636,7 +637,7 @@ void sl_cpu_scan_rows_declared(const sl_scan *scan, const sl_cpu_combine *c, con
         int64_t b = q * m, e = q == L - 1 ? n : b + m, first = b;
         while (head && first < e && !head[first]) first++;
         if (!head) first = e;
-        fix_range(scan, c, params, s, b, first, prefix, y);
+        if (y) fix_range(scan, c, params, s, b, first, prefix, y);
         if (first < e) memcpy(prefix, tails[q], sizeof(sl_value) * (size_t)nf);
         else sl_cpu_scan_combine(scan, prefix, tails[q], prefix);
     }

@@ -11,7 +11,8 @@
  * scan->acc[f]); head: NULL, or head[i] != 0 restarts the state at the identity before row i;
  * state: the state before row 0 on entry, after row n-1 on return. Writes y[f][i] for every
  * field: the inclusive prefix (state after row i) or, for an exclusive scan, the state
- * before row i. y[f] may alias x[f]. */
+ * before row i. y[f] may alias x[f]. y NULL: no prefix is written, only the state, bit for
+ * bit the one the same call with y would give (a reduce without segments needs no more). */
 void sl_cpu_scan_rows(const sl_scan *scan, int64_t n, const void *const *x, const uint8_t *head,
                       sl_value *state, void *const *y);
 
