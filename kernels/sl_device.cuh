@@ -25,6 +25,15 @@ template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
     }
 }
 
+/* The block's dynamic shared memory as `name`, an array of T: extern __shared__ on the device;
+ * a host emulation of the kernels (tests/cuda_host, SL_HOST_EMULATION) supplies a block's
+ * buffer from sl_host_dynamic_smem(). */
+#if defined(SL_HOST_EMULATION)
+#define SL_DYNAMIC_SMEM(T, name) T *const name = static_cast<T *>(sl_host_dynamic_smem())
+#else
+#define SL_DYNAMIC_SMEM(T, name) extern __shared__ T name[]
+#endif
+
 /* Number of 32-bit words a value of type T occupies when moved word by word. */
 template <typename T> struct words_of {
     static constexpr int value = (int)((sizeof(T) + 3) / 4);

@@ -29,8 +29,35 @@
 
 namespace sl {
 
-/* ---- L2-coherent word access (the look-back must not read stale L1 lines) ----------- */
+/* ---- L2-coherent word access (the look-back must not read stale L1 lines) -----------
+ * A host emulation of the kernels (tests/cuda_host, SL_HOST_EMULATION: host threads play a
+ * block) gets the same accesses as atomics: each one indivisible, as the device's are. */
 
+#if defined(SL_HOST_EMULATION)
+#define SL_HOST_WORD_(T, p) reinterpret_cast<T *>(const_cast<uint32_t *>(p))
+__device__ __forceinline__ void store_volatile_u64(uint64_t *p, uint64_t v) {
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+__device__ __forceinline__ uint64_t load_volatile_u64(const uint64_t *p) {
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+__device__ __forceinline__ void store_volatile_v4(uint32_t *p, const uint32_t (&w)[4]) {
+    unsigned __int128 x;
+    memcpy(&x, w, sizeof x);
+    __atomic_store_n(SL_HOST_WORD_(unsigned __int128, p), x, __ATOMIC_SEQ_CST);
+}
+__device__ __forceinline__ void load_volatile_v4(const uint32_t *p, uint32_t (&w)[4]) {
+    const unsigned __int128 x = __atomic_load_n(SL_HOST_WORD_(unsigned __int128, p), __ATOMIC_SEQ_CST);
+    memcpy(w, &x, sizeof x);
+}
+__device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+__device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+#undef SL_HOST_WORD_
+#else
 __device__ __forceinline__ void store_volatile_u64(uint64_t *p, uint64_t v) {
     asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -58,6 +85,7 @@ __device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
     asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+#endif
 
 /* Bytes of a state that carry data: T::PAYLOAD_BYTES when the generated struct declares it
  * (a state padded to its alignment, e.g. an i64 count and an f32 sum: 12 of 16 bytes), else

@@ -254,7 +254,7 @@ __device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::T
 template <class K> __device__ __forceinline__ void two_stage_loop(const typename K::Args &a) {
     const long long rows = a.rows, ntiles = a.ntiles;
     const typename K::Params params(a);
-    extern __shared__ uint4 sl_smem[];
+    SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<2> queue;
     if (threadIdx.x == 0) {
         queue_init(queue);
@@ -334,7 +334,7 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
     __shared__ block_scan_storage<S, BLOCK> scan_storage;
     __shared__ S handed_agg[STAGES];  /* block aggregate of the stage's tile */
     __shared__ S handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */
-    extern __shared__ uint4 sl_smem[];
+    SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
     const typename P::Op op;
