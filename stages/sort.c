@@ -130,9 +130,6 @@ void sl_stage_parse_sort(sl_loader *L, const ld_node *body, sl_srcloc kind_loc) 
     }
     const ld_node *order = ld_get(body, "order");
     if (order) parse_order(L, order, sort, keys_ok);
-    sort->descending = sort->nkeys > 0;
-    for (int k = 0; k < sort->nkeys; k++)
-        sort->descending = sort->descending && sort->key_descending[k];
     const ld_node *per = ld_get(body, "per");
     if (per) sort->per_batch = ld_enum(L, per, "per", pers, 2) == 1;
     if (keys_ok && sort->nkeys == 1) {
@@ -208,9 +205,7 @@ static void sort_explain(sl_strbuf *sb, const sluice_pipeline *p, const sl_stage
     for (int k = 0; k < so->nkeys; k++)
         sl_strbuf_printf(sb, "%s%s%s", k ? ", " : "", cols[so->keys[k]].name,
                          !mixed ? "" : so->key_descending[k] ? " descending" : " ascending");
-    if (!mixed)
-        sl_strbuf_printf(sb, " %s",
-                         so->descending || so->key_descending[0] ? "descending" : "ascending");
+    if (!mixed) sl_strbuf_printf(sb, " %s", so->key_descending[0] ? "descending" : "ascending");
     sl_strbuf_printf(sb, ", %s",
                      so->per_batch ? "per batch" : "whole stream (rows leave at flush)");
 }

@@ -338,7 +338,7 @@ START_TEST(sort_keys) {
     const sl_sort *s = &p->stages[0].sort;
     ck_assert_int_eq(s->nkeys, 1);
     ck_assert_int_eq(s->keys[0], column_id(p, "x"));
-    ck_assert(!s->descending && !s->per_batch);
+    ck_assert(!s->key_descending[0] && !s->per_batch);
     ck_assert_int_eq(s->bits_lo, 0);
     ck_assert_int_eq(s->bits_hi, 32);
     ck_assert(p->stages[0].live_after[column_id(p, "k")]);
@@ -346,7 +346,7 @@ START_TEST(sort_keys) {
 
     p = one_stage("u16", "sort: {key: x, order: descending, bits: [4, 12], per: batch}");
     s = &p->stages[0].sort;
-    ck_assert(s->descending && s->per_batch);
+    ck_assert(s->key_descending[0] && s->per_batch);
     ck_assert_int_eq(s->bits_lo, 4);
     ck_assert_int_eq(s->bits_hi, 12);
     sluice_pipeline_free(p);
@@ -368,36 +368,35 @@ END_TEST
 START_TEST(sort_order_per_key) {
     sluice_pipeline *p = one_stage("f64", "sort: {keys: [k, x], order: [descending, ascending]}");
     const sl_sort *s = &p->stages[0].sort;
-    ck_assert(s->key_descending[0] && !s->key_descending[1] && !s->descending);
+    ck_assert(s->key_descending[0] && !s->key_descending[1]);
     sluice_pipeline_free(p);
 
     p = tu_load(ctx, "sluice: 1\nname: t\ninput: {a: u8, b: f32, c: i64}\nstages:\n"
                      "  - sort: {keys: [a, b, c], order: [ascending, descending, ascending]}\n");
     s = &p->stages[0].sort;
     ck_assert(!s->key_descending[0] && s->key_descending[1] && !s->key_descending[2]);
-    ck_assert(!s->descending);
     sluice_pipeline_free(p);
 
     p = one_stage("f64", "sort: {keys: [k, x], order: [descending, descending]}");
     s = &p->stages[0].sort;
-    ck_assert(s->key_descending[0] && s->key_descending[1] && s->descending);
+    ck_assert(s->key_descending[0] && s->key_descending[1]);
     sluice_pipeline_free(p);
 
     /* a scalar order applies to every key */
     p = one_stage("f64", "sort: {keys: [k, x], order: descending}");
     s = &p->stages[0].sort;
-    ck_assert(s->key_descending[0] && s->key_descending[1] && s->descending);
+    ck_assert(s->key_descending[0] && s->key_descending[1]);
     sluice_pipeline_free(p);
 
     p = one_stage("f64", "sort: {keys: [k, x]}");
     s = &p->stages[0].sort;
-    ck_assert(!s->key_descending[0] && !s->key_descending[1] && !s->descending);
+    ck_assert(!s->key_descending[0] && !s->key_descending[1]);
     sluice_pipeline_free(p);
 
     /* one key: a list of one, with bits */
     p = one_stage("u16", "sort: {key: x, order: [descending], bits: [4, 12]}");
     s = &p->stages[0].sort;
-    ck_assert(s->key_descending[0] && s->descending);
+    ck_assert(s->key_descending[0]);
     ck_assert_int_eq(s->bits_lo, 4);
     sluice_pipeline_free(p);
 

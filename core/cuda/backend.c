@@ -321,7 +321,7 @@ static sluice_status sort_desc(const group_state *g, sl_cuda_sort_desc *d) {
             if (g->cols[c] == g->sort->keys[k]) d->keys[k] = c;
         if (d->keys[k] < 0) return SLUICE_ERR_INVALID_ARGUMENT;
     }
-    d->descending = g->sort->descending;
+    /* Each key's own order; d->descending (every key) stays false. */
     for (int k = 0; k < d->nkeys; k++) d->key_descending[k] = g->sort->key_descending[k];
     d->bits_lo = g->sort->bits_lo;
     d->bits_hi = g->sort->bits_hi;

@@ -95,7 +95,6 @@ typedef struct sl_sort {
     int nkeys;
     int keys[SL_MAX_SORT_KEYS]; /* most significant first */
     bool key_descending[SL_MAX_SORT_KEYS]; /* key k's order (`order`, one for all or one per key) */
-    bool descending;            /* every key descending (true only when all key_descending are) */
     int bits_lo, bits_hi;       /* bit range of the (single) key's unsigned image; [0, width)
                                    when not given */
     bool per_batch;             /* per: batch */
