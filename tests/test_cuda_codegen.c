@@ -7,6 +7,7 @@
  * stale.
  * Skips (77) in builds without CUDA. */
 #include <dirent.h>
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -213,6 +214,98 @@ START_TEST(reduce_of_every_segment_kind) {
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p = tu_load(ctx, yaml);
     ck_assert_int_ge(compile_all_groups(ctx, p, yaml), 2);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* The largest local-memory frame (bytes per thread: spilled registers and stack arrays) of
+ * any function of a cubin, from its .nv.info section: attributes of 4-byte format, code and
+ * size, then the value; EIATTR_FRAME_SIZE (0x11) holds a function's symbol and its frame. */
+static uint32_t max_frame_bytes(const void *cubin, size_t size) {
+    const unsigned char *b = cubin;
+    ck_assert_uint_ge(size, sizeof(Elf64_Ehdr));
+    const Elf64_Ehdr *eh = cubin;
+    ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64);
+    ck_assert_uint_le(eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr), size);
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+    const char *names = (const char *)b + sh[eh->e_shstrndx].sh_offset;
+    uint32_t max = 0;
+    bool found = false;
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (strcmp(names + sh[i].sh_name, ".nv.info") != 0) continue;
+        const unsigned char *a = b + sh[i].sh_offset, *end = a + sh[i].sh_size;
+        ck_assert_uint_le(sh[i].sh_offset + sh[i].sh_size, size);
+        while (a + 4 <= end) {
+            uint8_t format = a[0], code = a[1];
+            if (format != 0x04) { /* a value of two bytes (0x03) or none (0x01) */
+                a += format == 0x03 ? 4 : 2;
+                continue;
+            }
+            uint16_t n;
+            memcpy(&n, a + 2, 2);
+            if (code == 0x11 && n == 8) {
+                uint32_t frame;
+                memcpy(&frame, a + 8, 4);
+                if (frame > max) max = frame;
+                found = true;
+            }
+            a += 4 + n;
+        }
+    }
+    ck_assert_msg(found, "no frame size in the cubin's .nv.info");
+    return max;
+}
+
+/* ptxas keeps a reduce's state in registers: gpu_reduce's reduce of twelve values by an i16
+ * key after a filter and a scan (its test_every_operator_every_kind) compiles without spilling.
+ * With a copy of the segment fields per value its state was 168 bytes and the kernel kept a
+ * 3.6 KB frame per thread (~1 KB of spills), and those kernels gave wrong rows on the H200
+ * (bench/RESULTS.md, the fifth session). The frame of a kernel that spills nothing is tens of
+ * bytes; 512 leaves room for a ptxas that allocates differently. */
+START_TEST(reduce_state_stays_in_registers) {
+    static const char *const segs[] = {"      segments: {key: g}\n", "      segments: {key: big}\n",
+                                       "      segments: {key: fk}\n"};
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: wide-%d\ninput: {x: f32, i: i32, u: u16}\n"
+             "operators:\n  affine:\n    state: {a: f64, b: f64}\n"
+             "    identity: {a: 1.0, b: 0.0}\n"
+             "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+             "stages:\n"
+             "  - map: {g: i16(x * 0.6), big: x > 0.5, fk: f32(i32(x))}\n"
+             "  - filter: x > -1.8\n"
+             "  - scan: {of: i, op: max, into: run}\n"
+             "  - reduce:\n%s      index: seg\n      values:\n"
+             "        - {op: sum, of: x, into: total}\n"
+             "        - {op: sum, of: i, into: isum}\n"
+             "        - {op: prod, of: x * 0.01 + 1.0, into: p, acc: f64}\n"
+             "        - {op: min, of: i, into: lo}\n"
+             "        - {op: max, of: x, into: hi}\n"
+             "        - {op: and, of: u, into: band}\n"
+             "        - {op: or, of: u, into: bor}\n"
+             "        - {op: xor, of: i, into: bxor}\n"
+             "        - {op: count, into: n}\n"
+             "        - {op: max, of: run, into: top}\n"
+             "        - {op: linrec, a: x * 0.1, b: x, into: h_last}\n"
+             "        - {op: affine, of: {a: f64(x) * 0.1, b: f64(x)}, into: {a: pa, b: pb}}\n",
+             _i, segs[_i]);
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    ck_assert(cg.reduces);
+    void *cubin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "wide.cu", ARCH, &cubin, &size), SLUICE_OK);
+    uint32_t frame = max_frame_bytes(cubin, size);
+    ck_assert_msg(frame <= 512, "%s: a %zu-byte reduce state keeps a %u-byte frame per thread",
+                  sluice_pipeline_name(p), cg.state_size[cg.phases - 1], frame);
+    sl_free(ctx, cubin);
+    sl_cuda_codegen_free(ctx, &cg);
+    sl_plan_free(ctx, &plan);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
@@ -1002,6 +1095,7 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, shipped_pipelines_compile, 0, 2);
     tcase_add_loop_test(tc, reduce_of_every_segment_kind, 0, 10);
     tcase_add_test(tc, reduce_layouts);
+    tcase_add_loop_test(tc, reduce_state_stays_in_registers, 0, 3);
     tcase_add_test(tc, kernel_shapes);
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
