@@ -16,12 +16,17 @@ namespace sl {
 
 /* A barrier over the block's first THREADS threads: __syncthreads when BAR is 0, else the
  * named hardware barrier BAR (kernels that give one warp another role synchronise their
- * other THREADS threads among themselves this way). */
+ * other THREADS threads among themselves this way; a host emulation of the kernels,
+ * tests/cuda_host, supplies sl_host_named_barrier). */
 template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
     if constexpr (BAR == 0) {
         __syncthreads();
     } else {
+#if defined(SL_HOST_EMULATION)
+        sl_host_named_barrier(BAR, THREADS);
+#else
         asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
+#endif
     }
 }
 

@@ -625,13 +625,24 @@ END_TEST
 /* ---- a reduce group's generated code run on the host --------------------------------- */
 
 /* The reduce pipelines reduce_on_host runs: exact operators only (the CPU associates
- * differently), a filter and a scan fused before the reduce (two look-back phases), each
- * segment kind but offsets (tests/cuda_host/reduce_emulate.cc has no segment index kernel),
- * per stream and per batch. Keys and head flags come from k's low bits: runs of a few rows. */
-static const char *const host_segments[] = {
-    "      segments: {key: g}\n", "      segments: {key: big}\n", "      segments: hd\n", "",
-    "      segments: {key: g}\n      per: batch\n", "      segments: hd\n      per: batch\n",
-    "      per: batch\n",
+ * differently), a filter fused before the reduce and a scan (two look-back phases: the
+ * two-stage loop) or none (one phase: the loop with a look-back warp), each segment kind but
+ * offsets (tests/cuda_host/reduce_emulate.cc has no segment index kernel), per stream and
+ * per batch. Keys and head flags come from k's low bits: runs of a few rows. */
+static const struct host_case {
+    const char *segments;
+    bool scan;
+} host_cases[] = {
+    {"      segments: {key: g}\n", true},
+    {"      segments: {key: big}\n", true},
+    {"      segments: hd\n", true},
+    {"", true},
+    {"      segments: {key: g}\n      per: batch\n", true},
+    {"      segments: hd\n      per: batch\n", true},
+    {"      per: batch\n", true},
+    {"      segments: {key: g}\n", false},
+    {"      segments: hd\n      per: batch\n", false},
+    {"", false},
 };
 
 /* splitmix64 bytes as reduce_emulate.cc makes its inputs */
@@ -658,33 +669,27 @@ START_TEST(reduce_on_host) {
              "sluice: 1\nname: host-%d\ninput: {x: i32, k: i16}\nstages:\n"
              "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
              "  - filter: x %% 5 != 0\n"
-             "  - scan: {of: x, op: max, into: run}\n"
+             "%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
              "        - {op: sum, of: x, into: s}\n"
              "        - {op: min, of: x, into: lo}\n"
-             "        - {op: max, of: run, into: top}\n"
+             "        - {op: max, of: %s, into: top}\n"
              "        - {op: xor, of: x, into: bx}\n"
              "        - {op: and, of: k, into: ba}\n"
              "        - {op: count, into: n}\n"
              "output: [seg, s, lo, top, bx, ba, n]\n",
-             _i, host_segments[_i]);
+             _i, host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
+             host_cases[_i].segments, host_cases[_i].scan ? "run" : "x");
     sluice_pipeline *p = tu_load(ctx, yaml);
     ck_assert_ptr_nonnull(p);
-    bool per_batch = strstr(host_segments[_i], "per: batch") != NULL;
+    bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
     sl_plan plan;
     ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
     ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
-    /* the look-back-warp kernel's named barriers are not emulated: the two-stage loop */
-    const char *overlap = getenv("SLUICE_CUDA_OVERLAP");
-    char *saved = overlap ? strdup(overlap) : NULL;
-    setenv("SLUICE_CUDA_OVERLAP", "0", 1);
     ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
-    if (saved) setenv("SLUICE_CUDA_OVERLAP", saved, 1);
-    else unsetenv("SLUICE_CUDA_OVERLAP");
-    free(saved);
     ck_assert(cg.reduces);
-    ck_assert(!cg.lookback_warp);
+    ck_assert(cg.lookback_warp == !host_cases[_i].scan); /* both loops of sl_tile.cuh */
 
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -1107,7 +1112,7 @@ static Suite *make_suite(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_segments));
+    tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

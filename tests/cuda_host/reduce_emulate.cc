@@ -8,8 +8,8 @@
  * (sl_lookback.cuh) and their dynamic shared memory comes from here (sl_device.cuh). One
  * host thread per GPU thread plays a block: __syncthreads is a barrier over the block, a
  * shuffle or ballot an exchange between the 32 threads of a warp between two barriers of the
- * warp, __shared__ variables are statics (so a launch runs one block at a time: grid 1, the
- * block taking every tile in turn). Kernels are launched as core/cuda/fused.c does: the main
+ * warp, a named barrier one over its threads, __shared__ variables are statics (so a
+ * launch runs one block at a time: grid 1, the block taking every tile in turn). Kernels are launched as core/cuda/fused.c does: the main
  * kernel over a batch (not for an empty one: its carry is copied), then the close kernel;
  * at flush the close kernel alone.
  *
@@ -21,9 +21,8 @@
  * SL_GENERATED (the source's path), SL_IN_SIZES and SL_OUT_SIZES (bytes per element of the
  * kernel's inputs and outputs, in argument order), SL_CARRY_IDENTITY (the carry's identity
  * bytes) and SL_CLOSE_THREADS (the close kernel's block), and linked with -latomic (16-byte
- * atomics). The generator must keep one-phase groups off the look-back-warp kernel
- * (SLUICE_CUDA_OVERLAP=0: its named barriers are not emulated); offsets segments are not
- * run (no segment index kernel). */
+ * atomics). Both loops run (the two-stage one and the one with a look-back warp, whose
+ * named barrier is emulated too); offsets segments are not (no segment index kernel). */
 #include <pthread.h>
 #include <sched.h>
 
@@ -57,9 +56,12 @@ struct sl_dim3 {
 static thread_local sl_dim3 threadIdx, blockDim;
 static const sl_dim3 blockIdx = {0, 0, 0}, gridDim = {1, 1, 1};
 
-/* The block being run: its barriers, the warps' exchange slots, its dynamic shared memory. */
+/* The block being run: its barriers (named barrier 1 over its first `named_threads` threads:
+ * the row-owning threads of the kernel with a look-back warp), the warps' exchange slots,
+ * its dynamic shared memory. */
 struct host_block {
-    pthread_barrier_t all;
+    pthread_barrier_t all, named;
+    int named_threads;
     pthread_barrier_t warp[32];
     unsigned slot[32][32];
     std::unique_ptr<unsigned char[]> smem;
@@ -67,6 +69,13 @@ struct host_block {
 static host_block *g_block;
 
 static void __syncthreads() { pthread_barrier_wait(&g_block->all); }
+static void sl_host_named_barrier(int bar, int threads) {
+    if (bar != 1 || threads != g_block->named_threads) {
+        fprintf(stderr, "reduce_emulate: named barrier %d over %d threads is not emulated\n", bar, threads);
+        abort();
+    }
+    pthread_barrier_wait(&g_block->named);
+}
 static void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&g_block->warp[threadIdx.x / 32]); }
 /* every lane of the warp puts v and takes lane `from`'s */
 static unsigned warp_exchange(unsigned v, unsigned from) {
@@ -101,10 +110,12 @@ static void *sl_host_dynamic_smem() { return g_block->smem.get(); }
 #include SL_GENERATED
 
 /* Runs `kernel` as one block of `threads` threads with `smem` bytes of dynamic shared memory
- * (left uninitialised, as on the device). */
-template <class F> static void launch(int threads, size_t smem, F kernel) {
+ * (left uninitialised, as on the device); named barrier 1 spans its first `named` threads. */
+template <class F> static void launch(int threads, int named, size_t smem, F kernel) {
     host_block b;
     pthread_barrier_init(&b.all, nullptr, (unsigned)threads);
+    pthread_barrier_init(&b.named, nullptr, (unsigned)named);
+    b.named_threads = named;
     for (int w = 0; w < threads / 32; w++) pthread_barrier_init(&b.warp[w], nullptr, 32);
     b.smem.reset(new unsigned char[smem ? smem : 1]);
     g_block = &b;
@@ -118,6 +129,7 @@ template <class F> static void launch(int threads, size_t smem, F kernel) {
     for (std::thread &t : ts) t.join();
     g_block = nullptr;
     pthread_barrier_destroy(&b.all);
+    pthread_barrier_destroy(&b.named);
     for (int w = 0; w < threads / 32; w++) pthread_barrier_destroy(&b.warp[w]);
 }
 
@@ -163,8 +175,8 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
         a.out[k] = bufs[k].data();
     }
     if (flush || rows == 0) memcpy(carry_out.data(), carry.data(), carry.size());
-    else launch(THREADS, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
-    launch(SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
+    else launch(THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+    launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
     if (out_rows < 0 || (size_t)out_rows > cap) {
         fprintf(stderr, "reduce_emulate: %lld rows out of a batch of %lld\n", out_rows, rows);
         exit(1);
