@@ -4,7 +4,8 @@
  * Not part of the library: it answers whether the design below reaches >= 90% of copy on the
  * H200 before kernels/sl_tile.cuh is rebuilt around it (bench/RESULTS.md has the figures).
  *
- * Usage: lookahead_scan [log2_rows=28] [reps=10] [blocks_per_sm=0 (occupancy)]
+ * Usage: lookahead_scan [log2_rows=28] [reps=10] [blocks_per_sm]  (without blocks_per_sm:
+ * as many as fit, and the f32 job again at one and at two blocks per SM)
  *
  * The design (the one the issue describes; CCCL's newest scan works this way too):
  * - Persistent blocks with a static schedule: block b takes tiles b, b + G, b + 2G, ... (G
@@ -398,7 +399,7 @@ template <typename T> static int job(const char *name, long long n, int reps, in
 int main(int argc, char **argv) {
     int lg = argc > 1 ? atoi(argv[1]) : 28;
     int reps = argc > 2 ? atoi(argv[2]) : 10;
-    int bpsm = argc > 3 ? atoi(argv[3]) : 0;
+    int bpsm = argc > 3 ? atoi(argv[3]) : 0; /* 0: as many as fit, and 1 and 2 besides */
     if (lg < 10 || lg > 30 || reps < 1 || reps > 100) {
         fprintf(stderr, "usage: lookahead_scan [log2_rows 10..30] [reps] [blocks_per_sm]\n");
         return 2;
@@ -412,6 +413,10 @@ int main(int argc, char **argv) {
     int fails = 0;
     printf("| job | lookahead | CUB | lookahead / CUB |\n|---|---|---|---|\n");
     fails += job<float>("f32", n, reps, bpsm);
+    if (argc <= 3) { /* the launch shape's share: one and two blocks per SM */
+        fails += job<float>("f32, 1 block per SM", n, reps, 1);
+        fails += job<float>("f32, 2 blocks per SM", n, reps, 2);
+    }
     fails += job<int>("i32", n, reps, bpsm);
     /* ragged sizes: the last tile element by element, fewer tiles than blocks */
     fails += job<float>("f32 ragged", n - 12345, reps, bpsm);
