@@ -25,15 +25,7 @@
 #include "cuda/sort.h"
 #include "sluice.h"
 #include "sluice_cuda.h"
-
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "cuda_check.h"
 
 static int g_reps = 20;
 static cudaStream_t g_stream;

@@ -33,15 +33,7 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/sl_pipe.cuh"
-
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "cuda_check.h"
 
 namespace la {
 
