@@ -22,6 +22,7 @@
 #include "sluice_cuda.h"
 #include "testutil.h"
 #include "common/types.h"
+#include "reduce_cases.h"
 
 #include "gpu_harness.h"
 
@@ -134,26 +135,12 @@ START_TEST(test_every_operator_every_kind) {
     bool per_batch = _i % 2 == 1;
     snprintf(g_yaml, sizeof g_yaml,
              "sluice: 1\nname: ops-%d\ninput: {x: f32, i: i32, u: u16, k: i16, h: bool}\n"
-             "operators:\n  affine:\n    state: {a: f64, b: f64}\n"
-             "    identity: {a: 1.0, b: 0.0}\n"
-             "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+             SL_TEST_AFFINE_OPERATOR
              "stages:\n"
              "  - map: {hd: x > 1.9, g: i16(x * 0.6), big: x > 0.5, fk: f32(i32(x))}\n"
              "  - filter: x > -1.8\n"
              "  - scan: {of: i, op: max, into: run}\n"
-             "  - reduce:\n%s      index: seg\n%s      values:\n"
-             "        - {op: sum, of: x, into: total}\n"
-             "        - {op: sum, of: i, into: isum}\n"
-             "        - {op: prod, of: x * 0.01 + 1.0, into: p, acc: f64}\n"
-             "        - {op: min, of: i, into: lo}\n"
-             "        - {op: max, of: x, into: hi}\n"
-             "        - {op: and, of: u, into: band}\n"
-             "        - {op: or, of: u, into: bor}\n"
-             "        - {op: xor, of: i, into: bxor}\n"
-             "        - {op: count, into: n}\n"
-             "        - {op: max, of: run, into: top}\n"
-             "        - {op: linrec, a: x * 0.1, b: x, into: h_last}\n"
-             "        - {op: affine, of: {a: f64(x) * 0.1, b: f64(x)}, into: {a: pa, b: pb}}\n"
+             "  - reduce:\n%s      index: seg\n%s" SL_TEST_TWELVE_REDUCE_VALUES
              "  - map: {mean: total / f32(n)}\n"
              "  - filter: n > 0\n",
              _i, seg, per_batch ? "      per: batch\n" : "");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "reduce_cases.h"
 
 #if __has_include(<nvrtc.h>)
 #include "common/context.h"
@@ -269,26 +270,12 @@ START_TEST(reduce_state_stays_in_registers) {
     char yaml[4096];
     snprintf(yaml, sizeof yaml,
              "sluice: 1\nname: wide-%d\ninput: {x: f32, i: i32, u: u16}\n"
-             "operators:\n  affine:\n    state: {a: f64, b: f64}\n"
-             "    identity: {a: 1.0, b: 0.0}\n"
-             "    combine: {a: l.a * r.a, b: r.a * l.b + r.b}\n"
+             SL_TEST_AFFINE_OPERATOR
              "stages:\n"
              "  - map: {g: i16(x * 0.6), big: x > 0.5, fk: f32(i32(x))}\n"
              "  - filter: x > -1.8\n"
              "  - scan: {of: i, op: max, into: run}\n"
-             "  - reduce:\n%s      index: seg\n      values:\n"
-             "        - {op: sum, of: x, into: total}\n"
-             "        - {op: sum, of: i, into: isum}\n"
-             "        - {op: prod, of: x * 0.01 + 1.0, into: p, acc: f64}\n"
-             "        - {op: min, of: i, into: lo}\n"
-             "        - {op: max, of: x, into: hi}\n"
-             "        - {op: and, of: u, into: band}\n"
-             "        - {op: or, of: u, into: bor}\n"
-             "        - {op: xor, of: i, into: bxor}\n"
-             "        - {op: count, into: n}\n"
-             "        - {op: max, of: run, into: top}\n"
-             "        - {op: linrec, a: x * 0.1, b: x, into: h_last}\n"
-             "        - {op: affine, of: {a: f64(x) * 0.1, b: f64(x)}, into: {a: pa, b: pb}}\n",
+             "  - reduce:\n%s      index: seg\n" SL_TEST_TWELVE_REDUCE_VALUES,
              _i, segs[_i]);
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p = tu_load(ctx, yaml);
