@@ -231,8 +231,8 @@ int main(void) {
         return 77;
     }
     if (!g_subject_cpu && !cuda_runs_reduce()) {
-        fprintf(stderr, "gpu_reduce: the CUDA backend's reduce is switched off (core/cuda/backend.c, "
-                        "caps .reduce), skipped\n");
+        fprintf(stderr, "gpu_reduce: the CUDA backend's reduce is switched off (build option "
+                        "SLUICE_CUDA_REDUCE), skipped\n");
         return 77;
     }
     return tu_run_suite(gpu_reduce_suite());

@@ -1633,15 +1633,21 @@ static sluice_status cuda_carry_set(sluice_session *s, int gi, const sl_scan_car
 
 static void cuda_restore(sluice_session *s, const void *mark) { restore_impl(s->impl, mark); }
 
+#ifndef SLUICE_CUDA_REDUCE
+#define SLUICE_CUDA_REDUCE 0 /* the build option of that name (CMakeLists.txt) */
+#endif
+
 static const sl_backend_ops cuda_ops = {
     .id = SLUICE_BACKEND_CUDA,
     .name = "cuda",
     .available = cuda_available,
-    /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce). Off:
-     * tests/gpu_reduce failed on the H200 with it on (wrong min/max/sum rows for one- and
-     * two-row batches, bench/RESULTS.md); a reduce pipeline is refused here with a clear
-     * status, and `auto` runs it on the CPU. Turn on and run gpu_reduce to work on it. */
-    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true, .reduce = false},
+    /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce), the
+     * build option SLUICE_CUDA_REDUCE (CMakeLists.txt), off by default: tests/gpu_reduce
+     * failed on the H200 with it on (wrong min/max/sum rows for one- and two-row batches,
+     * bench/RESULTS.md); a reduce pipeline is then refused here with a clear status, and
+     * `auto` runs it on the CPU. Build with it on and run gpu_reduce to work on it. */
+    .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true,
+             .reduce = SLUICE_CUDA_REDUCE != 0},
     .max_sort_rows = SL_CUDA_SORT_MAX_ROWS,
     .open = cuda_open,
     .close = cuda_close,
