@@ -178,11 +178,17 @@ static bool bool_carry(sl_scan_op op, int64_t n, uint8_t carry, void *y) {
  * vectorisable pass in L1. Floats round differently from the row-by-row loop (as any
  * parallel scan does) but always the same way for the same tile. */
 #define SUM_LANES 8
+/* Lanes are SUM_LANE_SKEW bytes shorter than an even split (the last lane takes the rest):
+ * at an even split of a 16384-row tile the lanes start a multiple of 4 KiB apart, so each
+ * lane's load aliased the store the lane before it had just made (the same address bits
+ * 0-11) and the loop ran several times slower. */
+#define SUM_LANE_SKEW 64
 #define SUM_LANES_LOOP(ST, CT, SUM, STATE)                                                \
     do {                                                                                 \
         const ST *x_ = x;                                                                \
         ST *y_ = y;                                                                      \
-        int64_t m_ = n / SUM_LANES;                                                      \
+        int64_t m_ = n / SUM_LANES - SUM_LANE_SKEW / (int64_t)sizeof(ST);                \
+        if (m_ < 1) m_ = n / SUM_LANES;                                                  \
         CT s_[SUM_LANES] = {0};                                                          \
         if (exclusive) {                                                                 \
             for (int64_t j = 0; j < m_; j++)                                             \
