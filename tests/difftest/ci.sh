@@ -37,5 +37,8 @@ if [ $has_len = 0 ]; then
   # replays with --seed S --case I.
   seed="${DIFFTEST_SEED:-$(date +%s)}"
   args+=(--seconds "${DIFFTEST_SECONDS:-240}" --seed "$seed")
+  # DIFFTEST_CASES: also stop after that many cases (CI: inside the range of its fixed seed
+  # that was run clean, however fast the machine).
+  [ -n "${DIFFTEST_CASES:-}" ] && args+=(--cases "$DIFFTEST_CASES")
 fi
 exec "$PY" "$ROOT/tests/difftest/difftest.py" "${args[@]}"
