@@ -419,9 +419,11 @@ SLUICE_API sluice_status sluice_session_push(sluice_session *session,
  * sort (or one piece when they need the sorted stream whole). Memory then stays within about
  * the budget plus one pushed batch, plus, while spilling, 24 bytes and 8 a key per held row of
  * images and indices (and on CUDA a host copy of the held rows). Disk: every spilled row's
- * record until flush; each run keeps a file open until then, so the number of runs (the
- * stream's W bytes a row over the budget) must stay under the open-file limit (ulimit -n). The
- * merge reads 4096 records of each run at a time. A run that cannot be written or read back
+ * record until flush. Runs merge as they come: whenever 16 runs of one generation are the
+ * newest, they are merged into one run of the next, so a stream spilling R times keeps at most
+ * about 15 x log16(R) files open (under 100 for a million spills) and each record is
+ * rewritten log16(R) times; every merge, the flush's too, reads 4096 records of each of its
+ * runs at a time. A run that cannot be written or read back
  * (or opened) is SLUICE_ERR_IO naming the directory; a failed spill changes nothing. Results
  * are the same with any budget. `per: batch` sorts each batch alone instead. */
 SLUICE_API sluice_status sluice_session_flush(sluice_session *session);

@@ -5,6 +5,7 @@
  * checked against the same batch under a large max_batch_rows; the bound on result batch
  * sizes that cutting gives; and the transaction rule when an allocation fails in the middle
  * of a cut batch. tests/gpu_backend.c checks the same semantics on the GPU. */
+#include <dirent.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,6 +485,64 @@ START_TEST(stream_sort_spills_and_merges) {
 }
 END_TEST
 
+/* Open files (the spilled runs are unlinked files): /proc/self/fd's entries. */
+static int open_files(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* A long stream under a tiny budget spills before every push: hundreds of runs. They merge
+ * as they come (16 of one level into one of the next), so the open files stay few, and the
+ * sorted result is the unspilled one's. */
+START_TEST(stream_sort_many_runs_stay_bounded) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    input in;
+    make_input(&in, 3000, 41);
+    for (size_t i = 0; i < NELEM(spilled); i++) {
+        sluice_pipeline *p = tu_load(ctx, spilled[i]);
+        const char *name = sluice_pipeline_name(p);
+        result want, got;
+        ck_assert_int_eq(run_budget(p, &in, 3000, 0, NULL, &want), SLUICE_OK);
+        int before = open_files();
+        /* 3000 rows in pushes of 5: about 600 runs, merged at 16 and at 256 */
+        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+        o.backend = SLUICE_BACKEND_CPU;
+        o.max_batch_rows = 64;
+        o.sort_memory_bytes = 1;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        memset(&got, 0, sizeof got);
+        int most = 0;
+        for (int64_t at = 0; at < in.rows; at += 5) {
+            int64_t n = in.rows - at < 5 ? in.rows - at : 5;
+            sluice_column cols[2] = {{"x", SLUICE_I32, in.x + at, n}, {"k", SLUICE_I16, in.k + at, n}};
+            ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+            drain(s, &got);
+            int now = open_files();
+            if (now > most) most = now;
+        }
+        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        drain(s, &got);
+        sluice_session_close(s);
+        /* levels 0 and 1 below 16 runs each, level 2 two runs: at most 32 more files */
+        ck_assert_msg(before >= 0 && most - before <= 2 * 16,
+                      "%s: %d files open while spilling (%d before)", name, most, before);
+        ck_assert_int_eq(open_files(), before);
+        same(name, 1, &want, &got);
+        result_free(&got);
+        result_free(&want);
+        sluice_pipeline_free(p);
+    }
+    input_free(&in);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(spill_failure_changes_nothing) {
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
@@ -541,6 +600,7 @@ static Suite *exec_suite(void) {
     tcase_add_test(tc, oversized_batches_keep_their_results);
     tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
     tcase_add_test(tc, stream_sort_spills_and_merges);
+    tcase_add_test(tc, stream_sort_many_runs_stay_bounded);
     tcase_add_test(tc, spill_failure_changes_nothing);
     suite_add_tcase(s, tc);
     return s;

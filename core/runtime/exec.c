@@ -13,10 +13,12 @@
 #include "runtime/sortkey.h"
 
 /* A sorted run a stream-wide sort wrote to disk (sort_memory_bytes): rows of fixed-size
- * records, in sorted order. */
+ * records, in sorted order. level: 0 for a run spilled from memory, k + 1 for a run merged
+ * from SPILL_FANIN runs of level k (merge_tail). */
 typedef struct spill_run {
     FILE *f;
     int64_t rows;
+    int level;
 } spill_run;
 
 /* A stream-wide sort's buffer: the columns reaching the sort (the plan group's `in`),
@@ -384,6 +386,15 @@ static FILE *open_spill_file(sluice_session *s) {
 }
 
 #define SPILL_CHUNK 4096 /* records written or read at a time */
+/* Runs merged into one at a time: when SPILL_FANIN runs of one level are the newest, they
+ * become one run of the next level, so a long stream holds O(SPILL_FANIN x log(runs)) open
+ * files and the flush's merge that many read buffers, and each row is rewritten
+ * log_SPILL_FANIN(runs) times, instead of one file per spill (a process's file limit) and a
+ * flush reading them all at once. */
+#define SPILL_FANIN 16
+
+static int tail_to_merge(const sort_buffer *b);
+static sluice_status merge_tail(sluice_session *s, int gi, int count);
 
 /* Writes the rows group gi holds as a sorted run; on success it holds none. */
 static sluice_status spill(sluice_session *s, int gi) {
@@ -458,7 +469,7 @@ static sluice_status spill(sluice_session *s, int gi) {
     }
     if (st == SLUICE_OK && fflush(f) != 0) st = io_error(s, "cannot write");
     if (st == SLUICE_OK) {
-        b->runs[b->nruns++] = (spill_run){f, n};
+        b->runs[b->nruns++] = (spill_run){f, n, 0};
         b->rows = 0;
     } else if (f) {
         fclose(f);
@@ -471,6 +482,8 @@ static sluice_status spill(sluice_session *s, int gi) {
     sl_free(ctx, idx);
     sl_free(ctx, tmp);
     sl_free(ctx, out);
+    /* The rows are in a run now; only bounding the runs is left (content unchanged). */
+    while (st == SLUICE_OK && tail_to_merge(b) > 0) st = merge_tail(s, gi, tail_to_merge(b));
     return st;
 }
 
@@ -645,10 +658,22 @@ static sluice_status push_impl(sluice_session *s, sl_input *in) {
 
 /* ---- merging spilled runs at flush ----------------------------------------------------- */
 
+/* ---- k-way merges of sorted runs -------------------------------------------------------
+ * run_merge walks runs [0, n) of an array in sorted order: merge_peek gives the next record
+ * (valid until merge_pop), merge_pop moves past it. Ties go to the older run, so merging
+ * runs kept in stream order is stable. */
 typedef struct run_reader {
     unsigned char *buf;
     int64_t have, at, left; /* records in buf, the next one, records not yet read */
 } run_reader;
+
+typedef struct run_merge {
+    spill_run *runs;
+    run_reader *rd;
+    int *heap;
+    int n, nheap, nk;
+    size_t rec;
+} run_merge;
 
 static bool reader_less(const run_reader *rd, int a, int b, size_t rec, int nk) {
     int c = compare_images((const uint64_t *)(rd[a].buf + (size_t)rd[a].at * rec),
@@ -675,6 +700,109 @@ static sluice_status refill(sluice_session *s, spill_run *run, run_reader *rd, s
     rd->have = m;
     rd->at = 0;
     rd->left -= m;
+    return SLUICE_OK;
+}
+
+static void merge_close(sluice_context *ctx, run_merge *m) {
+    for (int r = 0; m->rd && r < m->n; r++) sl_free(ctx, m->rd[r].buf);
+    sl_free(ctx, m->rd);
+    sl_free(ctx, m->heap);
+    m->rd = NULL;
+    m->heap = NULL;
+}
+
+/* Opens a merge of runs[0, n) (records of rec bytes, nk key words first); on failure
+ * everything it had is freed. */
+static sluice_status merge_open(sluice_session *s, spill_run *runs, int n, size_t rec, int nk,
+                                run_merge *m) {
+    sluice_context *ctx = s->ctx;
+    *m = (run_merge){runs, NULL, NULL, n, 0, nk, rec};
+    m->rd = sl_calloc(ctx, (size_t)n + 1, sizeof *m->rd);
+    m->heap = sl_calloc(ctx, (size_t)n + 1, sizeof *m->heap);
+    sluice_status st = m->rd && m->heap ? SLUICE_OK : oom(ctx, "merging a stream-wide sort's runs");
+    for (int r = 0; st == SLUICE_OK && r < n; r++) {
+        run_reader *rd = &m->rd[r];
+        rd->buf = sl_alloc(ctx, SPILL_CHUNK * rec);
+        if (!rd->buf) {
+            st = oom(ctx, "merging a stream-wide sort's runs");
+            break;
+        }
+        rd->left = runs[r].rows;
+        if (fseek(runs[r].f, 0, SEEK_SET) != 0) st = io_error(s, "cannot read back");
+        if (st == SLUICE_OK && rd->left > 0) st = refill(s, &runs[r], rd, rec);
+        if (st == SLUICE_OK && rd->have > 0) m->heap[m->nheap++] = r;
+    }
+    for (int i = m->nheap / 2 - 1; st == SLUICE_OK && i >= 0; i--)
+        heap_down(m->heap, m->nheap, i, m->rd, rec, nk);
+    if (st != SLUICE_OK) merge_close(ctx, m);
+    return st;
+}
+
+static const unsigned char *merge_peek(const run_merge *m) {
+    if (m->nheap == 0) return NULL;
+    const run_reader *rd = &m->rd[m->heap[0]];
+    return rd->buf + (size_t)rd->at * m->rec;
+}
+
+static sluice_status merge_pop(sluice_session *s, run_merge *m) {
+    int r = m->heap[0];
+    run_reader *rd = &m->rd[r];
+    if (++rd->at == rd->have) {
+        if (rd->left > 0) SL_TRY(refill(s, &m->runs[r], rd, m->rec));
+        else m->heap[0] = m->heap[--m->nheap];
+    }
+    heap_down(m->heap, m->nheap, 0, m->rd, m->rec, m->nk);
+    return SLUICE_OK;
+}
+
+/* How many of the newest runs merge_tail should merge now: SPILL_FANIN when that many runs of
+ * one level are the newest (levels never rise from older runs to newer ones), else 0. */
+static int tail_to_merge(const sort_buffer *b) {
+    if (b->nruns < SPILL_FANIN) return 0;
+    int level = b->runs[b->nruns - 1].level, k = 0;
+    while (k < b->nruns && b->runs[b->nruns - 1 - k].level == level) k++;
+    return k >= SPILL_FANIN ? SPILL_FANIN : 0;
+}
+
+/* Merges the `count` newest runs of group gi into one run of the next level, in their place.
+ * On a failure the runs are as they were. */
+static sluice_status merge_tail(sluice_session *s, int gi, int count) {
+    sluice_context *ctx = s->ctx;
+    sort_buffer *b = &s->exec->buffers[gi];
+    int first = b->nruns - count;
+    size_t rec = record_bytes(s, gi);
+    int64_t total = 0;
+    for (int r = first; r < b->nruns; r++) total += b->runs[r].rows;
+    unsigned char *out = sl_alloc(ctx, SPILL_CHUNK * rec);
+    if (!out) return oom(ctx, "merging a stream-wide sort's runs");
+    run_merge m;
+    sluice_status st = merge_open(s, b->runs + first, count, rec, sort_of(s, gi)->nkeys, &m);
+    FILE *f = NULL;
+    if (st == SLUICE_OK) {
+        f = open_spill_file(s);
+        if (!f) st = io_error(s, "cannot create a file");
+    }
+    int64_t have = 0;
+    for (const unsigned char *o; st == SLUICE_OK && (o = merge_peek(&m)) != NULL;) {
+        memcpy(out + (size_t)have * rec, o, rec);
+        have++;
+        st = merge_pop(s, &m);
+        if (st == SLUICE_OK && (have == SPILL_CHUNK || m.nheap == 0)) {
+            if (fwrite(out, rec, (size_t)have, f) != (size_t)have) st = io_error(s, "cannot write");
+            have = 0;
+        }
+    }
+    if (st == SLUICE_OK && fflush(f) != 0) st = io_error(s, "cannot write");
+    if (m.rd) merge_close(ctx, &m);
+    sl_free(ctx, out);
+    if (st != SLUICE_OK) {
+        if (f) fclose(f);
+        return st;
+    }
+    int level = b->runs[first].level + 1;
+    for (int r = first; r < b->nruns; r++) fclose(b->runs[r].f);
+    b->runs[first] = (spill_run){f, total, level};
+    b->nruns = first + 1;
     return SLUICE_OK;
 }
 
@@ -706,20 +834,18 @@ static sluice_status merge_runs(sluice_session *s, int gi) {
     sort_buffer *b = &s->exec->buffers[gi];
     const sl_group *g = &s->plan.groups[gi];
     const sl_backend_ops *be = s->backend;
-    int nk = sort_of(s, gi)->nkeys, nr = b->nruns, next = gi + 1;
+    int nk = sort_of(s, gi)->nkeys, next = gi + 1;
     size_t rec = record_bytes(s, gi), ncol = (size_t)s->pipeline->ncolumns + 1;
     int64_t total = 0;
-    for (int r = 0; r < nr; r++) total += b->runs[r].rows;
+    for (int r = 0; r < b->nruns; r++) total += b->runs[r].rows;
     /* Pieces of max_batch_rows, unless the groups after need the sorted stream whole. */
     bool whole = next < s->plan.ngroups && s->plan.groups[next].cut == SL_CUT_NEVER;
     int64_t chunk = whole ? total : s->max_batch_rows;
     if (chunk > total) chunk = total;
     if (chunk > s->max_batch_rows) SL_TRY(reserve(s, chunk, -1));
-    run_reader *rd = sl_calloc(ctx, (size_t)nr, sizeof *rd);
-    int *heap = sl_calloc(ctx, (size_t)nr, sizeof *heap);
     void **hostcols = sl_calloc(ctx, ncol, sizeof *hostcols), **devcols = sl_calloc(ctx, ncol, sizeof *devcols);
     sluice_status st = SLUICE_OK;
-    if (!rd || !heap || !hostcols || !devcols) st = oom(ctx, "merging a stream-wide sort's runs");
+    if (!hostcols || !devcols) st = oom(ctx, "merging a stream-wide sort's runs");
     for (int j = 0; st == SLUICE_OK && j < g->nout; j++) {
         int c = g->out[j];
         size_t bytes = (size_t)chunk * column_size(s, c);
@@ -727,46 +853,28 @@ static sluice_status merge_runs(sluice_session *s, int gi) {
         if (!hostcols[c]) st = oom(ctx, "merging a stream-wide sort's runs");
         else if (be->from_host) st = be->alloc(s, bytes ? bytes : 1, &devcols[c]);
     }
-    int nheap = 0;
-    for (int r = 0; st == SLUICE_OK && r < nr; r++) {
-        rd[r].buf = sl_alloc(ctx, SPILL_CHUNK * rec);
-        if (!rd[r].buf) {
-            st = oom(ctx, "merging a stream-wide sort's runs");
-            break;
-        }
-        rd[r].left = b->runs[r].rows;
-        if (fseek(b->runs[r].f, 0, SEEK_SET) != 0) st = io_error(s, "cannot read back");
-        if (st == SLUICE_OK && rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
-        if (st == SLUICE_OK && rd[r].have > 0) heap[nheap++] = r;
-    }
-    for (int i = nheap / 2 - 1; st == SLUICE_OK && i >= 0; i--) heap_down(heap, nheap, i, rd, rec, nk);
+    run_merge m = {0};
+    if (st == SLUICE_OK) st = merge_open(s, b->runs, b->nruns, rec, nk, &m);
     int64_t rows = 0;
-    while (st == SLUICE_OK && nheap > 0) {
-        int r = heap[0];
-        const unsigned char *o = rd[r].buf + (size_t)rd[r].at * rec + (size_t)nk * 8;
+    for (const unsigned char *o; st == SLUICE_OK && (o = merge_peek(&m)) != NULL;) {
+        o += (size_t)nk * 8;
         for (int j = 0; j < g->nout; j++) {
             size_t w = column_size(s, g->out[j]);
             memcpy((char *)hostcols[g->out[j]] + (size_t)rows * w, o, w);
             o += w;
         }
         rows++;
-        if (++rd[r].at == rd[r].have) {
-            if (rd[r].left > 0) st = refill(s, &b->runs[r], &rd[r], rec);
-            else heap[0] = heap[--nheap];
-        }
-        if (st == SLUICE_OK) heap_down(heap, nheap, 0, rd, rec, nk);
-        if (st == SLUICE_OK && (rows == chunk || nheap == 0)) {
+        st = merge_pop(s, &m);
+        if (st == SLUICE_OK && (rows == chunk || m.nheap == 0)) {
             st = merged_piece(s, next, hostcols, devcols, rows);
             rows = 0;
         }
     }
-    for (int r = 0; rd && r < nr; r++) sl_free(ctx, rd[r].buf);
+    if (m.rd) merge_close(ctx, &m);
     for (size_t c = 0; hostcols && c < ncol; c++) {
         sl_free(ctx, hostcols[c]);
         if (devcols && devcols[c]) be->free(s, devcols[c]);
     }
-    sl_free(ctx, rd);
-    sl_free(ctx, heap);
     sl_free(ctx, hostcols);
     sl_free(ctx, devcols);
     return st;
