@@ -543,6 +543,89 @@ START_TEST(stream_sort_many_runs_stay_bounded) {
 }
 END_TEST
 
+/* An allocator that fails its `fail_at`-th call from when it is armed (test_alloc_fail.c has
+ * the whole-job version). */
+typedef struct flaky_allocator {
+    long calls, fail_at; /* fail_at 0: never */
+    bool hit;
+} flaky_allocator;
+static void *flaky_alloc(size_t size, void *opaque) {
+    flaky_allocator *a = opaque;
+    if (a->fail_at && ++a->calls == a->fail_at) {
+        a->hit = true;
+        return NULL;
+    }
+    return malloc(size);
+}
+static void *flaky_realloc(void *ptr, size_t size, void *opaque) {
+    flaky_allocator *a = opaque;
+    if (!ptr) return flaky_alloc(size, opaque);
+    if (a->fail_at && ++a->calls == a->fail_at) {
+        a->hit = true;
+        return NULL;
+    }
+    return realloc(ptr, size);
+}
+static void flaky_free(void *ptr, void *opaque) {
+    (void)opaque;
+    free(ptr);
+}
+
+/* A flush that fails part-way (here: out of memory at each of its allocations in turn) after
+ * writing the held rows as the last run changes nothing a retry could see twice: the retried
+ * flush gives exactly the rows of a flush that never failed. */
+START_TEST(failed_flush_of_spilled_sort_retries_cleanly) {
+    flaky_allocator fa = {0, 0, false};
+    sluice_allocator hooks = {flaky_alloc, flaky_realloc, flaky_free, &fa};
+    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.allocator = &hooks;
+    co.cpu_threads = 1;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    input in;
+    make_input(&in, 700, 17);
+    sluice_pipeline *p = tu_load(ctx, spilled[0]);
+    result want;
+    ck_assert_int_eq(run_budget(p, &in, 700, 0, NULL, &want), SLUICE_OK);
+    bool failed_once = false;
+    for (long k = 1; k < 400; k++) {
+        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+        o.backend = SLUICE_BACKEND_CPU;
+        o.max_batch_rows = 64;
+        o.sort_memory_bytes = 1;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        for (int64_t at = 0; at < in.rows; at += 100) {
+            sluice_column cols[2] = {{"x", SLUICE_I32, in.x + at, 100}, {"k", SLUICE_I16, in.k + at, 100}};
+            ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
+        }
+        fa.calls = 0;
+        fa.fail_at = k;
+        fa.hit = false;
+        sluice_status st = sluice_session_flush(s);
+        fa.fail_at = 0;
+        bool hit = fa.hit;
+        if (st != SLUICE_OK) {
+            ck_assert_int_eq(st, SLUICE_ERR_NO_MEMORY);
+            failed_once = true;
+            ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+        }
+        result got;
+        memset(&got, 0, sizeof got);
+        drain(s, &got);
+        sluice_session_close(s);
+        same("failed flush, retried", k, &want, &got);
+        result_free(&got);
+        if (!hit) break; /* the flush made fewer than k allocations: every one was tried */
+    }
+    ck_assert(failed_once);
+    result_free(&want);
+    sluice_pipeline_free(p);
+    input_free(&in);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(spill_failure_changes_nothing) {
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
@@ -601,6 +684,7 @@ static Suite *exec_suite(void) {
     tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
     tcase_add_test(tc, stream_sort_spills_and_merges);
     tcase_add_test(tc, stream_sort_many_runs_stay_bounded);
+    tcase_add_test(tc, failed_flush_of_spilled_sort_retries_cleanly);
     tcase_add_test(tc, spill_failure_changes_nothing);
     suite_add_tcase(s, tc);
     return s;

@@ -367,22 +367,24 @@ static sluice_status io_error(sluice_session *s, const char *what) {
                     what, dir && *dir ? dir : "/tmp", strerror(errno));
 }
 
-static FILE *open_spill_file(sluice_session *s) {
+/* A new temporary file for a run in *out: SLUICE_ERR_NO_MEMORY or SLUICE_ERR_IO (naming the
+ * directory) when it cannot be had. */
+static sluice_status open_spill_file(sluice_session *s, FILE **out) {
+    *out = NULL;
     const char *dir = s->spill_dir ? s->spill_dir : getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
     size_t len = strlen(dir) + 32;
     char *path = sl_alloc(s->ctx, len);
-    if (!path) return NULL;
+    if (!path) return oom(s->ctx, "spilling a stream-wide sort");
     snprintf(path, len, "%s/sluice-sort-XXXXXX", dir);
-    FILE *f = NULL;
     int fd = mkstemp(path);
     if (fd >= 0) {
         unlink(path); /* gone from the directory now; freed when closed, even on a crash */
-        f = fdopen(fd, "w+b");
-        if (!f) close(fd);
+        *out = fdopen(fd, "w+b");
+        if (!*out) close(fd);
     }
     sl_free(s->ctx, path);
-    return f;
+    return *out ? SLUICE_OK : io_error(s, "cannot create a file");
 }
 
 #define SPILL_CHUNK 4096 /* records written or read at a time */
@@ -448,8 +450,7 @@ static sluice_status spill(sluice_session *s, int gi) {
     if (st == SLUICE_OK) {
         for (int64_t i = 0; i < n; i++) idx[i] = i;
         sort_indices(idx, tmp, n, img, nk);
-        f = open_spill_file(s);
-        if (!f) st = io_error(s, "cannot create a file");
+        st = open_spill_file(s, &f);
     }
     for (int64_t at = 0; st == SLUICE_OK && at < n; at += SPILL_CHUNK) {
         int64_t m = n - at < SPILL_CHUNK ? n - at : SPILL_CHUNK;
@@ -778,10 +779,7 @@ static sluice_status merge_tail(sluice_session *s, int gi, int count) {
     run_merge m;
     sluice_status st = merge_open(s, b->runs + first, count, rec, sort_of(s, gi)->nkeys, &m);
     FILE *f = NULL;
-    if (st == SLUICE_OK) {
-        f = open_spill_file(s);
-        if (!f) st = io_error(s, "cannot create a file");
-    }
+    if (st == SLUICE_OK) st = open_spill_file(s, &f);
     int64_t have = 0;
     for (const unsigned char *o; st == SLUICE_OK && (o = merge_peek(&m)) != NULL;) {
         memcpy(out + (size_t)have * rec, o, rec);
@@ -960,8 +958,11 @@ static sluice_status flush_impl(sluice_session *s) {
         if (s->plan.groups[gi].emits_at_flush) SL_TRY(flush_held(s, gi));
         if (!stream_sort(s, gi)) continue;
         if (b->nruns > 0) {
-            /* Spilled before: what is held joins the runs, which merge in sorted order. */
+            /* Spilled before: what is held joins the runs, which merge in sorted order. Once
+             * in a run the rows are held there, also if the flush fails after: its undo must
+             * not hold them in memory again too (a retried flush would give them twice). */
             SL_TRY(spill(s, gi));
+            ex->cur.sort_rows[gi] = 0;
             SL_TRY(merge_runs(s, gi));
             continue;
         }
