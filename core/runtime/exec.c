@@ -483,8 +483,6 @@ static sluice_status spill(sluice_session *s, int gi) {
     sl_free(ctx, idx);
     sl_free(ctx, tmp);
     sl_free(ctx, out);
-    /* The rows are in a run now; only bounding the runs is left (content unchanged). */
-    while (st == SLUICE_OK && tail_to_merge(b) > 0) st = merge_tail(s, gi, tail_to_merge(b));
     return st;
 }
 
@@ -501,6 +499,10 @@ static sluice_status spill_over_budget(sluice_session *s) {
         /* Only rows of complete pushes are spilled: no later failure can take them back. */
         SL_TRY(wait_pieces(s, s->exec->pieces - 1, -1));
         SL_TRY(spill(s, gi));
+        /* Bound the runs (their content is the same either way; a failure here leaves them
+         * as they were, the rows spilled). */
+        sort_buffer *b = &s->exec->buffers[gi];
+        for (int k; (k = tail_to_merge(b)) > 0;) SL_TRY(merge_tail(s, gi, k));
     }
     return SLUICE_OK;
 }
