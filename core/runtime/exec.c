@@ -659,9 +659,7 @@ static sluice_status push_impl(sluice_session *s, sl_input *in) {
     return push_piece(s, in, 0, in->rows, off, in->nsegments);
 }
 
-/* ---- merging spilled runs at flush ----------------------------------------------------- */
-
-/* ---- k-way merges of sorted runs -------------------------------------------------------
+/* ---- merging spilled runs: as they come (merge_tail) and at flush (merge_runs) ----------
  * run_merge walks runs [0, n) of an array in sorted order: merge_peek gives the next record
  * (valid until merge_pop), merge_pop moves past it. Ties go to the older run, so merging
  * runs kept in stream order is stable. */
