@@ -100,6 +100,8 @@ def load_case(d):
 
 def driver_args(case):
     args = ['--threads', str(case['threads']), '--max-batch-rows', str(case['max_batch_rows'])]
+    if case.get('sort_memory'):
+        args += ['--sort-memory', str(case['sort_memory'])]
     if case.get('mode') in ('warmup', 'oneshot'):
         args.append('--' + case['mode'])
     if case.get('pull_at_end'):
@@ -700,7 +702,7 @@ def shrink(case, data, fails, budget):
                 case, progress = c, True
         # session settings: one thread, no internal cutting
         for key, simple in (('threads', 1), ('max_batch_rows', 0), ('determinism', False),
-                            ('mode', 'push'), ('pull_at_end', False)):
+                            ('mode', 'push'), ('pull_at_end', False), ('sort_memory', 0)):
             if case.get(key, simple) != simple:
                 c = dict(case)
                 c[key] = simple
@@ -779,9 +781,10 @@ def handle_failure(args, case, data, fl, seed, idx):
             a = data[name]
             vals = [float(x) for x in a] if a.dtype.kind == 'f' else [int(x) for x in a]
             print('%s (%s%s): %s' % (name, t, ', offsets' if role == 'offsets' else '', vals))
-        print('cuts: %s; params set: %s; threads %d, max_batch_rows %d, mode %s' % (
-            case['cuts'], case.get('param_sets') or [], case['threads'],
-            case['max_batch_rows'], case.get('mode', 'push')))
+        print('cuts: %s; params set: %s; threads %d, max_batch_rows %d, sort_memory_bytes %d, '
+              'mode %s' % (case['cuts'], case.get('param_sets') or [], case['threads'],
+                           case['max_batch_rows'], case.get('sort_memory', 0),
+                           case.get('mode', 'push')))
     return rep
 
 

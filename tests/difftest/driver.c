@@ -5,7 +5,7 @@
  * generator and the judging live in the Python side (difftest.py).
  *
  *   driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N] [--max-batch-rows N]
- *          [--warmup | --oneshot] [--pull-at-end]
+ *          [--sort-memory BYTES] [--warmup | --oneshot] [--pull-at-end]
  *
  * INDIR holds NAME.npy for every input, optionally params.txt ("B NAME TEXT" per line: set
  * parameter NAME to TEXT with sluice_session_set_param just before push number B, counting
@@ -20,7 +20,8 @@
  * "NAME TYPE" per output in the pipeline's order.
  * --warmup first pushes the whole stream without pulling and calls sluice_session_reset, which
  * must leave nothing of it behind; --oneshot runs sluice_run on the whole input instead
- * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush.
+ * (cuts and parameter changes are ignored); --pull-at-end pulls only after the flush;
+ * --sort-memory sets sort_memory_bytes (a stream-wide sort spills sorted runs to $TMPDIR).
  * Without either, OUTDIR/pulls.txt has a line per push: the rows pulled so far after it. Every
  * other push lists its columns in reverse order (the API matches them by name).
  *
@@ -136,13 +137,14 @@ static int pull_all(sluice_context *ctx, sluice_session *s, outcol *outs, size_t
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: driver PIPELINE INDIR OUTDIR [--backend cpu|cuda] [--threads N]"
-                        " [--max-batch-rows N] [--warmup | --oneshot] [--pull-at-end]\n");
+                        " [--max-batch-rows N] [--sort-memory BYTES] [--warmup | --oneshot]"
+                        " [--pull-at-end]\n");
         return 2;
     }
     const char *pipe_path = argv[1], *indir = argv[2], *outdir = argv[3];
     sluice_backend backend = SLUICE_BACKEND_CPU;
     int threads = 0, warmup = 0, oneshot = 0, pull_at_end = 0;
-    long long max_rows = 0;
+    long long max_rows = 0, sort_memory = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             i++;
@@ -162,6 +164,8 @@ int main(int argc, char **argv) {
             pull_at_end = 1;
         } else if (!strcmp(argv[i], "--max-batch-rows") && i + 1 < argc) {
             max_rows = atoll(argv[++i]);
+        } else if (!strcmp(argv[i], "--sort-memory") && i + 1 < argc) {
+            sort_memory = atoll(argv[++i]);
         } else {
             fprintf(stderr, "driver: unknown argument %s\n", argv[i]);
             return 2;
@@ -259,6 +263,7 @@ int main(int argc, char **argv) {
     sluice_session_options sopt = SLUICE_SESSION_OPTIONS_INIT;
     sopt.backend = backend;
     sopt.max_batch_rows = max_rows;
+    sopt.sort_memory_bytes = sort_memory;
     sluice_session *s = NULL;
     st = sluice_session_open(p, &sopt, &s);
     if (st != SLUICE_OK) {
