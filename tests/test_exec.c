@@ -432,9 +432,20 @@ static const char *const spilled[] = {
     "output: [k, s]\n",
 };
 
-/* Pushes `in` in batches of `step` rows under a sort budget and flushes. */
-static sluice_status run_budget(sluice_pipeline *p, const input *in, int64_t step, int64_t budget,
-                                const char *dir, result *r) {
+/* Open files (the spilled runs are unlinked files): /proc/self/fd's entries. */
+static int open_files(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* Pushes `in` in batches of `step` rows under a sort budget and flushes; *peak_files (when
+ * not NULL): the most files open after a push. */
+static sluice_status run_budget_files(sluice_pipeline *p, const input *in, int64_t step,
+                                      int64_t budget, const char *dir, result *r, int *peak_files) {
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     o.backend = SLUICE_BACKEND_CPU;
     o.max_batch_rows = 64;
@@ -449,11 +460,17 @@ static sluice_status run_budget(sluice_pipeline *p, const input *in, int64_t ste
         sluice_column cols[2] = {{"x", SLUICE_I32, in->x + at, n}, {"k", SLUICE_I16, in->k + at, n}};
         st = sluice_session_push(s, cols, 2);
         drain(s, r);
+        if (peak_files && open_files() > *peak_files) *peak_files = open_files();
     }
     if (st == SLUICE_OK) st = sluice_session_flush(s);
     drain(s, r);
     sluice_session_close(s);
     return st;
+}
+
+static sluice_status run_budget(sluice_pipeline *p, const input *in, int64_t step, int64_t budget,
+                                const char *dir, result *r) {
+    return run_budget_files(p, in, step, budget, dir, r, NULL);
 }
 
 START_TEST(stream_sort_spills_and_merges) {
@@ -485,16 +502,6 @@ START_TEST(stream_sort_spills_and_merges) {
 }
 END_TEST
 
-/* Open files (the spilled runs are unlinked files): /proc/self/fd's entries. */
-static int open_files(void) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    int n = 0;
-    while (readdir(d)) n++;
-    closedir(d);
-    return n;
-}
-
 /* A long stream under a tiny budget spills before every push: hundreds of runs. They merge
  * as they come (16 of one level into one of the next), so the open files stay few, and the
  * sorted result is the unspilled one's. */
@@ -508,27 +515,9 @@ START_TEST(stream_sort_many_runs_stay_bounded) {
         const char *name = sluice_pipeline_name(p);
         result want, got;
         ck_assert_int_eq(run_budget(p, &in, 3000, 0, NULL, &want), SLUICE_OK);
-        int before = open_files();
+        int before = open_files(), most = 0;
         /* 3000 rows in pushes of 5: about 600 runs, merged at 16 and at 256 */
-        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-        o.backend = SLUICE_BACKEND_CPU;
-        o.max_batch_rows = 64;
-        o.sort_memory_bytes = 1;
-        sluice_session *s;
-        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
-        memset(&got, 0, sizeof got);
-        int most = 0;
-        for (int64_t at = 0; at < in.rows; at += 5) {
-            int64_t n = in.rows - at < 5 ? in.rows - at : 5;
-            sluice_column cols[2] = {{"x", SLUICE_I32, in.x + at, n}, {"k", SLUICE_I16, in.k + at, n}};
-            ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
-            drain(s, &got);
-            int now = open_files();
-            if (now > most) most = now;
-        }
-        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
-        drain(s, &got);
-        sluice_session_close(s);
+        ck_assert_int_eq(run_budget_files(p, &in, 5, 1, NULL, &got, &most), SLUICE_OK);
         /* levels 0 and 1 below 16 runs each, level 2 two runs: at most 32 more files */
         ck_assert_msg(before >= 0 && most - before <= 2 * 16,
                       "%s: %d files open while spilling (%d before)", name, most, before);
