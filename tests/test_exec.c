@@ -6,9 +6,11 @@
  * sizes that cutting gives; and the transaction rule when an allocation fails in the middle
  * of a cut batch. tests/gpu_backend.c checks the same semantics on the GPU. */
 #include <dirent.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "testutil.h"
 
@@ -596,6 +598,64 @@ START_TEST(failed_flush_of_spilled_sort_retries_cleanly) {
 }
 END_TEST
 
+/* Spill files that cannot be written (the file-size limit, RLIMIT_FSIZE, below a run or a
+ * merged run): the push or flush that hit it fails with SLUICE_ERR_IO, and the same call
+ * retried with the limit lifted succeeds; the stream's result is the one of a run that never
+ * failed. 300 pushes of 10 rows, each spilled (records of about 24 bytes): limits below a
+ * run (about 240 bytes), between a run and one merged from 16 (about 3.8 KB), and between
+ * that and one merged twice (about 61 KB, at the 256th run). */
+START_TEST(spill_write_failures_retry_cleanly) {
+    struct rlimit saved;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead */
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx, spilled[0]);
+    input in;
+    make_input(&in, 3000, 29);
+    result want;
+    ck_assert_int_eq(run_budget(p, &in, 3000, 0, NULL, &want), SLUICE_OK);
+    static const rlim_t limits[] = {128, 1 << 10, 16 << 10};
+    for (size_t li = 0; li < NELEM(limits); li++) {
+        struct rlimit low = {limits[li], saved.rlim_max};
+        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+        o.backend = SLUICE_BACKEND_CPU;
+        o.max_batch_rows = 64;
+        o.sort_memory_bytes = 1;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        result got;
+        memset(&got, 0, sizeof got);
+        int failures = 0;
+        for (int64_t at = 0; at <= in.rows; at += 10) {
+            bool flush = at == in.rows;
+            int64_t n = in.rows - at < 10 ? in.rows - at : 10;
+            sluice_column cols[2] = {{"x", SLUICE_I32, in.x + at, n}, {"k", SLUICE_I16, in.k + at, n}};
+            ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &low), 0);
+            sluice_status st = flush ? sluice_session_flush(s) : sluice_session_push(s, cols, 2);
+            ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &saved), 0);
+            if (st != SLUICE_OK) {
+                ck_assert_int_eq(st, SLUICE_ERR_IO);
+                failures++;
+                st = flush ? sluice_session_flush(s) : sluice_session_push(s, cols, 2);
+                ck_assert_msg(st == SLUICE_OK, "limit %lu: the retried call failed: %s",
+                              (unsigned long)limits[li], sluice_context_diagnostic(ctx, 0)->message);
+            }
+            drain(s, &got);
+        }
+        sluice_session_close(s);
+        ck_assert_msg(failures > 0, "limit %lu: no write failed", (unsigned long)limits[li]);
+        same("spill write failures", (int64_t)limits[li], &want, &got);
+        result_free(&got);
+    }
+    signal(SIGXFSZ, SIG_DFL);
+    result_free(&want);
+    sluice_pipeline_free(p);
+    input_free(&in);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(spill_failure_changes_nothing) {
     sluice_context *ctx;
     ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
@@ -654,6 +714,7 @@ static Suite *exec_suite(void) {
     tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
     tcase_add_test(tc, stream_sort_spills_and_merges);
     tcase_add_test(tc, failed_flush_of_spilled_sort_retries_cleanly);
+    tcase_add_test(tc, spill_write_failures_retry_cleanly);
     tcase_add_test(tc, spill_failure_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
