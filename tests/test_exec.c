@@ -446,8 +446,8 @@ static int open_files(void) {
 
 /* Pushes `in` in batches of `step` rows under a sort budget and flushes; *peak_files (when
  * not NULL): the most files open after a push. */
-static sluice_status run_budget_files(sluice_pipeline *p, const input *in, int64_t step,
-                                      int64_t budget, const char *dir, result *r, int *peak_files) {
+/* A CPU session of 64-row pieces under a sort budget, spilling into dir (NULL: $TMPDIR). */
+static sluice_session *open_budget(sluice_pipeline *p, int64_t budget, const char *dir) {
     sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
     o.backend = SLUICE_BACKEND_CPU;
     o.max_batch_rows = 64;
@@ -455,6 +455,12 @@ static sluice_status run_budget_files(sluice_pipeline *p, const input *in, int64
     o.spill_dir = dir;
     sluice_session *s;
     ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    return s;
+}
+
+static sluice_status run_budget_files(sluice_pipeline *p, const input *in, int64_t step,
+                                      int64_t budget, const char *dir, result *r, int *peak_files) {
+    sluice_session *s = open_budget(p, budget, dir);
     memset(r, 0, sizeof *r);
     sluice_status st = SLUICE_OK;
     for (int64_t at = 0; at < in->rows && st == SLUICE_OK; at += step) {
@@ -561,12 +567,7 @@ START_TEST(failed_flush_of_spilled_sort_retries_cleanly) {
     ck_assert_int_eq(run_budget(p, &in, 700, 0, NULL, &want), SLUICE_OK);
     bool failed_once = false;
     for (long k = 1; k < 400; k++) {
-        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-        o.backend = SLUICE_BACKEND_CPU;
-        o.max_batch_rows = 64;
-        o.sort_memory_bytes = 1;
-        sluice_session *s;
-        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        sluice_session *s = open_budget(p, 1, NULL);
         for (int64_t at = 0; at < in.rows; at += 100) {
             sluice_column cols[2] = {{"x", SLUICE_I32, in.x + at, 100}, {"k", SLUICE_I16, in.k + at, 100}};
             ck_assert_int_eq(sluice_session_push(s, cols, 2), SLUICE_OK);
@@ -618,12 +619,7 @@ START_TEST(spill_write_failures_retry_cleanly) {
     static const rlim_t limits[] = {128, 1 << 10, 16 << 10};
     for (size_t li = 0; li < NELEM(limits); li++) {
         struct rlimit low = {limits[li], saved.rlim_max};
-        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-        o.backend = SLUICE_BACKEND_CPU;
-        o.max_batch_rows = 64;
-        o.sort_memory_bytes = 1;
-        sluice_session *s;
-        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+        sluice_session *s = open_budget(p, 1, NULL);
         result got;
         memset(&got, 0, sizeof got);
         int failures = 0;
