@@ -553,8 +553,9 @@ static void fix_range(const sl_scan *scan, const sl_cpu_combine *c, const sl_val
                       void *const *y) {
     if (e <= b) return;
     int nf = scan->nfields;
-    const void *left[SL_MAX_FIELDS], *right[SL_MAX_FIELDS];
-    void *out[SL_MAX_FIELDS];
+    /* Zeroed: gcc -O2 with the sanitizers cannot see that nf >= 1 fills them. */
+    const void *left[SL_MAX_FIELDS] = {0}, *right[SL_MAX_FIELDS] = {0};
+    void *out[SL_MAX_FIELDS] = {0};
     for (int f = 0; f < nf; f++) {
         size_t sz = sluice_type_size(scan->acc[f]);
         sl_value_store(scan->acc[f], s->buf[0][f], 0, p[f]);

@@ -298,12 +298,17 @@ static void cuda_close(sluice_session *s) {
         if (cs->slot_free[i]) cudaEventDestroy(cs->slot_free[i]);
     }
     if (cs->pinned_small) cudaFreeHost(cs->pinned_small);
+    /* The pool goes before the streams its memory was freed on: a pool keeps freed blocks
+     * tagged with the stream that freed them, and destroying it after that stream segfaulted
+     * inside the driver (gpu_backend, H200, driver of 2026-12). Batches still holding pool
+     * memory keep it: CUDA releases a destroyed pool's memory when the last one returns. */
+    if (cs->pool) {
+        cudaMemPoolTrimTo(cs->pool, 0);
+        cudaMemPoolDestroy(cs->pool);
+    }
     if (cs->copy) cudaStreamDestroy(cs->copy);
     if (cs->copy_out) cudaStreamDestroy(cs->copy_out);
     if (cs->own_stream && cs->stream) cudaStreamDestroy(cs->stream);
-    /* The pool goes once every batch still holding its memory has been freed (CUDA frees a
-     * destroyed pool's memory when the last allocation returns). */
-    if (cs->pool) cudaMemPoolDestroy(cs->pool);
     cudaGetLastError();
     leave_device(cs, prev);
     sl_free(ctx, cs);
@@ -1634,7 +1639,7 @@ static sluice_status cuda_carry_set(sluice_session *s, int gi, const sl_scan_car
 static void cuda_restore(sluice_session *s, const void *mark) { restore_impl(s->impl, mark); }
 
 #ifndef SLUICE_CUDA_REDUCE
-#define SLUICE_CUDA_REDUCE 0 /* the build option of that name (CMakeLists.txt) */
+#define SLUICE_CUDA_REDUCE 1 /* the build option of that name (CMakeLists.txt) */
 #endif
 
 static const sl_backend_ops cuda_ops = {
@@ -1642,10 +1647,8 @@ static const sl_backend_ops cuda_ops = {
     .name = "cuda",
     .available = cuda_available,
     /* .reduce: the one switch of the GPU reduce (core/cuda/codegen.c analyse_reduce), the
-     * build option SLUICE_CUDA_REDUCE (CMakeLists.txt), off by default: tests/gpu_reduce
-     * failed on the H200 with it on (wrong min/max/sum rows for one- and two-row batches,
-     * bench/RESULTS.md); a reduce pipeline is then refused here with a clear status, and
-     * `auto` runs it on the CPU. Build with it on and run gpu_reduce to work on it. */
+     * build option SLUICE_CUDA_REDUCE (CMakeLists.txt), on by default. Built with it off, a
+     * reduce pipeline is refused here with a clear status and `auto` runs it on the CPU. */
     .caps = {.max_phases = SL_CG_MAX_PHASES, .one_offsets_per_group = true,
              .reduce = SLUICE_CUDA_REDUCE != 0},
     .max_sort_rows = SL_CUDA_SORT_MAX_ROWS,
