@@ -56,6 +56,10 @@ __device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
 __device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
+__device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+__device__ __forceinline__ void fence_acquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 #undef SL_HOST_WORD_
 #else
 __device__ __forceinline__ void store_volatile_u64(uint64_t *p, uint64_t v) {
@@ -85,6 +89,14 @@ __device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
     asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+/* A state's status after its words (states too wide for one word with their status): the
+ * writer's release store, and the reader's acquire fence after the loads that saw it (the
+ * PTX memory model's release and fence-acquire patterns; both lighter than __threadfence,
+ * which is fence.sc). */
+__device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 #endif
 
 /* Bytes of a state that carry data: T::PAYLOAD_BYTES when the generated struct declares it
@@ -122,20 +134,35 @@ template <typename T> struct tile_states {
             store_volatile_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
         } else {
             uint32_t *status_words = reinterpret_cast<uint32_t *>(base);
-            uint32_t *values = reinterpret_cast<uint32_t *>(
-                base + sl_scratch_align((unsigned long long)ntiles * 4ull) +
-                (status == SL_STATUS_INCLUSIVE
-                     ? sl_scratch_align((unsigned long long)ntiles * sizeof(T))
-                     : 0ull));
+            uint32_t *values = const_cast<uint32_t *>(values_of(status));
             uint32_t vw[W];
             to_words(v, vw);
             /* a state's words start on a 4-byte boundary: sizeof(T) > 12 here and the
                generator pads states to a multiple of 4 bytes */
 #pragma unroll
             for (int k = 0; k < W; k++) store_volatile_u32(values + (int64_t)W * tile + k, vw[k]);
-            __threadfence();
-            store_volatile_u32(status_words + tile, status);
+            store_release_u32(status_words + tile, status);
         }
+    }
+
+    /* PACKING 0: the status words, then an array of aggregates and one of inclusive states. */
+    __device__ __forceinline__ const uint32_t *values_of(uint32_t status) const {
+        return reinterpret_cast<const uint32_t *>(
+            base + sl_scratch_align((unsigned long long)ntiles * 4ull) +
+            (status == SL_STATUS_INCLUSIVE ? sl_scratch_align((unsigned long long)ntiles * sizeof(T))
+                                           : 0ull));
+    }
+    /* PACKING 0, in two steps so that a window's loads go out together: the status (no
+       ordering), then, after one fence_acquire for the window, the state it announces. */
+    __device__ __forceinline__ uint32_t read_status(int64_t tile) const {
+        return load_volatile_u32(reinterpret_cast<const uint32_t *>(base) + tile);
+    }
+    __device__ __forceinline__ T read_value(int64_t tile, uint32_t status) const {
+        const uint32_t *values = values_of(status);
+        uint32_t vw[W];
+#pragma unroll
+        for (int k = 0; k < W; k++) vw[k] = load_volatile_u32(values + (int64_t)W * tile + k);
+        return from_words<T>(vw);
     }
 
     /* One non-blocking read: status SL_STATUS_INVALID means not yet published. */
@@ -155,19 +182,10 @@ template <typename T> struct tile_states {
             for (int k = 0; k < PW; k++) vw[k] = w[1 + k];
             v = from_words<T>(vw);
         } else {
-            const uint32_t *status_words = reinterpret_cast<const uint32_t *>(base);
-            status = load_volatile_u32(status_words + tile);
+            status = read_status(tile);
             if (status == SL_STATUS_INVALID) return;
-            __threadfence();
-            const uint32_t *values = reinterpret_cast<const uint32_t *>(
-                base + sl_scratch_align((unsigned long long)ntiles * 4ull) +
-                (status == SL_STATUS_INCLUSIVE
-                     ? sl_scratch_align((unsigned long long)ntiles * sizeof(T))
-                     : 0ull));
-            uint32_t vw[W];
-#pragma unroll
-            for (int k = 0; k < W; k++) vw[k] = load_volatile_u32(values + (int64_t)W * tile + k);
-            v = from_words<T>(vw);
+            fence_acquire();
+            v = read_value(tile, status);
         }
     }
 };
@@ -181,6 +199,26 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
     const int lane = threadIdx.x & 31;
     const int64_t lane_first = window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K;
+    if constexpr (tile_states<T>::PACKING == 0) {
+        /* statuses first, all of them, then one fence, then the states they announce */
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            status[j] = lane_first + j >= 0 ? states.read_status(lane_first + j) : SL_STATUS_INCLUSIVE;
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            int backoff = 8;
+            while (status[j] == SL_STATUS_INVALID) {
+                __nanosleep(backoff);
+                if (backoff < 256) backoff *= 2;
+                status[j] = states.read_status(lane_first + j);
+            }
+        }
+        fence_acquire();
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            v[j] = lane_first + j >= 0 ? states.read_value(lane_first + j, status[j]) : identity;
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < K; j++) {
         status[j] = SL_STATUS_INCLUSIVE; /* before tile 0: tile 0 is always inclusive */

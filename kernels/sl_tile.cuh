@@ -431,9 +431,117 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
     }
 }
 
-/* The kernel body: the overlapped loop when the generator asked for it (K::overlapped). */
+/* ---- the aggregate loop ------------------------------------------------------------------
+ * A group that is a reduce without segments over rows nothing else scans (codegen.c,
+ * aggregate_only) needs no look-back: no row's output depends on earlier tiles, only the
+ * batch's total does. Block b takes the contiguous tiles [ntiles*b/B, ntiles*(b+1)/B) in
+ * order (B: the blocks that have tiles), folds their aggregates left to right and writes its
+ * fold to the phase's scratch; the last block to finish (a counter at the start of scratch)
+ * folds the B partial folds in block order onto the carry and writes the carry out, which the
+ * close kernel emits. So the association is fixed by the grid: run to run the same bits, and
+ * no commutativity assumed. Where the generator found every value's operator indifferent to
+ * the order of rows (K::commutative), each thread instead folds its items of all the block's
+ * tiles and the block combines the threads once at the end: one barrier per tile instead of
+ * a block scan and two. The tiles' inputs stream through STAGES shared-memory stages, the
+ * next ones in flight while one is reduced. */
+template <class K> __device__ __forceinline__ void aggregate_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P;
+    typedef typename P::S S;
+    constexpr int STAGES = K::stages, W = words_of<S>::value;
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    if ((long long)blockIdx.x >= nblocks) return;
+    const long long lo = ntiles * (long long)blockIdx.x / nblocks;
+    const long long hi = ntiles * ((long long)blockIdx.x + 1) / nblocks;
+    const typename K::Params params(a);
+    const typename P::Op op;
+    uint32_t *const partials = reinterpret_cast<uint32_t *>(
+        a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(0, (unsigned long long)ntiles));
+    __shared__ block_scan_storage<S, K::block> scan_storage;
+    __shared__ tile_queue<STAGES> queue;
+    __shared__ bool last_block;
+    SL_DYNAMIC_SMEM(uint4, sl_smem);
+    if (threadIdx.x == 0) {
+        queue_init(queue);
+        for (int s = 0; s < STAGES && lo + s < hi; s++) {
+            queue.tile[s] = lo + s;
+            K::issue_loads(queue, a, sl_smem, lo + s, s);
+        }
+    }
+    __syncthreads();
+    /* thread 0's fold of the block's tiles; commutative: each thread's fold of its items */
+    S running = P::identity();
+    for (long long tile = lo; tile < hi; tile++) {
+        const long long k = tile - lo;
+        const int s = (int)(k % STAGES);
+        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+        typename K::Tile t(params);
+        t.at(rows, tile, K::tile);
+        t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
+        t.maps(0);
+        if constexpr (K::commutative) {
+#pragma unroll
+            for (int i = 0; i < K::items; i++) {
+                S e = P::identity();
+                t.element(e, i);
+                running = op(running, e);
+            }
+        } else {
+            S thread_excl, block_agg;
+            tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
+            if (threadIdx.x == 0) running = op(running, block_agg);
+        }
+        /* stage s is read out: the tile STAGES later goes into it */
+        fence_async_proxy();
+        __syncthreads();
+        if (threadIdx.x == 0 && tile + STAGES < hi) {
+            queue.tile[s] = tile + STAGES;
+            K::issue_loads(queue, a, sl_smem, tile + STAGES, s);
+        }
+    }
+    if constexpr (K::commutative) {
+        S thread_excl, block_total;
+        block_exclusive_scan<S, K::block, 0>(scan_storage, running, P::identity(), op, thread_excl,
+                                             block_total);
+        running = block_total;
+    }
+    if (threadIdx.x == 0) {
+        uint32_t w[W];
+        to_words(running, w);
+#pragma unroll
+        for (int j = 0; j < W; j++) store_volatile_u32(partials + (long long)W * blockIdx.x + j, w[j]);
+        __threadfence();
+        const unsigned long long done = atomicAdd((unsigned long long *)a.scratch, 1ull);
+        last_block = done == (unsigned long long)nblocks - 1;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    /* The last block: each thread folds a contiguous run of the partials in order, the block
+       scan folds the threads in order, thread 0 puts the carry in front. */
+    const long long p0 = nblocks * (long long)threadIdx.x / K::block;
+    const long long p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
+    S fold = P::identity();
+    for (long long b = p0; b < p1; b++) {
+        uint32_t w[W];
+#pragma unroll
+        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(partials + (long long)W * b + j);
+        fold = op(fold, from_words<S>(w));
+    }
+    S thread_excl, total;
+    block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
+    if (threadIdx.x == 0) {
+        const S out = op(carry_in<K, P>(a, true), total);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    }
+}
+
+/* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
+ * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
-    if constexpr (K::overlapped) overlapped_loop<K>(a);
+    if constexpr (K::aggregate) aggregate_loop<K>(a);
+    else if constexpr (K::overlapped) overlapped_loop<K>(a);
     else two_stage_loop<K>(a);
 }
 

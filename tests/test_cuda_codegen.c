@@ -613,7 +613,8 @@ END_TEST
 
 /* The reduce pipelines reduce_on_host runs: exact operators only (the CPU associates
  * differently), a filter fused before the reduce and a scan (two look-back phases: the
- * two-stage loop) or none (one phase: the loop with a look-back warp), each segment kind but
+ * two-stage loop) or none (one phase: the loop with a look-back warp; without segments the
+ * aggregate loop, which has no look-back), each segment kind but
  * offsets (tests/cuda_host/reduce_emulate.cc has no segment index kernel), per stream and
  * per batch. Keys and head flags come from k's low bits: runs of a few rows. */
 static const struct host_case {
@@ -630,6 +631,7 @@ static const struct host_case {
     {"      segments: {key: g}\n", false},
     {"      segments: hd\n      per: batch\n", false},
     {"", false},
+    {"      per: batch\n", false},
 };
 
 /* splitmix64 bytes as reduce_emulate.cc makes its inputs */
@@ -676,7 +678,10 @@ START_TEST(reduce_on_host) {
     sl_codegen cg;
     ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
     ck_assert(cg.reduces);
-    ck_assert(cg.lookback_warp == !host_cases[_i].scan); /* both loops of sl_tile.cuh */
+    /* every loop of sl_tile.cuh */
+    bool whole = strstr(host_cases[_i].segments, "segments") == NULL;
+    ck_assert(cg.aggregate_loop == (whole && !host_cases[_i].scan));
+    ck_assert(cg.lookback_warp == (!whole && !host_cases[_i].scan));
 
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));

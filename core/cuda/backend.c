@@ -125,7 +125,8 @@ typedef struct cuda_session {
     int *final_group;       /* per pipeline column: last group writing it, -1 none */
     int offsets_input;      /* pipeline column id of the offsets input, -1 none */
     int64_t offsets_cap;    /* entries in each lane's offsets buffer */
-    cudaMemPool_t pool;     /* device outputs, stream-sort buffers and flush temporaries */
+    cudaMemPool_t pool;     /* the context's (sl_cuda_device_pool): device outputs, stream-sort
+                               buffers and flush temporaries */
     void **temps;           /* pool memory of the current call, freed when it settles */
     int ntemps, temps_cap;
     sl_cuda_copier *copier; /* threads of the staging copy (cuda/pinned.h) */
@@ -298,14 +299,9 @@ static void cuda_close(sluice_session *s) {
         if (cs->slot_free[i]) cudaEventDestroy(cs->slot_free[i]);
     }
     if (cs->pinned_small) cudaFreeHost(cs->pinned_small);
-    /* The pool goes before the streams its memory was freed on: a pool keeps freed blocks
-     * tagged with the stream that freed them, and destroying it after that stream segfaulted
-     * inside the driver (gpu_backend, H200, driver of 2026-12). Batches still holding pool
-     * memory keep it: CUDA releases a destroyed pool's memory when the last one returns. */
-    if (cs->pool) {
-        cudaMemPoolTrimTo(cs->pool, 0);
-        cudaMemPoolDestroy(cs->pool);
-    }
+    /* The pool is the context's (it outlives batches that outlive the session): give back
+     * what this session freed and nothing holds. */
+    if (cs->pool) cudaMemPoolTrimTo(cs->pool, 0);
     if (cs->copy) cudaStreamDestroy(cs->copy);
     if (cs->copy_out) cudaStreamDestroy(cs->copy_out);
     if (cs->own_stream && cs->stream) cudaStreamDestroy(cs->stream);
@@ -467,15 +463,7 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
         CUDA_TRY(ctx, cudaEventCreateWithFlags(&L->copied, cudaEventDisableTiming), "creating an event");
     }
 
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = cs->device;
-    CUDA_TRY(ctx, cudaMemPoolCreate(&cs->pool, &props), "creating a memory pool");
-    uint64_t keep = UINT64_MAX; /* keep freed memory for reuse: no OS allocation per batch */
-    CUDA_TRY(ctx, cudaMemPoolSetAttribute(cs->pool, cudaMemPoolAttrReleaseThreshold, &keep),
-             "configuring a memory pool");
+    SL_TRY(sl_cuda_device_pool(ctx, cs->device, &cs->pool));
 
     size_t ncol = (size_t)p->ncolumns + 1;
     cs->final_group = sl_calloc(ctx, ncol, sizeof *cs->final_group);

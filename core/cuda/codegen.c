@@ -80,6 +80,8 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
+    bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
+    bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -396,8 +398,43 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
 }
 
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
- * finishing, one reduced, one arriving), two otherwise. */
-static int stages_of(const cg *g) { return g->overlapped ? 3 : 2; }
+ * finishing, one reduced, one arriving) and for the aggregate loop (tiles arriving while one
+ * is reduced), two otherwise. */
+static int stages_of(const cg *g) { return g->overlapped || g->aggregate ? 3 : 2; }
+
+/* Whether the reduce's values may fold rows in any order: built-in operators whose result
+ * does not depend on it (integer ones; float sums and products, whose rounding the contract
+ * leaves to the backend, as the CPU's summing lanes do). Float min and max are not: the
+ * order picks between -0.0 and +0.0 and between NaN payloads. Declared operators and linrec
+ * never. The reduce's own fields (a flag and counts) are an or and sums. */
+static bool reduce_commutative(const sl_reduce *r) {
+    for (int j = 0; j < r->nvalues; j++) {
+        const sl_scan *v = &r->values[j];
+        bool exact = true;
+        for (int f = 0; f < v->nfields; f++) exact = exact && !sl_type_is_float(v->acc[f]);
+        switch (v->op) {
+        case SL_SCAN_SUM: case SL_SCAN_PROD: case SL_SCAN_AND: case SL_SCAN_OR:
+        case SL_SCAN_XOR: case SL_SCAN_COUNT:
+            break;
+        case SL_SCAN_MIN: case SL_SCAN_MAX:
+            if (!exact) return false;
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether the group is a reduce without segments over rows that nothing else scans: then no
+ * row's output depends on an earlier tile, only the batch's total does, and the kernel is
+ * kernels/sl_tile.cuh's aggregate_loop (no look-back). */
+static bool aggregate_only(const cg *g) {
+    if (!g->reduce || g->reduce->segments != SL_SEGMENTS_NONE || g->phases != 1) return false;
+    for (int i = 0; i < g->nslots; i++)
+        if (g->slots[i].stage != g->reduce_stage) return false;
+    return true;
+}
 
 /* ---- printing helpers ---------------------------------------------------------------- */
 
@@ -1155,9 +1192,12 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr long long tile = TILE;\n"
                      "    static constexpr unsigned buf = BUF;\n"
                      "    static constexpr int phases = %d;\n"
-                     "    static constexpr bool overlapped = %s, compacts = %s, offsets = %s;\n"
+                     "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
+                     "compacts = %s, offsets = %s;\n"
                      "    static constexpr int offsets_input = %d;\n",
-                     g->phases, g->overlapped ? "true" : "false", o->compacts ? "true" : "false",
+                     g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
+                     g->commutative ? "true" : "false",
+                     o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", o->offsets_input);
     emit_issue_loads(g);
     sl_strbuf_append(sb, "};\n");
@@ -1381,8 +1421,12 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         /* SLUICE_CUDA_OVERLAP=0 keeps single-phase groups on the two-stage kernel (for
            measurements that compare the two shapes) */
         const char *overlap_env = getenv("SLUICE_CUDA_OVERLAP");
-        g.overlapped = g.phases == 1 && arch >= 90 && !(overlap_env && strcmp(overlap_env, "0") == 0);
+        g.aggregate = aggregate_only(&g);
+        g.commutative = g.aggregate && reduce_commutative(g.reduce);
+        g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
+                       !(overlap_env && strcmp(overlap_env, "0") == 0);
         out->lookback_warp = g.overlapped;
+        out->aggregate_loop = g.aggregate;
         if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
         out->tile_rows = (int64_t)g.items * g.tuning->block_threads;

@@ -1,7 +1,7 @@
-/* pinned.c — pinned host memory for the CUDA backend (see pinned.h): the public
+/* pinned.c — the CUDA backend's memory that belongs to the context (see pinned.h): the public
  * sluice_cuda_host_alloc/free/register/unregister, the context's table of pinned ranges, the
- * pool of pinned blocks that host result batches are made of, and the threaded staging copy
- * for pageable memory.
+ * pool of pinned blocks that host result batches are made of, the threaded staging copy for
+ * pageable memory, and the context's device memory pools (device result batches).
  *
  * Why a table. The copy engine reads and writes pinned memory at the bus's speed; pageable
  * memory costs a CPU copy through a staging buffer. CUDA's pointer attributes say whether an
@@ -44,11 +44,16 @@ typedef struct pinned_range {
 #define POOL_MAX_FREE_BYTES ((size_t)1 << 30)
 #define POOL_GRAIN ((size_t)64 << 10)
 
+#define MAX_POOL_DEVICES 64
+
 typedef struct cuda_ctx_state {
     pinned_range *ranges; /* sorted by base, never overlapping */
     size_t n, cap;
     size_t free_bytes;    /* pool blocks not in use */
     int free_blocks;
+    /* per device, created by its first session: device result batches, stream-sort buffers
+       and flush temporaries (sl_cuda_device_pool) */
+    cudaMemPool_t device_pool[MAX_POOL_DEVICES];
 } cuda_ctx_state;
 
 static void release_range(const pinned_range *r) {
@@ -61,6 +66,9 @@ static void release_range(const pinned_range *r) {
 static void ctx_state_free(sluice_context *ctx, void *state) {
     cuda_ctx_state *cx = state;
     for (size_t i = 0; i < cx->n; i++) release_range(&cx->ranges[i]);
+    for (int d = 0; d < MAX_POOL_DEVICES; d++)
+        if (cx->device_pool[d]) cudaMemPoolDestroy(cx->device_pool[d]);
+    cudaGetLastError();
     sl_free(ctx, cx->ranges);
     sl_free(ctx, cx);
 }
@@ -467,4 +475,40 @@ void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, c
     pthread_mutex_lock(&c->mu);
     while (c->pending > 0) pthread_cond_wait(&c->done, &c->mu);
     pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- the context's device memory pools ----------------------------------------------------- */
+
+sluice_status sl_cuda_device_pool(sluice_context *ctx, int device, cudaMemPool_t *out) {
+    *out = NULL;
+    if (device < 0 || device >= MAX_POOL_DEVICES)
+        return sl_error(ctx, SLUICE_ERR_LIMIT, "CUDA device %d: sluice pools memory for devices 0..%d",
+                        device, MAX_POOL_DEVICES - 1);
+    cuda_ctx_state *cx = ctx_state(ctx, true);
+    if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
+    if (!cx->device_pool[device]) {
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        cudaMemPool_t pool;
+        cudaError_t e = cudaMemPoolCreate(&pool, &props);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE, "creating a CUDA memory pool: %s",
+                            cudaGetErrorString(e));
+        }
+        uint64_t keep = UINT64_MAX; /* keep freed memory for reuse: no OS allocation per batch */
+        e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            cudaMemPoolDestroy(pool);
+            return sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE, "configuring a CUDA memory pool: %s",
+                            cudaGetErrorString(e));
+        }
+        cx->device_pool[device] = pool;
+    }
+    *out = cx->device_pool[device];
+    return SLUICE_OK;
 }

@@ -3,7 +3,8 @@
  * from sluice_cuda_host_alloc, memory registered with sluice_cuda_host_register, and the
  * blocks of the result pool), so a column lying in one is copied by DMA with no staging copy;
  * host result batches whose columns are pooled pinned blocks that sluice_batch_free gives
- * back; and the staging copy of pageable memory, split among a few threads.
+ * back; the staging copy of pageable memory, split among a few threads; and the context's
+ * device memory pools.
  *
  * Threading: the table and the pool belong to the context and are used under its rule (one
  * thread at a time, sluice.h). A copier belongs to one session. */
@@ -13,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cuda_runtime_api.h>
 
 #include "runtime/session.h"
 
@@ -35,5 +38,15 @@ void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **c, void *dst, co
                           size_t len);
 /* Joins the copier's threads and frees it; NULL is harmless. */
 void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c);
+
+/* The context's stream-ordered memory pool on `device`, created on first use and destroyed
+ * with the context, after every batch has been freed. Sessions allocate their device result
+ * batches and temporaries from it; a batch may outlive its session (sluice.h), so the pool
+ * must too: a pool destroyed at a session's close with batches still to be freed into it
+ * crashed the driver when a later session's pool was destroyed (H200, 2026-12-01). It keeps
+ * freed memory for reuse; a session's close trims what is unused. Errors:
+ * SLUICE_ERR_BACKEND_UNAVAILABLE when CUDA refuses a pool, SLUICE_ERR_LIMIT for a device
+ * number past the table, SLUICE_ERR_NO_MEMORY. */
+sluice_status sl_cuda_device_pool(sluice_context *ctx, int device, cudaMemPool_t *out);
 
 #endif

@@ -21,8 +21,9 @@
  * SL_GENERATED (the source's path), SL_IN_SIZES and SL_OUT_SIZES (bytes per element of the
  * kernel's inputs and outputs, in argument order), SL_CARRY_IDENTITY (the carry's identity
  * bytes) and SL_CLOSE_THREADS (the close kernel's block), and linked with -latomic (16-byte
- * atomics). Both loops run (the two-stage one and the one with a look-back warp, whose
- * named barrier is emulated too); offsets segments are not (no segment index kernel). */
+ * atomics). Every loop runs (the aggregate loop, the two-stage one, and the one with a
+ * look-back warp, whose named barrier is emulated too); offsets segments are not (no segment
+ * index kernel). */
 #include <pthread.h>
 #include <sched.h>
 
