@@ -1246,6 +1246,30 @@ static void emit_reduce_row(cg *g, const char *st, const char *at, const char *i
         sl_strbuf_printf(sb, "%s((long long *)a.out[%d])[%s] = %s;\n", indent, ii, at, index);
 }
 
+/* The empty-segments kernel of a reduce over offsets (SL_CG_EMPTIES_KERNEL, codegen.h): every
+ * empty segment of the batch gives the values' identities at its ordinal, with its index
+ * (`index_k`, over the carry's count `s`), grid-strided: a batch may have hundreds of
+ * millions of segments. It runs before the close kernel, which advances the count in the
+ * carry it reads. */
+static void emit_reduce_empties(cg *g, const char *index_k) {
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_printf(sb,
+                     "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_EMPTIES_KERNEL
+                     "(const SlArgs a) {\n"
+                     "    typedef Phase%d RP;\n    typedef RP::S S;\n"
+                     "    S s;\n    memcpy(&s, a.carry_out + RP::CARRY_OFFSET, sizeof s);\n"
+                     "    (void)s;\n"
+                     "    const long long *offs = (const long long *)a.in[%d];\n"
+                     "    const S id = RP::identity();\n    (void)id;\n"
+                     "    const long long step = (long long)gridDim.x * blockDim.x;\n"
+                     "    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                     "k < a.nsegments; k += step) {\n"
+                     "        if (offs[k] != offs[k + 1]) continue;\n",
+                     SL_CG_CLOSE_THREADS, g->slots[g->reduce_slot].phase, g->out->offsets_input);
+    emit_reduce_row(g, "id", "k", index_k, false, "        ");
+    sl_strbuf_append(sb, "    }\n}\n");
+}
+
 /* The close kernel of a group ending in a reduce (SL_CG_CLOSE_KERNEL, codegen.h): one block.
  * Batch mode reads the carry the main kernel left (an empty batch's, where the main kernel
  * did not run, with the per-batch resets applied), writes the rows the batch's end closes,
@@ -1271,18 +1295,6 @@ static void emit_reduce_close(cg *g) {
                      "        if (!flush && a.rows == 0) RP::reset(held);\n"
                      "    }\n    __syncthreads();\n    S s = held;\n",
                      SL_CG_CLOSE_THREADS, ph);
-    if (r->segments == SL_SEGMENTS_OFFSETS) {
-        /* every empty segment of the batch: the identities, at its ordinal */
-        sl_strbuf_printf(sb,
-                         "    if (!flush) {\n"
-                         "        const long long *offs = (const long long *)a.in[%d];\n"
-                         "        const S id = RP::identity();\n        (void)id;\n"
-                         "        for (long long k = threadIdx.x; k < a.nsegments; k += blockDim.x) {\n"
-                         "            if (offs[k] != offs[k + 1]) continue;\n",
-                         g->out->offsets_input);
-        emit_reduce_row(g, "id", "k", index_k, false, "            ");
-        sl_strbuf_append(sb, "        }\n    }\n    __syncthreads();\n");
-    }
     sl_strbuf_append(sb, "    if (threadIdx.x != 0) return;\n    bool emit = false;\n"
                          "    long long at = 0, n = 0;\n");
     switch (r->segments) {
@@ -1322,6 +1334,7 @@ static void emit_reduce_close(cg *g) {
     sl_strbuf_printf(sb, "        s.f%d = 0;\n    }\n", seen);
     sl_strbuf_append(sb, "    *a.out_rows = n;\n"
                          "    memcpy(a.carry_out + RP::CARRY_OFFSET, &s, sizeof s);\n}\n");
+    if (r->segments == SL_SEGMENTS_OFFSETS) emit_reduce_empties(g, index_k);
 }
 
 /* Which inputs the copy engine stages and the size of a stage (BUF). A stage holds the tile

@@ -30,12 +30,16 @@
 #define SL_CG_KERNEL "sl_fused"
 #define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
 /* A group ending in a reduce: after the main kernel (also for an empty batch), one block of
- * this kernel writes the rows the batch closes at its end (empty offsets segments, the open
- * segment with `per: batch`, a `per: batch` whole-batch row), the batch's rows out and the
+ * this kernel writes the rows the batch closes at its end (the open segment with
+ * `per: batch`, a `per: batch` whole-batch row), the batch's rows out and the
  * index count into the carry; launched with ntiles = -1 it writes instead the row held open
  * at flush from carry_in (the carry after it goes to carry_out). */
 #define SL_CG_CLOSE_KERNEL "sl_reduce_close"
 #define SL_CG_CLOSE_THREADS 256
+/* A reduce over offsets segments: before the close kernel, a grid of this kernel writes the
+ * identity rows of the batch's empty segments at their ordinals (batch mode only; blocks of
+ * SL_CG_CLOSE_THREADS, any number of them). */
+#define SL_CG_EMPTIES_KERNEL "sl_reduce_empties"
 /* Fixed slots before the inputs in the kernel's argument block. */
 #define SL_CG_FIXED_SLOTS 7
 /* Shared memory: the bytes of staged input columns one stage may hold, and what one SM

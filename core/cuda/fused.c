@@ -15,7 +15,7 @@ struct sl_cuda_group {
     sl_codegen cg;
     sl_cuda_group_layout layout;
     cudaLibrary_t library;
-    cudaKernel_t kernel, segindex, close; /* close: a reduce's (codegen.h) */
+    cudaKernel_t kernel, segindex, close, empties; /* close, empties: a reduce's (codegen.h) */
     unsigned max_grid; /* blocks of the persistent kernel that fit on the device at once */
 };
 
@@ -73,6 +73,8 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
                 e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
             if (e == cudaSuccess && g->cg.reduces)
                 e = cudaLibraryGetKernel(&g->close, g->library, SL_CG_CLOSE_KERNEL);
+            if (e == cudaSuccess && g->cg.reduces && g->cg.has_offsets)
+                e = cudaLibraryGetKernel(&g->empties, g->library, SL_CG_EMPTIES_KERNEL);
             if (e != cudaSuccess) {
                 st = cuda_failure(ctx, e, "finding a generated kernel (cudaLibraryGetKernel)");
                 cudaLibraryUnload(g->library);
@@ -162,8 +164,17 @@ static sluice_status launch_close(sluice_context *ctx, const sl_cuda_group *g, c
     uint64_t slots[512];
     fill_args(c, io, flush ? -1 : sl_cuda_codegen_tiles(c, io->rows), slots);
     void *args[1] = {slots};
-    cudaError_t e = cudaLaunchKernel((const void *)g->close, (dim3){1, 1, 1},
-                                     (dim3){SL_CG_CLOSE_THREADS, 1, 1}, args, 0, stream);
+    cudaError_t e = cudaSuccess;
+    if (c->has_offsets && !flush && io->nsegments > 0) {
+        /* the empty segments' rows, a thread per segment up to a grid the device holds */
+        int64_t blocks = (io->nsegments + SL_CG_CLOSE_THREADS - 1) / SL_CG_CLOSE_THREADS;
+        if (blocks > 8192) blocks = 8192;
+        e = cudaLaunchKernel((const void *)g->empties, (dim3){(unsigned)blocks, 1, 1},
+                             (dim3){SL_CG_CLOSE_THREADS, 1, 1}, args, 0, stream);
+        if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a reduce's empty-segments kernel");
+    }
+    e = cudaLaunchKernel((const void *)g->close, (dim3){1, 1, 1},
+                         (dim3){SL_CG_CLOSE_THREADS, 1, 1}, args, 0, stream);
     return e == cudaSuccess ? SLUICE_OK : cuda_failure(ctx, e, "launching a reduce's close kernel");
 }
 
