@@ -5,7 +5,6 @@
 # Every suite and benchmark runs with tests/tools/segv_trace.c preloaded: a crash's stack,
 # resolved by scripts/segv_resolve.sh, lands in the summary (the machine has no debugger).
 # Knobs (environment): LG, REPS (benchmark size and repetitions); STREAM (stream_bench too);
-# REDUCE=0 (no second tree with the GPU reduce on for gpu_reduce);
 # SWEEP, SWEEP_JOBS (the fused jobs again under other launch shapes or settings);
 # PROFILE_JOBS (Nsight Compute);
 # BENCH_ONLY (stop after the benchmarks); BACKEND_LATE (full gpu_backend beside the sanitizers);
@@ -36,14 +35,6 @@ cmake -B $BUILD -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DSLUICE_WITH_CUDA
 GPU_SUITES=$(cd tests && ls gpu_*.c | sed 's/\.c$//' | tr '\n' ' ')
 cmake --build $BUILD -j16 --target gpu_bench stream_bench lookahead_scan sluice_segv_trace $GPU_SUITES \
   >"$LOG/build.log" 2>&1 || { say "BUILD FAILED"; grep -E "error" "$LOG/build.log" | head -20; }
-# The GPU reduce is off by default (build option SLUICE_CUDA_REDUCE): a second tree builds
-# gpu_reduce with it on (REDUCE=0 skips it).
-if [ "${REDUCE:-1}" != 0 ]; then
-  cmake -B $BUILD-reduce -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-g -DSLUICE_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DSLUICE_CUDA_REDUCE=ON >>"$LOG/configure.log" 2>&1
-  cmake --build $BUILD-reduce -j16 --target gpu_reduce >"$LOG/build-reduce.log" 2>&1 \
-    || { say "BUILD (reduce on) FAILED"; grep -E "error" "$LOG/build-reduce.log" | head -20; }
-fi
 # Every suite runs with the crash reporter preloaded; a crash's stack is resolved into its log.
 TRACE=$PWD/$BUILD/tests/libsluice_segv_trace.so
 say "built in $(( $(date +%s) - t0 )) s"
@@ -96,8 +87,7 @@ wait
 # suite has them), side by side.
 run_suite gpu_stream gpu_stream & run_suite gpu_pinned gpu_pinned SLUICE_TEST_SMALL=1 &
 run_suite gpu_carry gpu_carry & run_suite gpu_determinism gpu_determinism &
-run_suite gpu_reduce gpu_reduce SLUICE_TEST_SMALL=1 &
-[ "${REDUCE:-1}" != 0 ] && (BUILD=$BUILD-reduce; run_suite gpu_reduce gpu_reduce_on) &
+run_suite gpu_reduce gpu_reduce &
 wait
 # The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
 # "Race review"): twice, to see whether the wrong rows repeat (code generation) or move (race).

@@ -43,9 +43,9 @@ class Skip(Exception):
 
 
 class Refused(Exception):
-    """The backend documents that it does not run a stage of this case yet (SCHEMA.md: the
-    CUDA backend refuses a `reduce` at session open, "backend not available"): the case is
-    judged on the other backends only, and counted."""
+    """The backend documents that it does not run a stage of this case (a CUDA build with
+    SLUICE_CUDA_REDUCE=OFF refuses a `reduce` at session open, "backend not available"): the
+    case is judged on the other backends only, and counted."""
 
 
 REFUSED = []          # (case name, backend) of every such run, for the summary
