@@ -233,8 +233,11 @@ __device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::T
         tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
         const S carry = carry_in<K, P>(a, t.tile == 0 && threadIdx.x == 0);
         const tile_states<S> states = {a.scratch + offset, ntiles};
-        const S tile_excl = tile_exclusive_prefix<P::ORDERED>(states, t.tile, carry, block_agg,
-                                                              P::identity(), op, &broadcast);
+        S tile_excl = tile_exclusive_prefix<P::ORDERED>(states, t.tile, carry, block_agg,
+                                                        P::identity(), op, &broadcast);
+        /* fields that do not travel through the look-back: the carry's (Phase::batch_constants) */
+        if constexpr (P::BATCH_CONSTANTS)
+            if (t.tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
         /* The last look-back is done: only now take the next tile and start its copies. A
          * tile taken earlier would publish nothing until this one is finished, and every tile
          * after it would wait for that in its look-back: on the H200 taking it at the top of
@@ -388,6 +391,8 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             } else {
                 tile_excl = lookback_exclusive(states, tile, P::identity(), op);
             }
+            if constexpr (P::BATCH_CONSTANTS)
+                if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
             if ((threadIdx.x & 31) == 0) {
                 states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));
                 handed_excl[s] = tile_excl;

@@ -612,27 +612,50 @@ END_TEST
 /* ---- a reduce group's generated code run on the host --------------------------------- */
 
 /* The reduce pipelines reduce_on_host runs: exact operators only (the CPU associates
- * differently), a filter fused before the reduce and a scan (two look-back phases: the
+ * differently), a filter fused before the reduce (but over offsets, which a filter would
+ * invalidate) and a scan (two look-back phases: the
  * two-stage loop) or none (one phase: the loop with a look-back warp; without segments the
- * aggregate loop, which has no look-back), each segment kind but
- * offsets (tests/cuda_host/reduce_emulate.cc has no segment index kernel), per stream and
- * per batch. Keys and head flags come from k's low bits: runs of a few rows. */
+ * aggregate loop, which has no look-back), each segment kind, per stream and per batch. Keys
+ * and head flags come from k's low bits: runs of a few rows; offsets segments (`rows`) from
+ * reduce_emulate.cc's offsets_lengths, which host_offsets repeats. */
 static const struct host_case {
     const char *segments;
     bool scan;
+    bool narrow; /* one i32 sum: a state narrow enough for one 16-byte word in the look-back */
 } host_cases[] = {
-    {"      segments: {key: g}\n", true},
-    {"      segments: {key: big}\n", true},
-    {"      segments: hd\n", true},
-    {"", true},
-    {"      segments: {key: g}\n      per: batch\n", true},
-    {"      segments: hd\n      per: batch\n", true},
-    {"      per: batch\n", true},
-    {"      segments: {key: g}\n", false},
-    {"      segments: hd\n      per: batch\n", false},
-    {"", false},
-    {"      per: batch\n", false},
+    {"      segments: {key: g}\n", true, false},
+    {"      segments: {key: big}\n", true, false},
+    {"      segments: hd\n", true, false},
+    {"", true, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false},
+    {"      segments: hd\n      per: batch\n", true, false},
+    {"      per: batch\n", true, false},
+    {"      segments: {key: g}\n", false, false},
+    {"      segments: hd\n      per: batch\n", false, false},
+    {"", false, false},
+    {"      per: batch\n", false, false},
+    {"      segments: rows\n", false, false},
+    {"      segments: rows\n", true, false},
+    {"      segments: rows\n", false, true},
+    {"      segments: rows\n", true, true},
 };
+
+/* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
+static int64_t *host_offsets(uint64_t seed, int64_t units) {
+    uint64_t state = seed ^ 0x0ff5e75ull;
+    int64_t *off = malloc((size_t)(units + 1) * sizeof *off);
+    ck_assert_ptr_nonnull(off);
+    off[0] = 0;
+    for (int64_t j = 0; j < units; j++) {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        int64_t len = z % 8 == 0 ? 0 : z % 40 == 1 ? (int64_t)((z >> 8) % 9000) : (int64_t)((z >> 8) % 40);
+        off[j + 1] = off[j] + len;
+    }
+    return off;
+}
 
 /* splitmix64 bytes as reduce_emulate.cc makes its inputs */
 static void host_inputs(uint8_t *out, size_t n, uint64_t *state) {
@@ -653,22 +676,34 @@ static void host_inputs(uint8_t *out, size_t n, uint64_t *state) {
 START_TEST(reduce_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
+    const bool offsets = strstr(host_cases[_i].segments, "segments: rows") != NULL;
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
-             "sluice: 1\nname: host-%d\ninput: {x: i32, k: i16}\nstages:\n"
+             "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\nstages:\n"
              "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
-             "  - filter: x %% 5 != 0\n"
+             "%s"
              "%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
-             "        - {op: sum, of: x, into: s}\n"
-             "        - {op: min, of: x, into: lo}\n"
-             "        - {op: max, of: %s, into: top}\n"
-             "        - {op: xor, of: x, into: bx}\n"
-             "        - {op: and, of: k, into: ba}\n"
-             "        - {op: count, into: n}\n"
-             "output: [seg, s, lo, top, bx, ba, n]\n",
-             _i, host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
-             host_cases[_i].segments, host_cases[_i].scan ? "run" : "x");
+             "        - {op: sum, of: %s, into: s}\n"
+             "%s",
+             _i, offsets ? "  rows: {type: i64, role: offsets}\n" : "",
+             offsets ? "" : "  - filter: x % 5 != 0\n",
+             host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
+             host_cases[_i].segments,
+             host_cases[_i].narrow && host_cases[_i].scan ? "run" : "x",
+             host_cases[_i].narrow ? "output: [seg, s]\n"
+             : host_cases[_i].scan ? "        - {op: min, of: x, into: lo}\n"
+                                     "        - {op: max, of: run, into: top}\n"
+                                     "        - {op: xor, of: x, into: bx}\n"
+                                     "        - {op: and, of: k, into: ba}\n"
+                                     "        - {op: count, into: n}\n"
+                                     "output: [seg, s, lo, top, bx, ba, n]\n"
+                                   : "        - {op: min, of: x, into: lo}\n"
+                                     "        - {op: max, of: x, into: top}\n"
+                                     "        - {op: xor, of: x, into: bx}\n"
+                                     "        - {op: and, of: k, into: ba}\n"
+                                     "        - {op: count, into: n}\n"
+                                     "output: [seg, s, lo, top, bx, ba, n]\n");
     sluice_pipeline *p = tu_load(ctx, yaml);
     ck_assert_ptr_nonnull(p);
     bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
@@ -694,8 +729,8 @@ START_TEST(reduce_on_host) {
     int at = snprintf(cmd, sizeof cmd,
                       "c++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
                       "-fno-sanitize-recover=all -I'%s/kernels' '-DSL_GENERATED=\"%s\"' "
-                      "-DSL_CLOSE_THREADS=%d '-DSL_IN_SIZES=",
-                      SLUICE_SOURCE_DIR, path, SL_CG_CLOSE_THREADS);
+                      "-DSL_CLOSE_THREADS=%d -DSL_OFFSETS_INPUT=%d '-DSL_IN_SIZES=",
+                      SLUICE_SOURCE_DIR, path, SL_CG_CLOSE_THREADS, cg.offsets_input);
     for (int k = 0; k < cg.ninputs; k++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
                        sluice_type_size(p->columns[cg.inputs[k]].type));
@@ -712,9 +747,10 @@ START_TEST(reduce_on_host) {
     ck_assert_int_lt(at, (int)sizeof cmd);
     ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
 
-    static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600};
+    /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles) */
+    static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600}, segments[] = {0, 1, 2, 33, 150, 400};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {
-        int64_t rows = sizes[z];
+        int64_t rows = offsets ? segments[z] : sizes[z];
         uint64_t seed = 977 + (uint64_t)_i * 31 + z;
         /* the host run's rows */
         snprintf(cmd, sizeof cmd, "'%s/emulate' %llu %lld", dir, (unsigned long long)seed, (long long)rows);
@@ -737,18 +773,38 @@ START_TEST(reduce_on_host) {
         sluice_column cols[8];
         uint8_t *data[8];
         ck_assert_int_le(cg.ninputs, 8);
+        int64_t *off = offsets ? host_offsets(seed, rows) : NULL;
+        int64_t nrows = off ? off[rows] : rows;
         for (int k = 0; k < cg.ninputs; k++) {
             const sl_column *c = &p->columns[cg.inputs[k]];
             size_t w = sluice_type_size(c->type);
-            data[k] = malloc((size_t)(rows + 1) * w);
-            host_inputs(data[k], (size_t)(rows + 1) * w, &state);
-            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = rows};
+            if (k == cg.offsets_input) {
+                data[k] = (uint8_t *)off;
+                cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = off, .length = rows + 1};
+                continue;
+            }
+            data[k] = malloc((size_t)(nrows + 1) * w);
+            host_inputs(data[k], (size_t)(nrows + 1) * w, &state);
+            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = nrows};
+        }
+        /* inputs the kernel never reads (the narrow cases' k) still go to the CPU: zeros */
+        int ncols = cg.ninputs;
+        for (int c = 0; c < p->ninputs; c++) {
+            bool read = false;
+            for (int k = 0; k < cg.ninputs; k++) read = read || cg.inputs[k] == c;
+            if (read) continue;
+            ck_assert_int_lt(ncols, 8);
+            size_t w = sluice_type_size(p->columns[c].type);
+            data[ncols] = calloc((size_t)nrows + 1, w);
+            cols[ncols] = (sluice_column){.name = p->columns[c].name, .type = p->columns[c].type,
+                                          .data = data[ncols], .length = nrows};
+            ncols++;
         }
         sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
         o.backend = SLUICE_BACKEND_CPU;
         sluice_session *s;
         ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
-        ck_assert_int_eq(sluice_session_push(s, cols, (size_t)cg.ninputs), SLUICE_OK);
+        ck_assert_int_eq(sluice_session_push(s, cols, (size_t)ncols), SLUICE_OK);
         ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
         long long ref_rows = 0;
         sluice_batch *b;
@@ -778,7 +834,7 @@ START_TEST(reduce_on_host) {
         ck_assert_msg(ref_rows == got_rows, "%s, %lld rows: the host run gives %lld rows, the CPU %lld",
                       sluice_pipeline_name(p), (long long)rows, got_rows, ref_rows);
         sluice_session_close(s);
-        for (int k = 0; k < cg.ninputs; k++) free(data[k]);
+        for (int k = 0; k < ncols; k++) free(data[k]);
         free(got);
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -31,6 +31,9 @@ typedef struct cg_field {
     sluice_type type;
     size_t offset;
     int id; /* printed as f<id> */
+    /* the same in every prefix inside a batch (no element or combine changes it): kept out
+       of the look-back's payload and taken from the carry after it (Phase::batch_constants) */
+    bool batch_constant;
 } cg_field;
 
 typedef struct cg_slot {
@@ -73,6 +76,7 @@ typedef struct cg {
     int nfields;
     int *field_phase;
     size_t state_size[SL_CG_MAX_PHASES + 1]; /* [phase] */
+    size_t payload_size[SL_CG_MAX_PHASES + 1]; /* [phase]: the bytes before its batch constants */
     size_t carry_offset[SL_CG_MAX_PHASES + 1];
 
     /* shared-memory stages (kernels/sl_pipe.cuh): per input, whether the copy engine brings
@@ -118,7 +122,7 @@ static int new_field(cg *g, int phase, sluice_type t) {
     if (f) g->fields = f;
     if (fp) g->field_phase = fp;
     if (!f || !fp) return -1;
-    g->fields[g->nfields] = (cg_field){t, 0, g->nfields};
+    g->fields[g->nfields] = (cg_field){t, 0, g->nfields, false};
     g->field_phase[g->nfields] = phase;
     return g->nfields++;
 }
@@ -259,6 +263,10 @@ static sluice_status analyse_reduce(cg *g, int s, analysis *a) {
         if (slot.restart_field < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     }
+    /* Offsets segments never join (a segment closes at its own last row), so inside a batch
+       every prefix holds the carry's two counts: they stay out of the look-back. */
+    if (r->segments == SL_SEGMENTS_OFFSETS && slot.count_field >= 0 && slot.total_field >= 0)
+        g->fields[slot.count_field].batch_constant = g->fields[slot.total_field].batch_constant = true;
     if (r->segments == SL_SEGMENTS_HEADFLAG) slot.interior_field = new_field(g, phase, SLUICE_BOOL);
     if (r->segments == SL_SEGMENTS_KEY) {
         sluice_type kt = p->columns[r->segment_column].type;
@@ -378,13 +386,21 @@ static sluice_status analyse(cg *g) {
 
 /* Fields of a phase sorted by size, largest first, so the struct has no inner padding;
  * the device struct is printed in the same order and checked with static_assert. */
-static void layout_phase(cg *g, int phase, int *order, int *count) {
+/* The order of phase `phase`'s fields in its state: the fields the look-back moves first,
+ * then the batch constants; each part by size, largest first, then by field id. */
+static void phase_order(const cg *g, int phase, int *order, int *count) {
     *count = 0;
-    for (size_t sz = 8; sz >= 1; sz /= 2)
-        for (int f = 0; f < g->nfields; f++)
-            if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz)
-                order[(*count)++] = f;
-    size_t off = 0, align = 4;
+    for (int constant = 0; constant < 2; constant++)
+        for (size_t sz = 8; sz >= 1; sz /= 2)
+            for (int f = 0; f < g->nfields; f++)
+                if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz &&
+                    g->fields[f].batch_constant == (constant != 0))
+                    order[(*count)++] = f;
+}
+
+static void layout_phase(cg *g, int phase, int *order, int *count) {
+    phase_order(g, phase, order, count);
+    size_t off = 0, align = 4, payload = 0;
     for (int k = 0; k < *count; k++) {
         cg_field *f = &g->fields[order[k]];
         size_t sz = sluice_type_size(f->type);
@@ -392,9 +408,11 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
         off = (off + sz - 1) / sz * sz;
         f->offset = off;
         off += sz;
+        if (!f->batch_constant) payload = off;
     }
     if (off == 0) off = 4;
     g->state_size[phase] = (off + align - 1) / align * align;
+    g->payload_size[phase] = payload ? payload : g->state_size[phase];
 }
 
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
@@ -633,20 +651,24 @@ static void emit_struct(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
     sl_strbuf_printf(sb, "struct __align__(%d) S%d {\n", g->state_size[phase] % 8 == 0 ? 8 : 4,
                      phase);
-    /* the order of layout_phase: by size, largest first, then by field id */
+    /* layout_phase's order; padding between fields is the compiler's, as there */
+    int *order = sl_calloc(g->ctx, (size_t)(g->nfields ? g->nfields : 1), sizeof *order), count = 0;
     size_t end = 0;
-    for (size_t sz = 8; sz >= 1; sz /= 2)
-        for (int f = 0; f < g->nfields; f++) {
-            const cg_field *fd = &g->fields[f];
-            if (g->field_phase[f] != phase || sluice_type_size(fd->type) != sz) continue;
-            sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->type), fd->id);
-            end = fd->offset + sz;
-        }
-    if (g->state_size[phase] > end) {
-        sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
-        /* the look-back moves only the data bytes (kernels/sl_lookback.cuh payload_of) */
-        sl_strbuf_printf(sb, "    static constexpr int PAYLOAD_BYTES = %zu;\n", end);
+    if (order) phase_order(g, phase, order, &count);
+    else g->sb.failed = true; /* reported as out of memory with the source */
+    for (int k = 0; k < count; k++) {
+        const cg_field *fd = &g->fields[order[k]];
+        sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->type), fd->id);
+        end = fd->offset + sluice_type_size(fd->type);
     }
+    sl_free(g->ctx, order);
+    if (g->state_size[phase] > end)
+        sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
+    /* the look-back moves only the data bytes before the batch constants
+       (kernels/sl_lookback.cuh payload_of) */
+    size_t payload = g->payload_size[phase] < end ? g->payload_size[phase] : end;
+    if (g->state_size[phase] > payload)
+        sl_strbuf_printf(sb, "    static constexpr int PAYLOAD_BYTES = %zu;\n", payload);
     sl_strbuf_printf(sb, "};\nstatic_assert(sizeof(S%d) == %zu, \"state layout\");\n", phase,
                      g->state_size[phase]);
 
@@ -787,7 +809,19 @@ static void emit_struct(cg *g, int phase) {
             sl_strbuf_append(sb, " }\n");
         }
     }
-    sl_strbuf_append(sb, "        (void)carry;\n    }\n};\n");
+    sl_strbuf_append(sb, "        (void)carry;\n    }\n");
+    /* the batch constants of a prefix that came through the look-back: the carry's */
+    bool constants = false;
+    for (int f = 0; f < g->nfields; f++) constants = constants || (g->field_phase[f] == phase &&
+                                                                  g->fields[f].batch_constant);
+    sl_strbuf_printf(sb,
+                     "    static constexpr bool BATCH_CONSTANTS = %s;\n"
+                     "    __device__ static __forceinline__ void batch_constants(S &s, const S &carry) {\n",
+                     constants ? "true" : "false");
+    for (int f = 0; f < g->nfields; f++)
+        if (g->field_phase[f] == phase && g->fields[f].batch_constant)
+            sl_strbuf_printf(sb, "        s.f%d = carry.f%d;\n", g->fields[f].id, g->fields[f].id);
+    sl_strbuf_append(sb, "        (void)s; (void)carry;\n    }\n};\n");
 }
 
 /* Tile::element(S<phase> &e, int i): the per-row element state of the thread's item i. */

@@ -20,10 +20,17 @@
  * (splitmix64 from SEED, input after input, ROWS + 1 elements each). Built with
  * SL_GENERATED (the source's path), SL_IN_SIZES and SL_OUT_SIZES (bytes per element of the
  * kernel's inputs and outputs, in argument order), SL_CARRY_IDENTITY (the carry's identity
- * bytes) and SL_CLOSE_THREADS (the close kernel's block), and linked with -latomic (16-byte
- * atomics). Every loop runs (the aggregate loop, the two-stage one, and the one with a
- * look-back warp, whose named barrier is emulated too); offsets segments are not (no segment
- * index kernel). */
+ * bytes), SL_CLOSE_THREADS (the close kernel's block) and SL_OFFSETS_INPUT (the kernel input
+ * that is an offsets input, or -1), and linked with -latomic (16-byte atomics). Every loop
+ * runs (the aggregate loop, the two-stage one, and the one with a look-back warp, whose named
+ * barrier is emulated too).
+ *
+ * With an offsets input, ROWS and the cuts count segments, not rows: the segments' lengths
+ * come first, from splitmix64 seeded with SEED ^ OFFSETS_SEED (offsets_lengths below: empty,
+ * short and multi-tile segments), then the other inputs as above with (rows + 1) elements for
+ * the rows the segments hold; the offsets input is not drawn. The segment index kernel runs
+ * before the main kernel and the empty-segments kernel before the close kernel, as
+ * core/cuda/fused.c launches them. test_cuda_codegen makes the same inputs for the CPU. */
 #include <pthread.h>
 #include <sched.h>
 
@@ -134,6 +141,32 @@ template <class F> static void launch(int threads, int named, size_t smem, F ker
     for (int w = 0; w < threads / 32; w++) pthread_barrier_destroy(&b.warp[w]);
 }
 
+#ifndef SL_OFFSETS_INPUT
+#define SL_OFFSETS_INPUT -1
+#endif
+#define OFFSETS_SEED 0x0ff5e75ull
+
+static unsigned long long splitmix(unsigned long long *state) {
+    unsigned long long z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The offsets of `units` segments: one in eight empty, one in forty of up to 9000 rows (over
+ * two tiles), the rest up to 40 rows. */
+static std::vector<long long> offsets_lengths(unsigned long long seed, long long units) {
+    unsigned long long state = seed ^ OFFSETS_SEED;
+    std::vector<long long> off(1, 0);
+    for (long long j = 0; j < units; j++) {
+        const unsigned long long z = splitmix(&state);
+        const long long len = z % 8 == 0 ? 0 : z % 40 == 1 ? (long long)((z >> 8) % 9000)
+                                                           : (long long)((z >> 8) % 40);
+        off.push_back(off.back() + len);
+    }
+    return off;
+}
+
 static const unsigned char carry_identity[] = {SL_CARRY_IDENTITY};
 static const int in_sizes[] = {SL_IN_SIZES};
 static const int out_sizes[] = {SL_OUT_SIZES};
@@ -151,10 +184,11 @@ struct table {
     std::vector<std::vector<unsigned char>> cols = std::vector<std::vector<unsigned char>>(NOUT);
 };
 
-/* One batch of `rows` rows from `in` (column pointers), or the flush; appends the rows out. */
-static void run_batch(const std::vector<const unsigned char *> &in, long long rows, bool flush,
-                      std::vector<unsigned char> &carry, table &out) {
-    const size_t cap = (size_t)rows + 1;
+/* One batch of `rows` rows from `in` (column pointers; with an offsets input, that input
+ * holds `nseg` + 1 offsets from 0), or the flush; appends the rows out. */
+static void run_batch(const std::vector<const unsigned char *> &in, long long rows, long long nseg,
+                      bool flush, std::vector<unsigned char> &carry, table &out) {
+    const size_t cap = (size_t)(rows > nseg ? rows : nseg) + 1;
     std::vector<std::vector<unsigned char>> bufs(NOUT);
     SlArgs a;
     memset(&a, 0, sizeof a);
@@ -162,9 +196,11 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
     long long out_rows = 0;
     const long long ntiles = (rows + Kernel::tile - 1) / Kernel::tile;
     std::vector<unsigned char> scratch(
-        SL_SCRATCH_ALIGN + phase_bytes(Kernel::Phases{}, (unsigned long long)ntiles), 0);
+        SL_SCRATCH_ALIGN + sl_segment_index_bytes(SL_OFFSETS_INPUT >= 0 ? 1 : 0, (unsigned long long)ntiles) +
+            phase_bytes(Kernel::Phases{}, (unsigned long long)ntiles),
+        0);
     a.rows = rows;
-    a.nsegments = -1;
+    a.nsegments = SL_OFFSETS_INPUT >= 0 ? nseg : -1;
     a.ntiles = flush ? -1 : ntiles;
     a.scratch = scratch.data();
     a.carry_in = carry.data();
@@ -175,8 +211,18 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
         bufs[k].assign(cap * (size_t)out_sizes[k], 0);
         a.out[k] = bufs[k].data();
     }
-    if (flush || rows == 0) memcpy(carry_out.data(), carry.data(), carry.size());
-    else launch(THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+    if (flush || rows == 0) {
+        memcpy(carry_out.data(), carry.data(), carry.size());
+    } else {
+#if SL_OFFSETS_INPUT >= 0
+        const int index_threads = (int)((ntiles + 1 + 31) / 32 * 32);
+        launch(index_threads, index_threads, 0, [&a] { sl_fused_segindex(a); });
+#endif
+        launch(THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+    }
+#if SL_OFFSETS_INPUT >= 0
+    if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
+#endif
     launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
     if (out_rows < 0 || (size_t)out_rows > cap) {
         fprintf(stderr, "reduce_emulate: %lld rows out of a batch of %lld\n", out_rows, rows);
@@ -189,21 +235,27 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
     carry = carry_out;
 }
 
-/* The stream cut at `cuts` (ascending row numbers), then flushed. */
-static table run_stream(const std::vector<std::vector<unsigned char>> &cols, long long rows,
-                        const std::vector<long long> &cuts) {
+/* The stream cut at `cuts` (ascending row numbers; with offsets, segment numbers into `off`),
+ * then flushed. */
+static table run_stream(const std::vector<std::vector<unsigned char>> &cols, long long units,
+                        const std::vector<long long> &off, const std::vector<long long> &cuts) {
     std::vector<unsigned char> carry(carry_identity, carry_identity + sizeof carry_identity);
     table out;
     long long at = 0;
     std::vector<long long> ends(cuts);
-    ends.push_back(rows);
+    ends.push_back(units);
     for (long long end : ends) {
+        const long long r0 = off.empty() ? at : off[(size_t)at], r1 = off.empty() ? end : off[(size_t)end];
+        std::vector<long long> batch_off;
+        for (long long j = at; !off.empty() && j <= end; j++) batch_off.push_back(off[(size_t)j] - r0);
         std::vector<const unsigned char *> in(NIN);
-        for (int k = 0; k < NIN; k++) in[k] = cols[k].data() + (size_t)at * (size_t)in_sizes[k];
-        run_batch(in, end - at, false, carry, out);
+        for (int k = 0; k < NIN; k++)
+            in[k] = k == SL_OFFSETS_INPUT ? (const unsigned char *)batch_off.data()
+                                          : cols[k].data() + (size_t)r0 * (size_t)in_sizes[k];
+        run_batch(in, r1 - r0, off.empty() ? 0 : end - at, false, carry, out);
         at = end;
     }
-    run_batch(std::vector<const unsigned char *>(NIN), 0, true, carry, out);
+    run_batch(std::vector<const unsigned char *>(NIN), 0, 0, true, carry, out);
     return out;
 }
 
@@ -230,21 +282,22 @@ int main(int argc, char **argv) {
     unsigned long long seed = strtoull(argv[1], NULL, 10);
     long long rows = atoll(argv[2]), ca = argc == 5 ? atoll(argv[3]) : 0;
     long long cb = argc == 5 ? atoll(argv[4]) : 0;
-    if (rows < 0 || ca < 0 || cb < ca || cb > rows) {
+    if (rows < 0 || ca < 0 || cb < ca || cb > rows) { /* (segments with offsets) */
         fprintf(stderr, "reduce_emulate: cuts must satisfy 0 <= A <= B <= ROWS\n");
         return 2;
     }
+    /* with offsets, `rows` counts segments: the rows are the segments' */
+    const long long units = rows;
+    const std::vector<long long> off =
+        SL_OFFSETS_INPUT >= 0 ? offsets_lengths(seed, units) : std::vector<long long>();
+    if (!off.empty()) rows = off.back();
     std::vector<std::vector<unsigned char>> cols(NIN);
     for (int k = 0; k < NIN; k++) {
+        if (k == SL_OFFSETS_INPUT) continue;
         cols[k].resize((size_t)(rows + 1) * (size_t)in_sizes[k]);
-        for (unsigned char &b : cols[k]) {
-            unsigned long long z = (seed += 0x9e3779b97f4a7c15ull);
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            b = (unsigned char)(z ^ (z >> 31));
-        }
+        for (unsigned char &b : cols[k]) b = (unsigned char)splitmix(&seed);
     }
-    const table whole = run_stream(cols, rows, {});
+    const table whole = run_stream(cols, units, off, {});
     printf("rows %lld\n", whole.rows);
     for (long long r = 0; r < whole.rows; r++) {
         for (int k = 0; k < NOUT; k++) {
@@ -254,5 +307,5 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
-    return argc == 5 && !same(whole, run_stream(cols, rows, {ca, cb}), "cut batches") ? 1 : 0;
+    return argc == 5 && !same(whole, run_stream(cols, units, off, {ca, cb}), "cut batches") ? 1 : 0;
 }
