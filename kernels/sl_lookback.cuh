@@ -194,6 +194,16 @@ template <typename T> struct tile_states {
  * with K independent loads issued together (one L2 round trip for the whole window, not K)
  * and waits for any that are unpublished. States before tile 0 read as inclusive identities
  * (tile 0 is always inclusive). */
+/* Backs off until `status` is published; `reread` reads it (and whatever comes with it) again. */
+template <typename F> __device__ __forceinline__ void wait_published(const uint32_t &status, F reread) {
+    int backoff = 8;
+    while (status == SL_STATUS_INVALID) {
+        __nanosleep(backoff);
+        if (backoff < 256) backoff *= 2;
+        reread();
+    }
+}
+
 template <int K, typename T>
 __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_t window_end,
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
@@ -205,14 +215,8 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
         for (int j = 0; j < K; j++)
             status[j] = lane_first + j >= 0 ? states.read_status(lane_first + j) : SL_STATUS_INCLUSIVE;
 #pragma unroll
-        for (int j = 0; j < K; j++) {
-            int backoff = 8;
-            while (status[j] == SL_STATUS_INVALID) {
-                __nanosleep(backoff);
-                if (backoff < 256) backoff *= 2;
-                status[j] = states.read_status(lane_first + j);
-            }
-        }
+        for (int j = 0; j < K; j++)
+            wait_published(status[j], [&] { status[j] = states.read_status(lane_first + j); });
         fence_acquire();
 #pragma unroll
         for (int j = 0; j < K; j++)
@@ -226,14 +230,8 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
         if (lane_first + j >= 0) states.read(lane_first + j, status[j], v[j]);
     }
 #pragma unroll
-    for (int j = 0; j < K; j++) {
-        int backoff = 8;
-        while (status[j] == SL_STATUS_INVALID) {
-            __nanosleep(backoff);
-            if (backoff < 256) backoff *= 2;
-            states.read(lane_first + j, status[j], v[j]);
-        }
-    }
+    for (int j = 0; j < K; j++)
+        wait_published(status[j], [&] { states.read(lane_first + j, status[j], v[j]); });
 }
 
 /* One window of the look-back: read_window, then each lane folds its states from the last
