@@ -433,7 +433,8 @@ SLUICE_API sluice_status sluice_session_reset(sluice_session *session);
 /* Takes the next result batch, in stream order. *out is NULL when none is ready (not an
  * error): with batches in flight, when the next one's data is not complete yet (it never
  * waits; see sluice_session_pull_wait). The caller owns the batch and frees it with
- * sluice_batch_free. Errors: a failure found on the device for a batch in flight (see
+ * sluice_batch_free, before or after the session closes (a batch outlives its session, not
+ * its context). Errors: a failure found on the device for a batch in flight (see
  * "Errors with batches in flight"); *out is then NULL, and the batches before the failed
  * push can still be pulled. */
 SLUICE_API sluice_status sluice_session_pull(sluice_session *session, sluice_batch **out);

@@ -51,7 +51,9 @@
  *     (sluice_batch_column) are device pointers, complete when pull hands the batch out (the
  *     work that wrote them is done). sluice_batch_free returns them to the device's memory
  *     pool in stream order on the legacy default stream; if work on a non-blocking stream
- *     still reads them, synchronise that stream first.
+ *     still reads them, synchronise that stream first. The pool is the context's (one per
+ *     device), so a batch stays valid after its session closes; closing a session gives
+ *     back to the device the pool memory that no batch holds.
  *   - Nothing is allocated with cudaMalloc on the hot path: a session's scratch, carries
  *     and staging buffers are allocated when it opens, sized for max_batch_rows (a bigger
  *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,

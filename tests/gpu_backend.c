@@ -610,6 +610,56 @@ START_TEST(test_out_of_device_memory) {
 }
 END_TEST
 
+/* Device result batches outlive their session (sluice.h): one pulled and kept past its
+ * session's close keeps its data, batches left unpulled in flight are freed by the close, and
+ * sessions opened and closed after that work (a pool destroyed under such frees once crashed
+ * the driver at the next pool's destroy: bench/RESULTS.md, seventh session). */
+START_TEST(test_batches_outlive_session) {
+    if (g_subject_cpu) return;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx,
+        "sluice: 1\nname: outlive\ninput: {x: i32}\nstages:\n"
+        "  - scan: {of: x, op: sum, into: s}\n  - sort: {key: s, per: batch}\noutput: [s]\n");
+    const int64_t n = 1 << 16;
+    int32_t *x = malloc(n * 4);
+    for (int64_t i = 0; i < n; i++) x[i] = (int32_t)(i % 7);
+    sluice_column c = {"x", SLUICE_I32, x, n};
+    sluice_batch *kept = NULL;
+    for (int round = 0; round < 3; round++) {
+        sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
+        so.max_batch_rows = n;
+        sluice_cuda_options cu = SLUICE_CUDA_OPTIONS_INIT;
+        cu.outputs_on_device = 1;
+        sluice_session *s;
+        ck_assert_int_eq(sluice_cuda_session_open(p, &so, &cu, &s), SLUICE_OK);
+        for (int k = 0; k < 4; k++) ck_assert_int_eq(sluice_session_push(s, &c, 1), SLUICE_OK);
+        if (round == 0) { /* the first batch is kept past the close; the rest stay queued */
+            ck_assert_int_eq(sluice_session_pull_wait(s, &kept, -1), SLUICE_OK);
+            ck_assert_ptr_nonnull(kept);
+        }
+        sluice_session_close(s);
+    }
+    /* the kept batch: the first batch's running sums, sorted (they rise already) */
+    sluice_column sc;
+    ck_assert_int_eq(sluice_batch_column(kept, 0, &sc), SLUICE_OK);
+    ck_assert_int_eq(sc.length, n);
+    int64_t *got = malloc(n * 8);
+    CUDA_OK(cudaMemcpy(got, sc.data, (size_t)n * 8, cudaMemcpyDeviceToHost));
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += x[i];
+        ck_assert_msg(got[i] == sum, "row %lld: %lld, expected %lld", (long long)i, (long long)got[i],
+                      (long long)sum);
+    }
+    sluice_batch_free(kept);
+    free(got);
+    free(x);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* Sessions on two caller streams at once give the same results as one at a time. */
 START_TEST(test_two_streams) {
     if (g_subject_cpu) return;
@@ -739,6 +789,7 @@ static Suite *gpu_backend_suite(void) {
     tcase_add_test(api, test_two_streams);
     tcase_add_test(api, test_out_of_device_memory);
     tcase_add_test(api, test_no_allocation_on_hot_path);
+    tcase_add_test(api, test_batches_outlive_session);
     TCase *stages = tcase_create("stages");
     tcase_add_loop_test(stages, test_map_flag_compact_every_type, 0, (int)NELEM(num_types));
     tcase_add_loop_test(stages, test_scan_arith_every_type, 0, (int)NELEM(num_types));
