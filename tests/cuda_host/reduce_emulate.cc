@@ -23,7 +23,7 @@
  * bytes), SL_CLOSE_THREADS (the close kernel's block) and SL_OFFSETS_INPUT (the kernel input
  * that is an offsets input, or -1), and linked with -latomic (16-byte atomics). Every loop
  * runs (the aggregate loop, the two-stage one, and the one with a look-back warp, whose named
- * barrier is emulated too).
+ * barrier is emulated too), over a grid of up to EMULATED_GRID blocks run one after another.
  *
  * With an offsets input, ROWS and the cuts count segments, not rows: the segments' lengths
  * come first, from splitmix64 seeded with SEED ^ OFFSETS_SEED (offsets_lengths below: empty,
@@ -62,7 +62,9 @@ struct sl_dim3 {
     unsigned x, y, z;
 };
 static thread_local sl_dim3 threadIdx, blockDim;
-static const sl_dim3 blockIdx = {0, 0, 0}, gridDim = {1, 1, 1};
+/* The block being run and the grid's size: the blocks of a grid run one after another
+ * (launch_grid), so every thread of a block reads the same values. */
+static sl_dim3 blockIdx = {0, 0, 0}, gridDim = {1, 1, 1};
 
 /* The block being run: its barriers (named barrier 1 over its first `named_threads` threads:
  * the row-owning threads of the kernel with a look-back warp), the warps' exchange slots,
@@ -167,6 +169,23 @@ static std::vector<long long> offsets_lengths(unsigned long long seed, long long
     return off;
 }
 
+/* A grid of `blocks` blocks, one after another: a block never waits for a later one in these
+ * kernels (the look-back loops' first block takes every tile from the counter and the later
+ * ones find none; the aggregate loop's blocks fold their own tiles and the last one run is the
+ * last to finish, which folds the partials). */
+template <class F> static void launch_grid(int blocks, int threads, int named, size_t smem, F kernel) {
+    gridDim = {(unsigned)blocks, 1, 1};
+    for (int b = 0; b < blocks; b++) {
+        blockIdx = {(unsigned)b, 0, 0};
+        launch(threads, named, smem, kernel);
+    }
+    blockIdx = {0, 0, 0};
+    gridDim = {1, 1, 1};
+}
+
+/* Blocks of the main kernel's grid (the device's are as many as fit at once). */
+#define EMULATED_GRID 3
+
 static const unsigned char carry_identity[] = {SL_CARRY_IDENTITY};
 static const int in_sizes[] = {SL_IN_SIZES};
 static const int out_sizes[] = {SL_OUT_SIZES};
@@ -218,7 +237,8 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
         const int index_threads = (int)((ntiles + 1 + 31) / 32 * 32);
         launch(index_threads, index_threads, 0, [&a] { sl_fused_segindex(a); });
 #endif
-        launch(THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+        const int grid = ntiles < EMULATED_GRID ? (int)ntiles : EMULATED_GRID; /* as fused.c */
+        launch_grid(grid, THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
     }
 #if SL_OFFSETS_INPUT >= 0
     if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
