@@ -134,7 +134,7 @@ template <typename T> struct tile_states {
             store_volatile_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
         } else {
             uint32_t *status_words = reinterpret_cast<uint32_t *>(base);
-            uint32_t *values = const_cast<uint32_t *>(values_of(status));
+            uint32_t *values = values_of(status);
             uint32_t vw[W];
             to_words(v, vw);
             /* a state's words start on a 4-byte boundary: sizeof(T) > 12 here and the
@@ -146,8 +146,8 @@ template <typename T> struct tile_states {
     }
 
     /* PACKING 0: the status words, then an array of aggregates and one of inclusive states. */
-    __device__ __forceinline__ const uint32_t *values_of(uint32_t status) const {
-        return reinterpret_cast<const uint32_t *>(
+    __device__ __forceinline__ uint32_t *values_of(uint32_t status) const {
+        return reinterpret_cast<uint32_t *>(
             base + sl_scratch_align((unsigned long long)ntiles * 4ull) +
             (status == SL_STATUS_INCLUSIVE ? sl_scratch_align((unsigned long long)ntiles * sizeof(T))
                                            : 0ull));

@@ -76,7 +76,8 @@ typedef struct cg {
     int nfields;
     int *field_phase;
     size_t state_size[SL_CG_MAX_PHASES + 1]; /* [phase] */
-    size_t payload_size[SL_CG_MAX_PHASES + 1]; /* [phase]: the bytes before its batch constants */
+    size_t payload_size[SL_CG_MAX_PHASES + 1]; /* [phase]: the end of its last field that is
+                                                  not a batch constant */
     size_t carry_offset[SL_CG_MAX_PHASES + 1];
 
     /* shared-memory stages (kernels/sl_pipe.cuh): per input, whether the copy engine brings
@@ -412,7 +413,7 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     }
     if (off == 0) off = 4;
     g->state_size[phase] = (off + align - 1) / align * align;
-    g->payload_size[phase] = payload ? payload : g->state_size[phase];
+    g->payload_size[phase] = payload;
 }
 
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
@@ -666,9 +667,8 @@ static void emit_struct(cg *g, int phase) {
         sl_strbuf_printf(sb, "    unsigned char pad[%zu];\n", g->state_size[phase] - end);
     /* the look-back moves only the data bytes before the batch constants
        (kernels/sl_lookback.cuh payload_of) */
-    size_t payload = g->payload_size[phase] < end ? g->payload_size[phase] : end;
-    if (g->state_size[phase] > payload)
-        sl_strbuf_printf(sb, "    static constexpr int PAYLOAD_BYTES = %zu;\n", payload);
+    if (g->state_size[phase] > g->payload_size[phase])
+        sl_strbuf_printf(sb, "    static constexpr int PAYLOAD_BYTES = %zu;\n", g->payload_size[phase]);
     sl_strbuf_printf(sb, "};\nstatic_assert(sizeof(S%d) == %zu, \"state layout\");\n", phase,
                      g->state_size[phase]);
 
