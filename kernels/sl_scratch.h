@@ -5,7 +5,9 @@
  *   [0, 256)                     the tile counter (u64) tiles take their index from
  *   segment index                (ntiles + 1) u64: first offsets entry at or after each
  *                                tile's first row (only with an offsets-segmented scan)
- *   phase 1 .. phase P states    one tile-state array per chained look-back
+ *   phase 1 .. phase P states    one tile-state array per chained look-back; a reduce over
+ *                                offsets without look-back (sl_tile.cuh segments_aggregate_loop)
+ *                                has a block record per tile instead (a block has one tile at least)
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -38,6 +40,22 @@ static inline unsigned long long sl_tile_states_bytes(unsigned long long state_s
 static inline unsigned long long sl_segment_index_bytes(int has_offsets,
                                                         unsigned long long ntiles) {
     return has_offsets ? sl_scratch_align((ntiles + 1ull) * 8ull) : 0ull;
+}
+
+/* segments_aggregate_loop's record of one block: its total state, its first segment's
+ * partial state (each padded to 8 bytes), that segment's ordinal (u64) and a flag. */
+static inline unsigned long long sl_block_record_bytes(unsigned long long state_size) {
+    return 2ull * ((state_size + 7ull) / 8ull * 8ull) + 16ull;
+}
+
+/* One phase's part of scratch: its tile states, or for a kernel with block records
+ * (segments_aggregate_loop) whichever is larger: a block has one tile at least. */
+static inline unsigned long long sl_phase_scratch_bytes(unsigned long long state_size,
+                                                        unsigned long long ntiles,
+                                                        int block_records) {
+    unsigned long long states = sl_tile_states_bytes(state_size, ntiles);
+    unsigned long long records = sl_scratch_align(ntiles * sl_block_record_bytes(state_size));
+    return block_records && records > states ? records : states;
 }
 
 #endif

@@ -11,8 +11,8 @@
  *                             count(s)); identity(); reset(carry) (per-batch resets)
  *   struct Params           the pipeline's params, loaded once per block from SlArgs
  *   struct Tile : Params    one thread's rows of a tile: the column registers and, as member
- *                           functions, load_inputs, maps(level), element(S<k> &, i) and
- *                           outputs(i, before, run, e, tile_excl) per phase, store<BAR>;
+ *                           functions, load_inputs, maps(level), element<FULL>(S<k> &, i) and
+ *                           outputs(a, i, before, run, e, tile_excl) per phase, store<BAR>;
  *                           sl::tile_rows supplies rows/tile/first and head_bit(i)
  *   struct Kernel           the instantiation: block, items, tile, buf and stages; phases,
  *                           compacts, offsets and offsets_input; the phase_list; and
@@ -21,9 +21,9 @@
  *                           segment_index<Kernel>
  *
  * A group ending in a reduce (core/cuda/codegen.c, analyse_reduce) is the same loop: its
- * last phase's outputs mark the rows that close a segment (keep, out_pos) and store<BAR>
- * writes those rows to their places; a kernel of its own (sl_reduce_close, generated) then
- * writes what the batch's end or the flush closes.
+ * last phase's outputs write each row that closes a segment straight to its place (store<BAR>
+ * is empty); a kernel of its own (sl_reduce_close, generated) then writes what the batch's
+ * end or the flush closes.
  *
  * Two loop shapes: two_stage_loop (any number of chained look-back phases, two shared-memory
  * stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the row-owning
@@ -48,6 +48,8 @@ __device__ __forceinline__ long long take_tile(unsigned char *scratch) {
 template <int ITEMS> struct tile_rows {
     long long rows = 0, tile = 0, tile_first = 0, first = 0, tile_len = 0;
     const uint32_t *heads = nullptr; /* offsets segments: the tile's head bitmap */
+    /* segments_aggregate_loop, blocks after the first: the block's record (hold_pending) */
+    uint32_t *pending = nullptr;
     /* offsets segments: the offsets, their segment count, and the entries [seg_lo, seg_hi)
        that fall inside the tile (sl_fused_segindex) */
     const long long *offs = nullptr;
@@ -136,22 +138,41 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
     block_sync<BAR, K::block>();
 }
 
+/* Whether the thread's tile lies wholly inside the batch: then the generated element<true>
+ * knows every row is there, and the fields an element sets to constants fold into the
+ * combines (a reduce by key's row: 6 of its 7 fields). Only the batch's last tile is partial,
+ * so the two instantiations cost code size, not divergence. */
+template <class K> __device__ __forceinline__ bool whole_tile(const typename K::Tile &t) {
+    return t.tile_first + K::tile <= t.rows;
+}
+
+/* Each thread's fold of its items of phase P, onto `acc`. */
+template <class K, class P, bool FULL>
+__device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, typename P::S acc) {
+    const typename P::Op op;
+#pragma unroll
+    for (int i = 0; i < K::items; i++) {
+        typename P::S e = P::identity();
+        t.template element<FULL>(e, i);
+        acc = op(acc, e);
+    }
+    return acc;
+}
+
+template <class K, class P>
+__device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, typename P::S acc) {
+    return whole_tile<K>(t) ? fold_items<K, P, true>(t, acc) : fold_items<K, P, false>(t, acc);
+}
+
 /* The tile's reduction of phase P: each thread folds its items, the block scans the thread
  * totals (barrier BAR). */
 template <class K, class P, int BAR>
 __device__ __forceinline__ void tile_reduce(const typename K::Tile &t,
                                             block_scan_storage<typename P::S, K::block> &storage,
                                             typename P::S &thread_excl, typename P::S &block_agg) {
-    typedef typename P::S S;
-    const typename P::Op op;
-    S agg = P::identity();
-#pragma unroll
-    for (int i = 0; i < K::items; i++) {
-        S e = P::identity();
-        t.element(e, i);
-        agg = op(agg, e);
-    }
-    block_exclusive_scan<S, K::block, BAR>(storage, agg, P::identity(), op, thread_excl, block_agg);
+    const typename P::S agg = fold_items<K, P>(t, P::identity());
+    block_exclusive_scan<typename P::S, K::block, BAR>(storage, agg, P::identity(), typename P::Op(),
+                                                       thread_excl, block_agg);
 }
 
 /* The identity, or where `cond` holds (tile 0's publishing thread) the state carried from the
@@ -164,6 +185,21 @@ __device__ __forceinline__ typename P::S carry_in(const typename K::Args &a, boo
         P::reset(carry);
     }
     return carry;
+}
+
+/* Each item's outputs from the running state, starting at the thread's exclusive prefix. */
+template <class K, class P, bool FULL>
+__device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename K::Args &a,
+                                             typename P::S run, const typename P::S &tile_excl) {
+    const typename P::Op op;
+#pragma unroll
+    for (int i = 0; i < K::items; i++) {
+        typename P::S e = P::identity();
+        t.template element<FULL>(e, i);
+        const typename P::S before = run;
+        run = op(run, e);
+        t.outputs(a, i, before, run, e, tile_excl);
+    }
 }
 
 /* With the tile's exclusive prefix known: the last tile writes the batch's carry (and
@@ -184,15 +220,9 @@ __device__ __forceinline__ void tile_epilogue(typename K::Tile &t, const typenam
         t.out_base = P::count(tile_excl);
         t.tile_kept = (int)P::count(block_agg);
     }
-    S run = op(tile_excl, thread_excl);
-#pragma unroll
-    for (int i = 0; i < K::items; i++) {
-        S e = P::identity();
-        t.element(e, i);
-        const S before = run;
-        run = op(run, e);
-        t.outputs(i, before, run, e, tile_excl);
-    }
+    const S run = op(tile_excl, thread_excl);
+    if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, tile_excl);
+    else item_outputs<K, P, false>(t, a, run, tile_excl);
 }
 
 /* Thread 0 takes the block's next tile and starts the copies of its inputs into stage `sn`
@@ -485,12 +515,7 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
         t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
         t.maps(0);
         if constexpr (K::commutative) {
-#pragma unroll
-            for (int i = 0; i < K::items; i++) {
-                S e = P::identity();
-                t.element(e, i);
-                running = op(running, e);
-            }
+            running = fold_items<K, P>(t, running);
         } else {
             S thread_excl, block_agg;
             tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
@@ -542,10 +567,156 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     }
 }
 
+/* ---- the segments' aggregate loop -------------------------------------------------------
+ * A group that is a reduce over offsets segments and nothing else (codegen.c,
+ * aggregate_only) needs no look-back either: a segment's row goes to its ordinal, known from
+ * the offsets, so only the values of the segments that cross block boundaries depend on other
+ * blocks. Block b takes contiguous tiles as in aggregate_loop and runs them in order with its
+ * own running state: block 0 from the batch's carry, block b > 0 from the identity (with the
+ * carry's batch constants). Every segment that starts inside the block is complete when it
+ * closes and goes straight to its place. The block's first segment, if it started before
+ * the block, is written there partial: the thread whose row closes it (no head seen yet:
+ * the restart flag still clear) records that partial state and ordinal in the block's record
+ * (Tile::pending, written by the generated outputs through hold_pending). The last block to
+ * finish scans the blocks' totals in block order and writes each recorded segment again,
+ * complete: its prefix over the earlier blocks, then its partial; then the carry. */
+template <class S> __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long b) {
+    return reinterpret_cast<uint32_t *>(base + (unsigned long long)b * sl_block_record_bytes(sizeof(S)));
+}
+
+/* Record the partial state `run` of the block's first segment and its ordinal `k` (called by
+ * the generated Tile::outputs with the record of its block). */
+template <class S>
+__device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, long long k) {
+    constexpr int W = words_of<S>::value;
+    uint32_t w[W];
+    to_words(run, w);
+#pragma unroll
+    for (int j = 0; j < W; j++) store_volatile_u32(record + W + j, w[j]);
+    store_volatile_u32(record + 2 * W, (uint32_t)(unsigned long long)k);
+    store_volatile_u32(record + 2 * W + 1, (uint32_t)((unsigned long long)k >> 32));
+    store_volatile_u32(record + 2 * W + 2, 1u);
+}
+
+template <class K> __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P;
+    typedef typename P::S S;
+    constexpr int STAGES = K::stages, W = words_of<S>::value;
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    if ((long long)blockIdx.x >= nblocks) return;
+    const long long lo = ntiles * (long long)blockIdx.x / nblocks;
+    const long long hi = ntiles * ((long long)blockIdx.x + 1) / nblocks;
+    const typename K::Params params(a);
+    const typename P::Op op;
+    unsigned char *const records =
+        a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, (unsigned long long)ntiles);
+    uint32_t *const mine = block_record<S>(records, blockIdx.x);
+    __shared__ block_scan_storage<S, K::block> scan_storage;
+    __shared__ tile_queue<STAGES> queue;
+    __shared__ uint32_t heads[K::tile / 32];
+    __shared__ bool last_block;
+    SL_DYNAMIC_SMEM(uint4, sl_smem);
+    if (threadIdx.x == 0) {
+        queue_init(queue);
+        for (int s = 0; s < STAGES && lo + s < hi; s++) {
+            queue.tile[s] = lo + s;
+            K::issue_loads(queue, a, sl_smem, lo + s, s);
+        }
+    }
+    __syncthreads();
+    /* the carry (per-batch resets applied) and the block's running state: every thread
+       holds the same one */
+    const S carry = carry_in<K, P>(a, true);
+    S running = P::identity();
+    if (lo == 0) running = carry;
+    else if constexpr (P::BATCH_CONSTANTS) P::batch_constants(running, carry);
+    for (long long tile = lo; tile < hi; tile++) {
+        const long long k = tile - lo;
+        const int s = (int)(k % STAGES);
+        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+        typename K::Tile t(params);
+        t.at(rows, tile, K::tile);
+        t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
+        t.heads = heads;
+        build_heads<K, 0>(heads, a, tile, t.tile_first);
+        t.segments_at(a, K::offsets_input);
+        if (lo != 0) t.pending = mine;
+        t.maps(0);
+        S thread_excl, block_agg;
+        tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
+        const S run = op(running, thread_excl);
+        if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, running);
+        else item_outputs<K, P, false>(t, a, run, running);
+        running = op(running, block_agg);
+        /* stage s is read out and the heads are free: the tile STAGES later goes into it */
+        fence_async_proxy();
+        __syncthreads();
+        if (threadIdx.x == 0 && tile + STAGES < hi) {
+            queue.tile[s] = tile + STAGES;
+            K::issue_loads(queue, a, sl_smem, tile + STAGES, s);
+        }
+    }
+    if (threadIdx.x == 0) {
+        uint32_t w[W];
+        to_words(running, w);
+#pragma unroll
+        for (int j = 0; j < W; j++) store_volatile_u32(mine + j, w[j]);
+    }
+    /* every thread's record write (hold_pending) before the block counts itself done */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned long long done = atomicAdd((unsigned long long *)a.scratch, 1ull);
+        last_block = done == (unsigned long long)nblocks - 1;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    /* The last block: the blocks' exclusive prefixes in block order (each thread a contiguous
+       run of blocks, the block scan over the threads), then each recorded segment again. */
+    const long long p0 = nblocks * (long long)threadIdx.x / K::block;
+    const long long p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
+    S fold = P::identity();
+    for (long long b = p0; b < p1; b++) {
+        uint32_t w[W];
+        const uint32_t *rec = block_record<S>(records, b);
+#pragma unroll
+        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + j);
+        fold = op(fold, from_words<S>(w));
+    }
+    S thread_excl, total;
+    block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
+    S prefix = thread_excl;
+    for (long long b = p0; b < p1; b++) {
+        const uint32_t *rec = block_record<S>(records, b);
+        uint32_t w[W];
+        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
+#pragma unroll
+            for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + W + j);
+            S whole = op(prefix, from_words<S>(w));
+            if constexpr (P::BATCH_CONSTANTS) P::batch_constants(whole, carry);
+            const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
+            const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
+            K::write_row(a, whole, (long long)(lo32 | (hi32 << 32)));
+        }
+#pragma unroll
+        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + j);
+        prefix = op(prefix, from_words<S>(w));
+    }
+    if (threadIdx.x == 0) {
+        S out = total;
+        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    }
+}
+
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
-    if constexpr (K::aggregate) aggregate_loop<K>(a);
+    if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
+    else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K>(a);
     else two_stage_loop<K>(a);
 }

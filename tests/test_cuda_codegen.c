@@ -613,9 +613,10 @@ END_TEST
 
 /* The reduce pipelines reduce_on_host runs: exact operators only (the CPU associates
  * differently), a filter fused before the reduce (but over offsets, which a filter would
- * invalidate) and a scan (two look-back phases: the
- * two-stage loop) or none (one phase: the loop with a look-back warp; without segments the
- * aggregate loop, which has no look-back), each segment kind, per stream and per batch. Keys
+ * invalidate) and a scan (two look-back phases: the two-stage loop) or none (one phase: the
+ * loop with a look-back warp; without segments the aggregate loop and over offsets the
+ * segments' aggregate loop, which have no look-back), each segment kind, per stream and per
+ * batch. Keys
  * and head flags come from k's low bits: runs of a few rows; offsets segments (`rows`) from
  * reduce_emulate.cc's offsets_lengths, which host_offsets repeats. */
 static const struct host_case {
@@ -715,8 +716,8 @@ START_TEST(reduce_on_host) {
     ck_assert(cg.reduces);
     /* every loop of sl_tile.cuh */
     bool whole = strstr(host_cases[_i].segments, "segments") == NULL;
-    ck_assert(cg.aggregate_loop == (whole && !host_cases[_i].scan));
-    ck_assert(cg.lookback_warp == (!whole && !host_cases[_i].scan));
+    ck_assert(cg.aggregate_loop == ((whole || offsets) && !host_cases[_i].scan));
+    ck_assert(cg.lookback_warp == (!whole && !offsets && !host_cases[_i].scan));
 
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));

@@ -445,11 +445,15 @@ static bool reduce_commutative(const sl_reduce *r) {
     return true;
 }
 
-/* Whether the group is a reduce without segments over rows that nothing else scans: then no
- * row's output depends on an earlier tile, only the batch's total does, and the kernel is
- * kernels/sl_tile.cuh's aggregate_loop (no look-back). */
+/* Whether the group is a reduce over rows that nothing else scans, without segments or over
+ * offsets segments: then no row's output depends on an earlier tile (an offsets segment's
+ * place is its ordinal), only the batch's total and the segments crossing blocks do, and
+ * the kernel is kernels/sl_tile.cuh's aggregate_loop or segments_aggregate_loop (no
+ * look-back). */
 static bool aggregate_only(const cg *g) {
-    if (!g->reduce || g->reduce->segments != SL_SEGMENTS_NONE || g->phases != 1) return false;
+    if (!g->reduce || g->phases != 1) return false;
+    if (g->reduce->segments != SL_SEGMENTS_NONE && g->reduce->segments != SL_SEGMENTS_OFFSETS)
+        return false;
     for (int i = 0; i < g->nslots; i++)
         if (g->slots[i].stage != g->reduce_stage) return false;
     return true;
@@ -827,11 +831,14 @@ static void emit_struct(cg *g, int phase) {
 /* Tile::element(S<phase> &e, int i): the per-row element state of the thread's item i. */
 static void emit_element(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb, "    __device__ __forceinline__ void element(S%d &e, int i) const {\n",
+    sl_strbuf_printf(sb, "    template <bool FULL> __device__ __forceinline__ void element(S%d &e, "
+                         "int i) const {\n",
                      phase);
     /* each alive<k> once, from the one before: written out per use, the compiler evaluated
-       the shared conditions twice and kept more registers (six-stage bench: 95 against 80) */
-    sl_strbuf_append(sb, "        const bool alive0 = first + i < rows;\n");
+       the shared conditions twice and kept more registers (six-stage bench: 95 against 80).
+       FULL: the tile has no row past the batch's end, so every row is in it and the element's
+       constant fields fold into the combines (sl_tile.cuh, on_tile). */
+    sl_strbuf_append(sb, "        const bool alive0 = FULL || first + i < rows;\n");
     int k = 0;
     for (int s = g->first; s < g->last; s++) {
         const sl_stage *st = &g->p->stages[s];
@@ -905,27 +912,26 @@ static void emit_element(cg *g, int phase) {
     sl_strbuf_append(sb, "    }\n");
 }
 
-/* The reduce's part of Tile::outputs: whether item i gives a row (keep[i]) and where
- * (out_pos[i], in the batch's output), its key and index. Offsets: the row that ends a
- * segment gives the segment's row at the segment's ordinal (tile_rows::segment_ending). */
+/* The reduce's part of Tile::outputs: whether item i gives a row (keep_i) and where (pos_i,
+ * in the batch's output), its key and index. Offsets: the row that ends a segment gives the
+ * segment's row at the segment's ordinal (tile_rows::segment_ending). */
 static void emit_reduce_outputs(cg *g, const cg_slot *slot) {
     sl_strbuf *sb = &g->sb;
     const sl_reduce *r = g->reduce;
     int cb = slot->count_field, ct = slot->total_field;
     switch (r->segments) {
     case SL_SEGMENTS_NONE:
-        sl_strbuf_append(sb, "        keep[i] = false; out_pos[i] = 0;\n");
         break;
     case SL_SEGMENTS_OFFSETS:
         sl_strbuf_printf(sb,
                          "        {\n            const long long k = segment_ending(i);\n"
-                         "            keep[i] = k >= 0; out_pos[i] = k;\n");
+                         "            keep_i = k >= 0; pos_i = k;\n");
         if (r->index_column >= 0)
             sl_strbuf_printf(sb, "            c%d[i] = run.f%d + k;\n", r->index_column, ct);
         sl_strbuf_append(sb, "        }\n");
         break;
     default:
-        sl_strbuf_printf(sb, "        keep[i] = run.f%d != before.f%d; out_pos[i] = before.f%d;\n",
+        sl_strbuf_printf(sb, "        keep_i = run.f%d != before.f%d; pos_i = before.f%d;\n",
                          cb, cb, cb);
         if (r->index_column >= 0)
             sl_strbuf_printf(sb, "        c%d[i] = before.f%d;\n", r->index_column, ct);
@@ -936,15 +942,33 @@ static void emit_reduce_outputs(cg *g, const cg_slot *slot) {
     }
 }
 
-/* Tile::outputs(i, before, run, e, tile_excl): item i's outputs of phase `phase` from
- * `before` (the prefix excluding the row), `run` (including it) and `e` (its own element). */
+/* A reduce's rows go straight to their places from Tile::outputs, as each is found: few rows
+ * a tile, offsets segments' places have gaps where the empty ones go, and holding a flag, a
+ * place and a value per item until Tile::store cost registers that ptxas spilled. */
+static void emit_reduce_stores(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    sl_strbuf_append(sb, "        if (keep_i) {\n");
+    for (int k = 0; k < o->noutputs; k++) {
+        const char *t = ctype(g->p->columns[o->outputs[k]].type);
+        sl_strbuf_printf(sb, "            ((%s *)a.out[%d])[pos_i] = (%s)c%d[i];\n", t, k, t,
+                         o->outputs[k]);
+    }
+    sl_strbuf_append(sb, "        }\n");
+}
+
+/* Tile::outputs(a, i, before, run, e, tile_excl): item i's outputs of phase `phase` from
+ * `before` (the prefix excluding the row), `run` (including it) and `e` (its own element);
+ * a reduce's phase also writes the row item i closes (emit_reduce_stores). */
 static void emit_outputs(cg *g, int phase) {
     sl_strbuf *sb = &g->sb;
+    bool reduce_phase = g->reduce && g->slots[g->reduce_slot].phase == phase;
     sl_strbuf_printf(sb,
-                     "    __device__ __forceinline__ void outputs(int i, const S%d &before, const "
-                     "S%d &run, const S%d &e, const S%d &tile_excl) {\n"
-                     "        (void)before; (void)run; (void)e; (void)tile_excl;\n",
+                     "    __device__ __forceinline__ void outputs(const SlArgs &a, int i, const S%d "
+                     "&before, const S%d &run, const S%d &e, const S%d &tile_excl) {\n"
+                     "        (void)a; (void)before; (void)run; (void)e; (void)tile_excl;\n",
                      phase, phase, phase, phase);
+    if (reduce_phase) sl_strbuf_append(sb, "        bool keep_i = false; long long pos_i = 0;\n");
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase) continue;
@@ -1001,6 +1025,11 @@ static void emit_outputs(cg *g, int phase) {
             }
         }
     }
+    if (reduce_phase && g->aggregate && g->reduce->segments == SL_SEGMENTS_OFFSETS)
+        /* sl_tile.cuh segments_aggregate_loop: the block's first segment began before it */
+        sl_strbuf_printf(sb, "        if (keep_i && pending && !run.f%d) sl::hold_pending(pending, run, pos_i);\n",
+                         g->slots[g->reduce_slot].restart_field);
+    if (reduce_phase) emit_reduce_stores(g);
     sl_strbuf_append(sb, "    }\n");
 }
 
@@ -1099,15 +1128,7 @@ static void emit_stores(cg *g) {
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
-        if (o->reduces) {
-            /* a reduce's rows go straight to their places (out_pos): few rows per tile,
-               and offsets segments' places have gaps where the empty ones go */
-            sl_strbuf_printf(sb,
-                             "#pragma unroll\n        for (int i = 0; i < ITEMS; i++) if (keep[i]) "
-                             "((%s *)a.out[%d])[out_pos[i]] = (%s)c%d[i];\n",
-                             t, k, t, c);
-            continue;
-        }
+        if (o->reduces) continue; /* written by Tile::outputs (emit_reduce_stores) */
         if (!o->compacts)
             sl_strbuf_printf(sb,
                              "        sl::store_tile<%s, ITEMS, BLOCK, BAR>((%s *)a.out[%d], tile_first, rows, "
@@ -1147,9 +1168,8 @@ static void emit_tile(cg *g) {
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
             sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
-    if (g->out->reduces)
-        sl_strbuf_append(sb, "    bool keep[ITEMS] = {};\n    long long out_pos[ITEMS] = {};\n"
-                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
+    if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
+        sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
     else if (g->out->compacts)
         sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
                              "    long long out_base = 0;\n    int tile_kept = 0;\n");
@@ -1166,6 +1186,8 @@ static void emit_tile(cg *g) {
 }
 
 static void emit_reduce_close(cg *g);
+static void emit_reduce_row(cg *g, const char *st, const char *at, const char *index,
+                            bool with_key, const char *indent);
 
 static sluice_status emit_kernel(cg *g) {
     sl_strbuf *sb = &g->sb;
@@ -1234,6 +1256,17 @@ static sluice_status emit_kernel(cg *g) {
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", o->offsets_input);
     emit_issue_loads(g);
+    if (g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS) {
+        /* segments_aggregate_loop: a segment's row from its whole state, at ordinal k */
+        const cg_slot *rs = &g->slots[g->reduce_slot];
+        char index_k[48];
+        snprintf(index_k, sizeof index_k, "v.f%d + k", rs->total_field);
+        sl_strbuf_printf(sb, "    __device__ static __forceinline__ void write_row(const SlArgs &a, "
+                             "const S%d &v, long long k) {\n        (void)a; (void)v; (void)k;\n",
+                         rs->phase);
+        emit_reduce_row(g, "v", "k", index_k, false, "        ");
+        sl_strbuf_append(sb, "    }\n");
+    }
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                          "(const SlArgs a) {\n    sl::fused_kernel<Kernel>(a);\n}\n");
@@ -1469,7 +1502,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            measurements that compare the two shapes) */
         const char *overlap_env = getenv("SLUICE_CUDA_OVERLAP");
         g.aggregate = aggregate_only(&g);
-        g.commutative = g.aggregate && reduce_commutative(g.reduce);
+        g.commutative = g.aggregate && g.reduce->segments == SL_SEGMENTS_NONE &&
+                        reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !(overlap_env && strcmp(overlap_env, "0") == 0);
         out->lookback_warp = g.overlapped;
@@ -1574,7 +1608,7 @@ size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase
     unsigned long long ntiles = (unsigned long long)sl_cuda_codegen_tiles(c, rows);
     unsigned long long off = SL_SCRATCH_ALIGN + sl_segment_index_bytes(c->has_offsets, ntiles);
     for (int ph = 0; ph < phase && ph < c->phases; ph++)
-        off += sl_tile_states_bytes(c->state_size[ph], ntiles);
+        off += sl_phase_scratch_bytes(c->state_size[ph], ntiles, c->aggregate_loop && c->has_offsets);
     return (size_t)off;
 }
 

@@ -192,9 +192,10 @@ static const int out_sizes[] = {SL_OUT_SIZES};
 static const int NIN = (int)(sizeof in_sizes / sizeof in_sizes[0]);
 static const int NOUT = (int)(sizeof out_sizes / sizeof out_sizes[0]);
 
-/* Scratch bytes for ntiles tiles (codegen.c sl_cuda_codegen_scratch_size, no offsets). */
+/* The phases' scratch bytes for ntiles tiles (as codegen.c sl_cuda_codegen_phase_offset). */
 template <class... P> static unsigned long long phase_bytes(sl::phase_list<P...>, unsigned long long ntiles) {
-    return (0ull + ... + sl_tile_states_bytes(sizeof(typename P::S), ntiles));
+    return (0ull + ... + sl_phase_scratch_bytes(sizeof(typename P::S), ntiles,
+                                                Kernel::aggregate && Kernel::offsets));
 }
 
 /* A table of output rows: each column's elements, out_sizes bytes each. */
