@@ -46,18 +46,31 @@ __device__ __forceinline__ long long take_tile(unsigned char *scratch) {
 
 /* What a thread knows of the tile it works on; the generated Tile derives from it. */
 template <int ITEMS> struct tile_rows {
+    static_assert(ITEMS < 64, "a thread's head bits and the next row's fit one 64-bit word");
     long long rows = 0, tile = 0, tile_first = 0, first = 0, tile_len = 0;
     const uint32_t *heads = nullptr; /* offsets segments: the tile's head bitmap */
+    /* offsets segments: bit j says whether the thread's row j starts a segment, for j in
+       [0, ITEMS] (bit ITEMS: the next thread's first row, 0 past the tile), read once from
+       the bitmap by use_heads: the per-row tests are then a shift, not a shared load */
+    unsigned long long head_window = 0;
     /* segments_aggregate_loop, blocks after the first: the block's record (hold_pending) */
     uint32_t *pending = nullptr;
     /* offsets segments: the offsets, their segment count, and the entries [seg_lo, seg_hi)
        that fall inside the tile (sl_fused_segindex) */
     const long long *offs = nullptr;
     long long nseg = 0, seg_lo = 0, seg_hi = 0;
-    /* whether the thread's item i starts a segment (offsets segments) */
-    __device__ __forceinline__ bool head_bit(int i) const {
-        const int r = threadIdx.x * ITEMS + i;
-        return (heads[r >> 5] >> (r & 31)) & 1u;
+    /* whether the thread's item i (0 <= i <= ITEMS) starts a segment (offsets segments) */
+    __device__ __forceinline__ bool head_bit(int i) const { return (head_window >> i) & 1ull; }
+    /* The tile's head bitmap (built: build_heads), and this thread's window of it. */
+    __device__ __forceinline__ void use_heads(const uint32_t *h) {
+        heads = h;
+        const int r0 = (int)threadIdx.x * ITEMS, w0 = r0 >> 5, shift = r0 & 31;
+        const int words = (int)(tile_len >> 5);
+        const unsigned long long lo = h[w0];
+        const unsigned long long mid = w0 + 1 < words ? h[w0 + 1] : 0u;
+        unsigned long long window = (lo | (mid << 32)) >> shift;
+        if (shift > 0 && w0 + 2 < words) window |= (unsigned long long)h[w0 + 2] << (64 - shift);
+        head_window = window;
     }
     __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_) {
         rows = rows_;
@@ -80,17 +93,16 @@ template <int ITEMS> struct tile_rows {
      * -1. A row ends its segment when the next row starts one (the next row's head bit, or
      * for the tile's last row the next tile's first offsets entry) or ends the batch; the
      * segment is then the last one starting at or before the row (empty segments start
-     * there too but end before it), found by binary search among the tile's entries. */
+     * there too but end before it), found by binary search among the tile's entries. The
+     * common case, a row inside a segment, costs a bit test and a compare. */
     __device__ __forceinline__ long long segment_ending(int i) const {
         const long long r = first + i;
+        const int lr = (int)threadIdx.x * ITEMS + i;
+        const bool next_starts = lr + 1 < (int)tile_len
+                                     ? head_bit(i + 1)
+                                     : seg_hi < nseg && offs[seg_hi] == r + 1;
+        if (!next_starts && r + 1 != rows) return -1;
         if (r >= rows) return -1;
-        const long long lr = r - tile_first;
-        bool end = r + 1 == rows;
-        if (!end) {
-            if (lr + 1 < tile_len) end = head_bit(i + 1);
-            else end = seg_hi < nseg && offs[seg_hi] == r + 1;
-        }
-        if (!end) return -1;
         long long lo = seg_lo > 0 ? seg_lo - 1 : 0, hi = seg_hi < nseg ? seg_hi : nseg;
         while (hi - lo > 1) { /* offs[lo] <= r: the last k in [lo, hi) with offs[k] <= r */
             const long long mid = lo + (hi - lo) / 2;
@@ -311,7 +323,7 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
         if constexpr (K::offsets) {
             __shared__ uint32_t heads_of_tile[K::tile / 32];
             build_heads<K, 0>(heads_of_tile, a, tile, t.tile_first);
-            t.heads = heads_of_tile;
+            t.use_heads(heads_of_tile);
             t.segments_at(a, K::offsets_input);
         }
         t.maps(0);
@@ -394,8 +406,8 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
-                t.heads = heads_of_stage[s];
                 build_heads<K, 1>(heads_of_stage[s], a, tile, t.tile_first);
+                t.use_heads(heads_of_stage[s]);
                 t.segments_at(a, K::offsets_input);
             }
             t.maps(0);
@@ -446,7 +458,7 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
-                t.heads = heads_of_stage[sp];
+                t.use_heads(heads_of_stage[sp]);
                 t.segments_at(a, K::offsets_input);
             }
             t.maps(0);
@@ -638,8 +650,8 @@ template <class K> __device__ __forceinline__ void segments_aggregate_loop(const
         typename K::Tile t(params);
         t.at(rows, tile, K::tile);
         t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
-        t.heads = heads;
         build_heads<K, 0>(heads, a, tile, t.tile_first);
+        t.use_heads(heads);
         t.segments_at(a, K::offsets_input);
         if (lo != 0) t.pending = mine;
         t.maps(0);
