@@ -6,8 +6,8 @@
  * stages after it; edge sizes (0, 1, tile ± 1, many tiles, more tiles than blocks); the
  * same stream pushed whole and cut at random points (the CPU gets the same pushes:
  * per-batch segments depend on them), host and device batches and outputs, pipeline_depth 1
- * and 3, and batches over max_batch_rows. Exact operators must match bit for bit; float values within the
- * tolerance of compare() (the GPU associates sums in another order).
+ * and 3, and batches over max_batch_rows. Exact operators must match bit for bit; float
+ * values within the tolerance of compare() (the GPU associates sums in another order).
  *
  * The harness is gpu_backend.c's (tables, inputs, pushes, compare). SLUICE_GPU_TEST_SUBJECT=cpu
  * runs the subject on the CPU backend too (checks the harness without a GPU);
