@@ -72,12 +72,18 @@ template <int ITEMS> struct tile_rows {
         if (shift > 0 && w0 + 2 < words) window |= (unsigned long long)h[w0 + 2] << (64 - shift);
         head_window = window;
     }
+    /* the batch's rows from the thread's first item on, capped at ITEMS + 1: item i is in the
+       batch when i < live_items and is its last row when i == live_items - 1, so the per-row
+       tests compare a small int, not 64-bit row numbers */
+    int live_items = 0;
     __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_) {
         rows = rows_;
         tile = tile_;
         tile_len = tile_rows_;
         tile_first = tile_ * tile_rows_;
         first = tile_first + (long long)threadIdx.x * ITEMS;
+        const long long left = rows_ - first;
+        live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
     }
     /* offsets segments: where the tile's segments are (after build_heads' index is known) */
     template <class A>
@@ -97,12 +103,12 @@ template <int ITEMS> struct tile_rows {
      * common case, a row inside a segment, costs a bit test and a compare. */
     __device__ __forceinline__ long long segment_ending(int i) const {
         const long long r = first + i;
-        const int lr = (int)threadIdx.x * ITEMS + i;
-        const bool next_starts = lr + 1 < (int)tile_len
-                                     ? head_bit(i + 1)
-                                     : seg_hi < nseg && offs[seg_hi] == r + 1;
-        if (!next_starts && r + 1 != rows) return -1;
-        if (r >= rows) return -1;
+        bool next_starts; /* (i is a constant in the unrolled callers: one branch remains) */
+        if (i + 1 < ITEMS) next_starts = head_bit(i + 1);
+        else if ((int)threadIdx.x * ITEMS + ITEMS < (int)tile_len) next_starts = head_bit(ITEMS);
+        else next_starts = seg_hi < nseg && offs[seg_hi] == r + 1;
+        if (!next_starts && i != live_items - 1) return -1;
+        if (i >= live_items) return -1;
         long long lo = seg_lo > 0 ? seg_lo - 1 : 0, hi = seg_hi < nseg ? seg_hi : nseg;
         while (hi - lo > 1) { /* offs[lo] <= r: the last k in [lo, hi) with offs[k] <= r */
             const long long mid = lo + (hi - lo) / 2;

@@ -838,7 +838,7 @@ static void emit_element(cg *g, int phase) {
        the shared conditions twice and kept more registers (six-stage bench: 95 against 80).
        FULL: the tile has no row past the batch's end, so every row is in it and the element's
        constant fields fold into the combines (sl_tile.cuh, on_tile). */
-    sl_strbuf_append(sb, "        const bool alive0 = FULL || first + i < rows;\n");
+    sl_strbuf_append(sb, "        const bool alive0 = FULL || i < live_items;\n");
     int k = 0;
     for (int s = g->first; s < g->last; s++) {
         const sl_stage *st = &g->p->stages[s];
