@@ -189,8 +189,8 @@ __device__ __forceinline__ void tile_reduce(const typename K::Tile &t,
                                             block_scan_storage<typename P::S, K::block> &storage,
                                             typename P::S &thread_excl, typename P::S &block_agg) {
     const typename P::S agg = fold_items<K, P>(t, P::identity());
-    block_exclusive_scan<typename P::S, K::block, BAR>(storage, agg, P::identity(), typename P::Op(),
-                                                       thread_excl, block_agg);
+    block_exclusive_scan<typename P::S, K::block, BAR>(storage, agg, P::identity(),
+                                                       typename P::Op(), thread_excl, block_agg);
 }
 
 /* The identity, or where `cond` holds (tile 0's publishing thread) the state carried from the
@@ -598,8 +598,10 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
  * (Tile::pending, written by the generated outputs through hold_pending). The last block to
  * finish scans the blocks' totals in block order and writes each recorded segment again,
  * complete: its prefix over the earlier blocks, then its partial; then the carry. */
-template <class S> __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long b) {
-    return reinterpret_cast<uint32_t *>(base + (unsigned long long)b * sl_block_record_bytes(sizeof(S)));
+template <class S>
+__device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long b) {
+    const unsigned long long at = (unsigned long long)b * sl_block_record_bytes(sizeof(S));
+    return reinterpret_cast<uint32_t *>(base + at);
 }
 
 /* Record the partial state `run` of the block's first segment and its ordinal `k` (called by
@@ -616,7 +618,8 @@ __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, lon
     store_volatile_u32(record + 2 * W + 2, 1u);
 }
 
-template <class K> __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &a) {
+template <class K>
+__device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
     constexpr int STAGES = K::stages, W = words_of<S>::value;

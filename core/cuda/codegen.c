@@ -459,6 +459,13 @@ static bool aggregate_only(const cg *g) {
     return true;
 }
 
+/* Whether the kernel is sl_tile.cuh's segments_aggregate_loop (an aggregate loop over offsets
+ * segments): its Tile::outputs records the block's partial first segment and its Kernel
+ * writes a segment's row from a state (write_row). */
+static bool segments_aggregate(const cg *g) {
+    return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS;
+}
+
 /* ---- printing helpers ---------------------------------------------------------------- */
 
 static const char *ctype(sluice_type t) { return sl_expr_c_type_name(t); }
@@ -837,7 +844,7 @@ static void emit_element(cg *g, int phase) {
     /* each alive<k> once, from the one before: written out per use, the compiler evaluated
        the shared conditions twice and kept more registers (six-stage bench: 95 against 80).
        FULL: the tile has no row past the batch's end, so every row is in it and the element's
-       constant fields fold into the combines (sl_tile.cuh, on_tile). */
+       constant fields fold into the combines (sl_tile.cuh, whole_tile). */
     sl_strbuf_append(sb, "        const bool alive0 = FULL || i < live_items;\n");
     int k = 0;
     for (int s = g->first; s < g->last; s++) {
@@ -1025,9 +1032,11 @@ static void emit_outputs(cg *g, int phase) {
             }
         }
     }
-    if (reduce_phase && g->aggregate && g->reduce->segments == SL_SEGMENTS_OFFSETS)
-        /* sl_tile.cuh segments_aggregate_loop: the block's first segment began before it */
-        sl_strbuf_printf(sb, "        if (keep_i && pending && !run.f%d) sl::hold_pending(pending, run, pos_i);\n",
+    if (reduce_phase && segments_aggregate(g))
+        /* the block's first segment began before it: its partial state goes to the record */
+        sl_strbuf_printf(sb,
+                         "        if (keep_i && pending && !run.f%d) "
+                         "sl::hold_pending(pending, run, pos_i);\n",
                          g->slots[g->reduce_slot].restart_field);
     if (reduce_phase) emit_reduce_stores(g);
     sl_strbuf_append(sb, "    }\n");
@@ -1256,7 +1265,7 @@ static sluice_status emit_kernel(cg *g) {
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", o->offsets_input);
     emit_issue_loads(g);
-    if (g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS) {
+    if (segments_aggregate(g)) {
         /* segments_aggregate_loop: a segment's row from its whole state, at ordinal k */
         const cg_slot *rs = &g->slots[g->reduce_slot];
         char index_k[48];
