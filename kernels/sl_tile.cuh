@@ -48,7 +48,6 @@ __device__ __forceinline__ long long take_tile(unsigned char *scratch) {
 template <int ITEMS> struct tile_rows {
     static_assert(ITEMS < 64, "a thread's head bits and the next row's fit one 64-bit word");
     long long rows = 0, tile = 0, tile_first = 0, first = 0, tile_len = 0;
-    const uint32_t *heads = nullptr; /* offsets segments: the tile's head bitmap */
     /* offsets segments: bit j says whether the thread's row j starts a segment, for j in
        [0, ITEMS] (bit ITEMS: the next thread's first row, 0 past the tile), read once from
        the bitmap by use_heads: the per-row tests are then a shift, not a shared load */
@@ -61,9 +60,8 @@ template <int ITEMS> struct tile_rows {
     long long nseg = 0, seg_lo = 0, seg_hi = 0;
     /* whether the thread's item i (0 <= i <= ITEMS) starts a segment (offsets segments) */
     __device__ __forceinline__ bool head_bit(int i) const { return (head_window >> i) & 1ull; }
-    /* The tile's head bitmap (built: build_heads), and this thread's window of it. */
+    /* This thread's window of the tile's head bitmap `h` (built by build_heads). */
     __device__ __forceinline__ void use_heads(const uint32_t *h) {
-        heads = h;
         const int r0 = (int)threadIdx.x * ITEMS, w0 = r0 >> 5, shift = r0 & 31;
         const int words = (int)(tile_len >> 5);
         const unsigned long long lo = h[w0];
@@ -484,6 +482,96 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
     }
 }
 
+/* ---- what the loops without look-back share ---------------------------------------------
+ * Block b of the B blocks that have tiles (B = min(grid, ntiles)) takes the contiguous tiles
+ * [ntiles*b/B, ntiles*(b+1)/B) in order through the stage queue, leaves a record in scratch,
+ * and the last block to finish reads every record. */
+struct block_tiles {
+    long long nblocks, lo, hi;
+};
+
+__device__ __forceinline__ block_tiles tiles_of_block(long long ntiles) {
+    block_tiles bt;
+    bt.nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    bt.lo = ntiles * (long long)blockIdx.x / bt.nblocks;
+    bt.hi = ntiles * ((long long)blockIdx.x + 1) / bt.nblocks;
+    return bt;
+}
+
+/* Thread 0 sets up the queue and starts the copies of the block's first STAGES tiles; the
+ * barrier after it publishes the queue. */
+template <class K, int STAGES>
+__device__ __forceinline__ void start_tiles(tile_queue<STAGES> &queue, const typename K::Args &a,
+                                            uint4 *smem, long long lo, long long hi) {
+    if (threadIdx.x == 0) {
+        queue_init(queue);
+        for (int s = 0; s < STAGES && lo + s < hi; s++) {
+            queue.tile[s] = lo + s;
+            K::issue_loads(queue, a, smem, lo + s, s);
+        }
+    }
+    __syncthreads();
+}
+
+/* After the block's work on `tile` (in stage s): once every thread is done with the stage,
+ * thread 0 starts the copies of the tile STAGES later into it. */
+template <class K, int STAGES>
+__device__ __forceinline__ void next_tile(tile_queue<STAGES> &queue, const typename K::Args &a,
+                                          uint4 *smem, long long tile, long long hi, int s) {
+    fence_async_proxy();
+    __syncthreads();
+    if (threadIdx.x == 0 && tile + STAGES < hi) {
+        queue.tile[s] = tile + STAGES;
+        K::issue_loads(queue, a, smem, tile + STAGES, s);
+    }
+}
+
+/* A state in scratch as 32-bit words, written and read past the caches' reordering. */
+template <class S> __device__ __forceinline__ void store_state(uint32_t *at, const S &v) {
+    uint32_t w[words_of<S>::value];
+    to_words(v, w);
+#pragma unroll
+    for (int j = 0; j < words_of<S>::value; j++) store_volatile_u32(at + j, w[j]);
+}
+
+template <class S> __device__ __forceinline__ S load_state(const uint32_t *at) {
+    uint32_t w[words_of<S>::value];
+#pragma unroll
+    for (int j = 0; j < words_of<S>::value; j++) w[j] = load_volatile_u32(at + j);
+    return from_words<S>(w);
+}
+
+/* In the last block: the blocks [p0, p1) this thread takes (a contiguous run, so the block
+ * scan over the threads keeps block order) and its fold of their states, block b's at
+ * `base` + b * `stride` bytes. */
+template <class K, class P>
+__device__ __forceinline__ typename P::S fold_blocks(const unsigned char *base,
+                                                     unsigned long long stride, long long nblocks,
+                                                     long long &p0, long long &p1) {
+    const typename P::Op op;
+    p0 = nblocks * (long long)threadIdx.x / K::block;
+    p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
+    typename P::S fold = P::identity();
+    for (long long b = p0; b < p1; b++)
+        fold = op(fold,
+                  load_state<typename P::S>(reinterpret_cast<const uint32_t *>(base + b * stride)));
+    return fold;
+}
+
+/* Called by every thread once the block's record is written (by any of them): counts the
+ * block done on the counter at the start of scratch. True in the last block to finish,
+ * which then sees every block's record. */
+__device__ __forceinline__ bool last_to_finish(unsigned char *scratch, long long nblocks) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd((unsigned long long *)scratch, 1ull) == (unsigned long long)nblocks - 1;
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 /* ---- the aggregate loop ------------------------------------------------------------------
  * A group that is a reduce without segments over rows nothing else scans (codegen.c,
  * aggregate_only) needs no look-back: no row's output depends on earlier tiles, only the
@@ -502,26 +590,17 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     typedef typename P::S S;
     constexpr int STAGES = K::stages, W = words_of<S>::value;
     const long long rows = a.rows, ntiles = a.ntiles;
-    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
-    if ((long long)blockIdx.x >= nblocks) return;
-    const long long lo = ntiles * (long long)blockIdx.x / nblocks;
-    const long long hi = ntiles * ((long long)blockIdx.x + 1) / nblocks;
+    const block_tiles bt = tiles_of_block(ntiles);
+    if ((long long)blockIdx.x >= bt.nblocks) return;
+    const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
     const typename K::Params params(a);
     const typename P::Op op;
     uint32_t *const partials = reinterpret_cast<uint32_t *>(
         a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(0, (unsigned long long)ntiles));
     __shared__ block_scan_storage<S, K::block> scan_storage;
     __shared__ tile_queue<STAGES> queue;
-    __shared__ bool last_block;
     SL_DYNAMIC_SMEM(uint4, sl_smem);
-    if (threadIdx.x == 0) {
-        queue_init(queue);
-        for (int s = 0; s < STAGES && lo + s < hi; s++) {
-            queue.tile[s] = lo + s;
-            K::issue_loads(queue, a, sl_smem, lo + s, s);
-        }
-    }
-    __syncthreads();
+    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
     /* thread 0's fold of the block's tiles; commutative: each thread's fold of its items */
     S running = P::identity();
     for (long long tile = lo; tile < hi; tile++) {
@@ -539,13 +618,7 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
             tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
             if (threadIdx.x == 0) running = op(running, block_agg);
         }
-        /* stage s is read out: the tile STAGES later goes into it */
-        fence_async_proxy();
-        __syncthreads();
-        if (threadIdx.x == 0 && tile + STAGES < hi) {
-            queue.tile[s] = tile + STAGES;
-            K::issue_loads(queue, a, sl_smem, tile + STAGES, s);
-        }
+        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
     }
     if constexpr (K::commutative) {
         S thread_excl, block_total;
@@ -553,29 +626,13 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
                                              block_total);
         running = block_total;
     }
-    if (threadIdx.x == 0) {
-        uint32_t w[W];
-        to_words(running, w);
-#pragma unroll
-        for (int j = 0; j < W; j++) store_volatile_u32(partials + (long long)W * blockIdx.x + j, w[j]);
-        __threadfence();
-        const unsigned long long done = atomicAdd((unsigned long long *)a.scratch, 1ull);
-        last_block = done == (unsigned long long)nblocks - 1;
-    }
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
-    /* The last block: each thread folds a contiguous run of the partials in order, the block
-       scan folds the threads in order, thread 0 puts the carry in front. */
-    const long long p0 = nblocks * (long long)threadIdx.x / K::block;
-    const long long p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
-    S fold = P::identity();
-    for (long long b = p0; b < p1; b++) {
-        uint32_t w[W];
-#pragma unroll
-        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(partials + (long long)W * b + j);
-        fold = op(fold, from_words<S>(w));
-    }
+    if (threadIdx.x == 0) store_state(partials + (long long)W * blockIdx.x, running);
+    if (!last_to_finish(a.scratch, nblocks)) return;
+    /* The last block: the threads fold the partials in block order, thread 0 puts the carry
+       in front. */
+    long long p0, p1;
+    const S fold = fold_blocks<K, P>(reinterpret_cast<const unsigned char *>(partials),
+                                     sizeof(uint32_t) * W, nblocks, p0, p1);
     S thread_excl, total;
     block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
     if (threadIdx.x == 0) {
@@ -609,10 +666,7 @@ __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long
 template <class S>
 __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, long long k) {
     constexpr int W = words_of<S>::value;
-    uint32_t w[W];
-    to_words(run, w);
-#pragma unroll
-    for (int j = 0; j < W; j++) store_volatile_u32(record + W + j, w[j]);
+    store_state(record + W, run);
     store_volatile_u32(record + 2 * W, (uint32_t)(unsigned long long)k);
     store_volatile_u32(record + 2 * W + 1, (uint32_t)((unsigned long long)k >> 32));
     store_volatile_u32(record + 2 * W + 2, 1u);
@@ -624,10 +678,9 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     typedef typename P::S S;
     constexpr int STAGES = K::stages, W = words_of<S>::value;
     const long long rows = a.rows, ntiles = a.ntiles;
-    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
-    if ((long long)blockIdx.x >= nblocks) return;
-    const long long lo = ntiles * (long long)blockIdx.x / nblocks;
-    const long long hi = ntiles * ((long long)blockIdx.x + 1) / nblocks;
+    const block_tiles bt = tiles_of_block(ntiles);
+    if ((long long)blockIdx.x >= bt.nblocks) return;
+    const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
     const typename K::Params params(a);
     const typename P::Op op;
     unsigned char *const records =
@@ -636,16 +689,8 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     __shared__ block_scan_storage<S, K::block> scan_storage;
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads[K::tile / 32];
-    __shared__ bool last_block;
     SL_DYNAMIC_SMEM(uint4, sl_smem);
-    if (threadIdx.x == 0) {
-        queue_init(queue);
-        for (int s = 0; s < STAGES && lo + s < hi; s++) {
-            queue.tile[s] = lo + s;
-            K::issue_loads(queue, a, sl_smem, lo + s, s);
-        }
-    }
-    __syncthreads();
+    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
     /* the carry (per-batch resets applied) and the block's running state: every thread
        holds the same one */
     const S carry = carry_in<K, P>(a, true);
@@ -670,60 +715,27 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, running);
         else item_outputs<K, P, false>(t, a, run, running);
         running = op(running, block_agg);
-        /* stage s is read out and the heads are free: the tile STAGES later goes into it */
-        fence_async_proxy();
-        __syncthreads();
-        if (threadIdx.x == 0 && tile + STAGES < hi) {
-            queue.tile[s] = tile + STAGES;
-            K::issue_loads(queue, a, sl_smem, tile + STAGES, s);
-        }
+        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
-    if (threadIdx.x == 0) {
-        uint32_t w[W];
-        to_words(running, w);
-#pragma unroll
-        for (int j = 0; j < W; j++) store_volatile_u32(mine + j, w[j]);
-    }
-    /* every thread's record write (hold_pending) before the block counts itself done */
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned long long done = atomicAdd((unsigned long long *)a.scratch, 1ull);
-        last_block = done == (unsigned long long)nblocks - 1;
-    }
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
+    if (threadIdx.x == 0) store_state(mine, running);
+    if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
     /* The last block: the blocks' exclusive prefixes in block order (each thread a contiguous
        run of blocks, the block scan over the threads), then each recorded segment again. */
-    const long long p0 = nblocks * (long long)threadIdx.x / K::block;
-    const long long p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
-    S fold = P::identity();
-    for (long long b = p0; b < p1; b++) {
-        uint32_t w[W];
-        const uint32_t *rec = block_record<S>(records, b);
-#pragma unroll
-        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + j);
-        fold = op(fold, from_words<S>(w));
-    }
+    long long p0, p1;
+    const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)), nblocks, p0, p1);
     S thread_excl, total;
     block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
     S prefix = thread_excl;
     for (long long b = p0; b < p1; b++) {
         const uint32_t *rec = block_record<S>(records, b);
-        uint32_t w[W];
         if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
-#pragma unroll
-            for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + W + j);
-            S whole = op(prefix, from_words<S>(w));
+            S whole = op(prefix, load_state<S>(rec + W));
             if constexpr (P::BATCH_CONSTANTS) P::batch_constants(whole, carry);
             const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
             const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
             K::write_row(a, whole, (long long)(lo32 | (hi32 << 32)));
         }
-#pragma unroll
-        for (int j = 0; j < W; j++) w[j] = load_volatile_u32(rec + j);
-        prefix = op(prefix, from_words<S>(w));
+        prefix = op(prefix, load_state<S>(rec));
     }
     if (threadIdx.x == 0) {
         S out = total;
