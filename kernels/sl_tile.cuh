@@ -218,6 +218,15 @@ __device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename
     }
 }
 
+/* The same for whichever tile the thread has (whole_tile picks the instantiation). */
+template <class K, class P>
+__device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename K::Args &a,
+                                             const typename P::S &run,
+                                             const typename P::S &tile_excl) {
+    if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, tile_excl);
+    else item_outputs<K, P, false>(t, a, run, tile_excl);
+}
+
 /* With the tile's exclusive prefix known: the last tile writes the batch's carry (and
  * kept-row count), and each row's outputs follow from the running state. */
 template <class K, class P>
@@ -236,9 +245,7 @@ __device__ __forceinline__ void tile_epilogue(typename K::Tile &t, const typenam
         t.out_base = P::count(tile_excl);
         t.tile_kept = (int)P::count(block_agg);
     }
-    const S run = op(tile_excl, thread_excl);
-    if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, tile_excl);
-    else item_outputs<K, P, false>(t, a, run, tile_excl);
+    item_outputs<K, P>(t, a, op(tile_excl, thread_excl), tile_excl);
 }
 
 /* Thread 0 takes the block's next tile and starts the copies of its inputs into stage `sn`
@@ -711,9 +718,7 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         t.maps(0);
         S thread_excl, block_agg;
         tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
-        const S run = op(running, thread_excl);
-        if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, running);
-        else item_outputs<K, P, false>(t, a, run, running);
+        item_outputs<K, P>(t, a, op(running, thread_excl), running);
         running = op(running, block_agg);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
