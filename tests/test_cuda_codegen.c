@@ -748,9 +748,10 @@ START_TEST(reduce_on_host) {
     ck_assert_int_lt(at, (int)sizeof cmd);
     ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
 
-    /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles). 9000
-     * rows, three tiles, only for the aggregate loop: its blocks' partials joined across the
-     * emulated grid (the other loops' cases are multi-tile with offsets). */
+    /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles, so the
+     * segments' aggregate loop gives each of the three emulated blocks several). 9000 rows,
+     * three tiles, only for the loop without segments: its blocks' partials joined across the
+     * emulated grid (offsets cases skip it: 0 segments). */
     static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600, 9000},
                          segments[] = {0, 1, 2, 33, 150, 400, 0};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {

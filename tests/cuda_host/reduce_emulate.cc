@@ -171,8 +171,8 @@ static std::vector<long long> offsets_lengths(unsigned long long seed, long long
 
 /* A grid of `blocks` blocks, one after another: a block never waits for a later one in these
  * kernels (the look-back loops' first block takes every tile from the counter and the later
- * ones find none; the aggregate loop's blocks fold their own tiles and the last one run is the
- * last to finish, which folds the partials). */
+ * ones find none; the aggregate loops' blocks fold their own tiles and the last one run is the
+ * last to finish, which joins the blocks' records). */
 template <class F> static void launch_grid(int blocks, int threads, int named, size_t smem, F kernel) {
     gridDim = {(unsigned)blocks, 1, 1};
     for (int b = 0; b < blocks; b++) {
