@@ -751,7 +751,7 @@ START_TEST(reduce_on_host) {
     /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles, so the
      * segments' aggregate loop gives each of the three emulated blocks several). 9000 rows,
      * three tiles, only for the loop without segments: its blocks' partials joined across the
-     * emulated grid (offsets cases skip it: 0 segments). */
+     * emulated grid (an offsets case gets 0 segments there: an empty batch). */
     static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600, 9000},
                          segments[] = {0, 1, 2, 33, 150, 400, 0};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {
