@@ -52,8 +52,6 @@ template <int ITEMS> struct tile_rows {
        [0, ITEMS] (bit ITEMS: the next thread's first row, 0 past the tile), read once from
        the bitmap by use_heads: the per-row tests are then a shift, not a shared load */
     unsigned long long head_window = 0;
-    /* segments_aggregate_loop, blocks after the first: the block's record (hold_pending) */
-    uint32_t *pending = nullptr;
     /* offsets segments: the offsets, their segment count, and the entries [seg_lo, seg_hi)
        that fall inside the tile (sl_fused_segindex) */
     const long long *offs = nullptr;
@@ -655,11 +653,13 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
  * the offsets, so only the values of the segments that cross block boundaries depend on other
  * blocks. Block b takes contiguous tiles as in aggregate_loop and runs them in order with its
  * own running state: block 0 from the batch's carry, block b > 0 from the identity (with the
- * carry's batch constants). Every segment that starts inside the block is complete when it
- * closes and goes straight to its place. The block's first segment, if it started before
- * the block, is written there partial: the thread whose row closes it (no head seen yet:
- * the restart flag still clear) records that partial state and ordinal in the block's record
- * (Tile::pending, written by the generated outputs through hold_pending). The last block to
+ * carry's batch constants). Inside a tile each thread folds its items once, from the
+ * identity: a segment that closes after a head among the thread's own items is complete
+ * there and goes straight to its place (close_items). Only the thread's first closing
+ * segment, begun before its items, needs what comes before the thread: it is finished after
+ * the tile's block scan, from the block's running state and the thread's exclusive prefix.
+ * The block's first segment, if it started before the block, is written there partial, and
+ * its partial state and ordinal go to the block's record (hold_pending). The last block to
  * finish scans the blocks' totals in block order and writes each recorded segment again,
  * complete: its prefix over the earlier blocks, then its partial; then the carry. */
 template <class S>
@@ -668,8 +668,7 @@ __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long
     return reinterpret_cast<uint32_t *>(base + at);
 }
 
-/* Record the partial state `run` of the block's first segment and its ordinal `k` (called by
- * the generated Tile::outputs with the record of its block). */
+/* Record the partial state `run` of the block's first segment and its ordinal `k`. */
 template <class S>
 __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, long long k) {
     constexpr int W = words_of<S>::value;
@@ -677,6 +676,44 @@ __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, lon
     store_volatile_u32(record + 2 * W, (uint32_t)(unsigned long long)k);
     store_volatile_u32(record + 2 * W + 1, (uint32_t)((unsigned long long)k >> 32));
     store_volatile_u32(record + 2 * W + 2, 1u);
+}
+
+/* A segment's row from its whole state `v` at ordinal k: the batch constants (the carry's
+ * segment base, which the index adds) put in first. */
+template <class K, class P>
+__device__ __forceinline__ void close_segment(const typename K::Args &a, typename P::S v,
+                                              const typename P::S &carry, long long k) {
+    if constexpr (P::BATCH_CONSTANTS) P::batch_constants(v, carry);
+    K::write_row(a, v, k);
+}
+
+/* The thread's one fold of its items (from the identity; returned, for the block scan):
+ * every segment closing after a head among them is written here; the first one closing
+ * before any head (begun earlier) is left in `first` / `first_k` for the caller. */
+template <class K, class P, bool FULL>
+__device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
+                                                     const typename K::Args &a,
+                                                     const typename P::S &carry,
+                                                     typename P::S &first, long long &first_k) {
+    typedef typename P::S S;
+    const typename P::Op op;
+    S run = P::identity();
+#pragma unroll
+    for (int i = 0; i < K::items; i++) {
+        S e = P::identity();
+        t.template element<FULL>(e, i);
+        run = op(run, e);
+        const long long k = t.segment_ending(i);
+        if (k >= 0) {
+            if (K::restarted(run)) {
+                close_segment<K, P>(a, run, carry, k);
+            } else {
+                first = run;
+                first_k = k;
+            }
+        }
+    }
+    return run;
 }
 
 template <class K>
@@ -714,11 +751,20 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         build_heads<K, 0>(heads, a, tile, t.tile_first);
         t.use_heads(heads);
         t.segments_at(a, K::offsets_input);
-        if (lo != 0) t.pending = mine;
         t.maps(0);
+        S first = P::identity();
+        long long first_k = -1;
+        const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
+                                       : close_items<K, P, false>(t, a, carry, first, first_k);
         S thread_excl, block_agg;
-        tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
-        item_outputs<K, P>(t, a, op(running, thread_excl), running);
+        block_exclusive_scan<S, K::block, 0>(scan_storage, agg, P::identity(), op, thread_excl,
+                                             block_agg);
+        if (first_k >= 0) {
+            const S whole = op(op(running, thread_excl), first);
+            /* no head since the block's start: the block's first segment, begun before it */
+            if (lo != 0 && !K::restarted(whole)) hold_pending(mine, whole, first_k);
+            close_segment<K, P>(a, whole, carry, first_k);
+        }
         running = op(running, block_agg);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
@@ -734,11 +780,10 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     for (long long b = p0; b < p1; b++) {
         const uint32_t *rec = block_record<S>(records, b);
         if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
-            S whole = op(prefix, load_state<S>(rec + W));
-            if constexpr (P::BATCH_CONSTANTS) P::batch_constants(whole, carry);
             const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
             const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
-            K::write_row(a, whole, (long long)(lo32 | (hi32 << 32)));
+            close_segment<K, P>(a, op(prefix, load_state<S>(rec + W)), carry,
+                                (long long)(lo32 | (hi32 << 32)));
         }
         prefix = op(prefix, load_state<S>(rec));
     }

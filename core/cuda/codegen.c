@@ -460,8 +460,8 @@ static bool aggregate_only(const cg *g) {
 }
 
 /* Whether the kernel is sl_tile.cuh's segments_aggregate_loop (an aggregate loop over offsets
- * segments): its Tile::outputs records the block's partial first segment and its Kernel
- * writes a segment's row from a state (write_row). */
+ * segments): its Tile has no outputs(); its Kernel writes a segment's row from a state
+ * (write_row) and says whether a state saw a head (restarted). */
 static bool segments_aggregate(const cg *g) {
     return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS;
 }
@@ -1032,12 +1032,6 @@ static void emit_outputs(cg *g, int phase) {
             }
         }
     }
-    if (reduce_phase && segments_aggregate(g))
-        /* the block's first segment began before it: its partial state goes to the record */
-        sl_strbuf_printf(sb,
-                         "        if (keep_i && pending && !run.f%d) "
-                         "sl::hold_pending(pending, run, pos_i);\n",
-                         g->slots[g->reduce_slot].restart_field);
     if (reduce_phase) emit_reduce_stores(g);
     sl_strbuf_append(sb, "    }\n");
 }
@@ -1188,7 +1182,8 @@ static void emit_tile(cg *g) {
     emit_maps(g);
     for (int ph = 1; ph <= g->phases; ph++) {
         emit_element(g, ph);
-        emit_outputs(g, ph);
+        /* the segments' aggregate loop writes rows through Kernel::write_row only */
+        if (!segments_aggregate(g)) emit_outputs(g, ph);
     }
     emit_stores(g);
     sl_strbuf_append(sb, "};\n");
@@ -1275,6 +1270,10 @@ static sluice_status emit_kernel(cg *g) {
                          rs->phase);
         emit_reduce_row(g, "v", "k", index_k, false, "        ");
         sl_strbuf_append(sb, "    }\n");
+        /* whether a head was folded into a state: its segment began inside the fold */
+        sl_strbuf_printf(sb, "    __device__ static __forceinline__ bool restarted(const S%d &v) "
+                             "{ return v.f%d != 0; }\n",
+                         rs->phase, rs->restart_field);
     }
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
