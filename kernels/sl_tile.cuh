@@ -94,9 +94,8 @@ template <int ITEMS> struct tile_rows {
     /* A reduce over offsets segments: the segment whose last row is the thread's item i, or
      * -1. A row ends its segment when the next row starts one (the next row's head bit, or
      * for the tile's last row the next tile's first offsets entry) or ends the batch; the
-     * segment is then the last one starting at or before the row (empty segments start
-     * there too but end before it), found by binary search among the tile's entries. The
-     * common case, a row inside a segment, costs a bit test and a compare. */
+     * segment is then the last one starting at or before the row (segment_of). The common
+     * case, a row inside a segment, costs a bit test and a compare. */
     __device__ __forceinline__ long long segment_ending(int i) const {
         const long long r = first + i;
         bool next_starts; /* (i is a constant in the unrolled callers: one branch remains) */
@@ -105,6 +104,27 @@ template <int ITEMS> struct tile_rows {
         else next_starts = seg_hi < nseg && offs[seg_hi] == r + 1;
         if (!next_starts && i != live_items - 1) return -1;
         if (i >= live_items) return -1;
+        return segment_of(i);
+    }
+    /* The same test for all the thread's items at once: bit i says whether item i ends its
+     * segment (so a thread whose items close nothing, most of them when segments are long,
+     * folds without a per-item test). */
+    __device__ __forceinline__ unsigned long long ending_items() const {
+        constexpr unsigned long long ALL = (1ull << ITEMS) - 1;
+        if (live_items <= 0) return 0;
+        unsigned long long m = (head_window >> 1) & ALL;
+        if ((int)threadIdx.x * ITEMS + ITEMS >= (int)tile_len) {
+            m &= ~(1ull << (ITEMS - 1));
+            if (seg_hi < nseg && offs[seg_hi] == first + ITEMS) m |= 1ull << (ITEMS - 1);
+        }
+        if (live_items <= ITEMS) m = (m & ((1ull << live_items) - 1)) | (1ull << (live_items - 1));
+        return m;
+    }
+    /* The segment the thread's item i (in the batch) belongs to: the last one starting at or
+     * before its row (empty segments start there too but end before it), by binary search
+     * among the tile's offsets entries. */
+    __device__ __forceinline__ long long segment_of(int i) const {
+        const long long r = first + i;
         long long lo = seg_lo > 0 ? seg_lo - 1 : 0, hi = seg_hi < nseg ? seg_hi : nseg;
         while (hi - lo > 1) { /* offs[lo] <= r: the last k in [lo, hi) with offs[k] <= r */
             const long long mid = lo + (hi - lo) / 2;
@@ -689,7 +709,8 @@ __device__ __forceinline__ void close_segment(const typename K::Args &a, typenam
 
 /* The thread's one fold of its items (from the identity; returned, for the block scan):
  * every segment closing after a head among them is written here; the first one closing
- * before any head (begun earlier) is left in `first` / `first_k` for the caller. */
+ * before any head (begun earlier) is left in `first` / `first_k` for the caller. A thread
+ * none of whose items closes a segment only folds. */
 template <class K, class P, bool FULL>
 __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
                                                      const typename K::Args &a,
@@ -698,13 +719,23 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
     typedef typename P::S S;
     const typename P::Op op;
     S run = P::identity();
+    const unsigned long long ends = t.ending_items();
+    if (ends == 0) {
+#pragma unroll
+        for (int i = 0; i < K::items; i++) {
+            S e = P::identity();
+            t.template element<FULL>(e, i);
+            run = op(run, e);
+        }
+        return run;
+    }
 #pragma unroll
     for (int i = 0; i < K::items; i++) {
         S e = P::identity();
         t.template element<FULL>(e, i);
         run = op(run, e);
-        const long long k = t.segment_ending(i);
-        if (k >= 0) {
+        if ((ends >> i) & 1ull) {
+            const long long k = t.segment_of(i);
             if (K::restarted(run)) {
                 close_segment<K, P>(a, run, carry, k);
             } else {
