@@ -1,7 +1,7 @@
 /* stream_bench.c — issue 11's streaming figures: host-resident batches through a CUDA
  * session with batches in flight, beside the bus limit measured in the same run.
  *
- * Usage: stream_bench [log2_rows=26] [batches=8] [reps=3]
+ * Usage: stream_bench [log2_rows=26] [batches=8] [reps=3] [staging]
  *
  * Jobs (each the median of `reps` timed runs after one warm-up; wall-clock time from the
  * first push to the last result pulled, results freed as they come):
@@ -17,6 +17,9 @@
  *   - 2^20- against 2^26-row batches over the same 2^28 rows: device-resident (map, filter
  *     and count scan, outputs left on the device) and host-resident (the scan, from
  *     sluice_cuda_host_alloc memory), with the host time of one push;
+ * With `staging` last, only the bus limit and the malloc rows at the default depth (one piece
+ * a push) run, labelled with the staging settings of the environment, for a sweep from a
+ * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h).
  * Prints one line per measurement and a table last. Benchmarks are programs, never timed
  * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -32,6 +35,7 @@
 #include "cuda_check.h"
 
 static int g_reps = 3;
+static int g_staging_only; /* the `staging` argument */
 
 static double now_ms(void) {
     struct timespec t;
@@ -204,8 +208,11 @@ int main(int argc, char **argv) {
     int lg = argc > 1 ? atoi(argv[1]) : 26;
     int nb = argc > 2 ? atoi(argv[2]) : 8;
     if (argc > 3) g_reps = atoi(argv[3]);
-    if (lg < 10 || lg > 28 || nb < 1 || nb > 64 || g_reps < 1 || g_reps > 15) {
-        fprintf(stderr, "usage: stream_bench [log2_rows 10..28] [batches 1..64] [reps 1..15]\n");
+    g_staging_only = argc > 4 && strcmp(argv[4], "staging") == 0;
+    if (lg < 10 || lg > 28 || nb < 1 || nb > 64 || g_reps < 1 || g_reps > 15 ||
+        (argc > 4 && !g_staging_only)) {
+        fprintf(stderr, "usage: stream_bench [log2_rows 10..28] [batches 1..64] [reps 1..15] "
+                        "[staging]\n");
         return 2;
     }
     if (!sluice_backend_available(SLUICE_BACKEND_CUDA)) {
@@ -239,8 +246,15 @@ int main(int argc, char **argv) {
     /* Host-resident streams through the scan and the filter. */
     const char *names[2] = {"exclusive scan", "filter: x > 0"};
     const char *yamls[2] = {SCAN, FILTER};
-    const char *mem[4] = {"malloc", "cudaMallocHost (not known to sluice)",
-                          "sluice_cuda_host_alloc", "malloc, 8 staging threads"};
+    char staging_env[160];
+    const char *ev[4] = {"SLUICE_CUDA_STAGING_THREADS", "SLUICE_CUDA_STAGING_SLOTS",
+                         "SLUICE_CUDA_STAGING_MB", "SLUICE_CUDA_STAGING_NT"};
+    snprintf(staging_env, sizeof staging_env, "malloc, staging threads %s slots %s MB %s nt %s",
+             getenv(ev[0]) ? getenv(ev[0]) : "default", getenv(ev[1]) ? getenv(ev[1]) : "default",
+             getenv(ev[2]) ? getenv(ev[2]) : "default", getenv(ev[3]) ? getenv(ev[3]) : "default");
+    const char *mem[4] = {g_staging_only ? staging_env : "malloc",
+                          "cudaMallocHost (not known to sluice)", "sluice_cuda_host_alloc",
+                          "malloc, 8 staging threads"};
     for (int pl = 0; pl < 2; pl++) {
         double limit = pl == 0 ? duplex : h2d;
         /* Three session setups: depth 1 and the default depth with max_batch_rows = the
@@ -248,6 +262,7 @@ int main(int argc, char **argv) {
          * (2^22: a larger push is cut into pieces in flight, so the lone copy in at the
          * stream's start and the lone copy out at its end are a piece's, not a batch's). */
         for (int setup = 0; setup < 3; setup++) {
+            if (g_staging_only && setup != 1) continue;
             int depth = setup == 0, pieces = setup == 2;
             int64_t max_rows = pieces ? 0 : n;
             const char *how = setup == 0 ? "1" : pieces ? "default, max_batch_rows default (pieces)"
@@ -260,7 +275,7 @@ int main(int argc, char **argv) {
             if (ast != SLUICE_OK) fail_session(j.ctx, ast, "sluice_cuda_host_alloc");
             memcpy(own, hmalloc, total);
             const float *srcs[4] = {hmalloc, hpinned, own, hmalloc};
-            for (int m = 0; m < (depth ? 3 : 4); m++) {
+            for (int m = 0; m < (g_staging_only ? 1 : depth ? 3 : 4); m++) {
                 if (m == 3) { /* read at a session's first large staging copy */
                     setenv("SLUICE_CUDA_STAGING_THREADS", "8", 1);
                     job_close(&j);
@@ -278,11 +293,13 @@ int main(int argc, char **argv) {
                 snprintf(bar, sizeof bar, "%s", depth ? "" : m == 0 ? "<= 1.5x" : m == 2 ? "<= 1.15x" : "");
                 add_row(job_name, fig, bar);
             }
-            unsetenv("SLUICE_CUDA_STAGING_THREADS");
-            if (depth) job_close(&j8); /* at depth 0, j is j8 by now */
+            if (!g_staging_only) unsetenv("SLUICE_CUDA_STAGING_THREADS");
+            if (depth || g_staging_only) job_close(&j8); /* else j is j8 by now */
             job_close(&j); /* own goes with its context */
         }
     }
+
+    if (g_staging_only) goto table;
 
     /* Small against large batches over the same 2^28 rows (fewer when memory is short). */
     int64_t all = (int64_t)1 << 28, small = (int64_t)1 << 20, large = (int64_t)1 << 26;
@@ -328,6 +345,7 @@ int main(int argc, char **argv) {
         add_row("host-resident scan, 2^20-row batches / 2^26-row throughput", fig, ">= 0.5");
     }
 
+table:
     printf("\n| job (H200, one run) | sluice | bar |\n|---|---|---|\n");
     for (int i = 0; i < g_nrows; i++)
         printf("| %s | %s | %s |\n", g_rows[i].name, g_rows[i].sluice, g_rows[i].bar);

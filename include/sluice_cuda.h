@@ -29,9 +29,10 @@
  *     session's context (sluice_cuda_host_alloc, sluice_cuda_host_register, or a host result
  *     batch of that context; see "Pinned host memory" below) is read by the copy engine
  *     directly, with no copy on the CPU. Other host memory (malloc) is copied through the
- *     session's ring of two pinned staging buffers on a copy stream: the CPU fills one
- *     (several threads for chunks of megabytes: SLUICE_CUDA_STAGING_THREADS) while the copy
- *     engine drains the other; the compute waits on an event. The reuse rule is the same for
+ *     session's ring of pinned staging buffers (4 of 32 MB by default, pinned on first use)
+ *     on a copy stream: the CPU fills one (several threads for chunks of megabytes:
+ *     SLUICE_CUDA_STAGING_THREADS) while the copy engine drains those filled before; the
+ *     compute waits on an event. The reuse rule is the same for
  *     both: the caller may overwrite or free the memory it pushed as soon as push returns,
  *     as sluice.h says, a failed push included (a push waits for the copy engine to have
  *     read pinned input before it returns). At depth 1 a push returns when its results are
@@ -55,7 +56,7 @@
  *     device), so a batch stays valid after its session closes; closing a session gives
  *     back to the device the pool memory that no batch holds.
  *   - Nothing is allocated with cudaMalloc on the hot path: a session's scratch, carries
- *     and staging buffers are allocated when it opens, sized for max_batch_rows (a bigger
+ *     and staging buffers are allocated when it opens (a staging buffer on its first use), sized for max_batch_rows (a bigger
  *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,
  *     max_batch_rows); device outputs come from the stream-ordered memory pool. Each batch
  *     in flight has its own input and column buffers, so a session's device memory is
@@ -107,8 +108,16 @@
  *   it how a float scan's operations are grouped (its last bits, in either mode).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: half the cores online, 1 to 8; 1:
- *                            the calling thread alone); read on a session's first large
- *                            staging copy; results are the same for every N.
+ *                            the calling thread alone; at most 16); read on a session's
+ *                            first large staging copy.
+ *   SLUICE_CUDA_STAGING_SLOTS=N    staging buffers in a session's ring (default 4; 2 to 16).
+ *   SLUICE_CUDA_STAGING_MB=N       megabytes of each (default 32; 1 to 1024; a session whose
+ *                            max_batch_rows is small gets smaller ones). Both read when a
+ *                            session opens.
+ *   SLUICE_CUDA_STAGING_NT=0       the staging copy into the buffers uses ordinary stores, not
+ *                            non-temporal ones (x86-64); read with STAGING_THREADS.
+ *   Results are the same under every staging setting; a value above its range is clamped, one
+ *   below it or not a number ignored.
  *
  * Errors
  *   CUDA failures are SLUICE_ERR_CUDA with the CUDA error's name and text in the diagnostic;

@@ -49,10 +49,19 @@
 #include "runtime/exec.h"
 #include "sluice_cuda.h"
 
-/* Pinned staging ring for host batches: two slots, so the CPU fills one while the copy
- * engine drains the other. */
-#define STAGING_SLOTS 2
-#define STAGING_BYTES ((size_t)8 << 20)
+/* Pinned staging ring for pageable host batches: the CPU fills a slot while the copy engine
+ * drains those filled before. Each chunk of a push costs a hand-off to the copier threads, a
+ * DMA and an event, so slots are large (a 256 MiB batch is 8 chunks, not 32 of the 8 MB
+ * slots before) and several, so the copying runs ahead of the DMA instead of waiting for the
+ * slot it just filled. SLUICE_CUDA_STAGING_SLOTS and SLUICE_CUDA_STAGING_MB set them
+ * (sluice_cuda.h, Environment); a session whose max_batch_rows is small gets smaller slots,
+ * and a slot is pinned when first used, so sessions that never stage pin nothing. */
+#define STAGING_MAX_SLOTS 16
+#define STAGING_DEFAULT_SLOTS 4
+#define STAGING_DEFAULT_MB 32
+
+/* The smallest arena of zeroed scratch for fused runs (take_zeroed). */
+#define ZEROED_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct group_state {
     sl_group_kind kind;
@@ -104,13 +113,19 @@ typedef struct cuda_session {
     int device, arch;
     cudaStream_t stream, copy, copy_out; /* compute, copies in, copies out */
     bool own_stream;
-    cudaEvent_t slot_free[STAGING_SLOTS];
-    void *pinned[STAGING_SLOTS];
+    cudaEvent_t slot_free[STAGING_MAX_SLOTS]; /* recorded after the last copy using the slot */
+    void *pinned[STAGING_MAX_SLOTS];          /* allocated on first use (staging_slot) */
+    int nslots;             /* slots in the ring */
+    int next_slot;          /* the ring's next slot for a copy in */
     size_t staging_bytes;   /* per slot */
     int64_t *pinned_small;  /* counts read back: [0] kept rows, [1] verdict, [2] last offset */
     void *dev_small;        /* device: kept-row count and offsets verdict */
     void *scratch;
     size_t scratch_bytes;
+    /* Fused runs' scratch, handed out zeroed (take_zeroed): slices in stream order, cleared
+     * by one memset on the stream when the arena is used up, instead of one a run. */
+    void *zeroed;
+    size_t zeroed_bytes, zeroed_used;
     int64_t cap_rows;       /* rows the per-batch buffers hold: max_batch_rows, or more after
                                a batch that could not be cut */
     int depth;              /* lanes */
@@ -243,6 +258,9 @@ static void free_batch_buffers(sluice_session *s, cuda_session *cs) {
     if (cs->scratch) cudaFree(cs->scratch);
     cs->scratch = NULL;
     cs->scratch_bytes = 0;
+    if (cs->zeroed) cudaFree(cs->zeroed);
+    cs->zeroed = NULL;
+    cs->zeroed_bytes = cs->zeroed_used = 0;
     (void)ctx;
 }
 
@@ -294,7 +312,7 @@ static void cuda_close(sluice_session *s) {
     sl_free(ctx, cs->temps);
     sl_free(ctx, cs->final_group);
     if (cs->dev_small) cudaFree(cs->dev_small);
-    for (int i = 0; i < STAGING_SLOTS; i++) {
+    for (int i = 0; i < STAGING_MAX_SLOTS; i++) {
         if (cs->pinned[i]) cudaFreeHost(cs->pinned[i]);
         if (cs->slot_free[i]) cudaEventDestroy(cs->slot_free[i]);
     }
@@ -339,7 +357,7 @@ static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, in
         if (i % p->ninputs != cs->offsets_input)
             SL_TRY(device_alloc(ctx, &cs->in_buf[i], n * type_size(p, i % p->ninputs),
                                 "an input buffer"));
-    size_t scratch = 256;
+    size_t scratch = 256, fused_scratch = 0;
     for (int gi = 0; gi < cs->ngroups; gi++) {
         group_state *g = &cs->groups[gi];
         if (g->kind == SL_GROUP_FUSED) {
@@ -351,6 +369,7 @@ static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, in
                                     "a column buffer"));
             size_t need = sl_cuda_group_scratch_size(g->fused, rows);
             if (need > scratch) scratch = need;
+            if (need > fused_scratch) fused_scratch = need;
             continue;
         }
         if (g->per_stream) continue; /* sorted at flush into temporaries */
@@ -368,6 +387,17 @@ static sluice_status alloc_batch_buffers(sluice_session *s, cuda_session *cs, in
     }
     SL_TRY(device_alloc(ctx, &cs->scratch, scratch, "scratch"));
     cs->scratch_bytes = scratch;
+    if (fused_scratch > 0) {
+        /* Room for at least 8 runs at the largest size between two clears (a 2^20-row run
+         * of a one-look-back group needs a few kilobytes: hundreds fit). */
+        size_t arena = ZEROED_MIN_BYTES;
+        if (fused_scratch <= SIZE_MAX / 16 && 8 * (fused_scratch + 256) > arena)
+            arena = 8 * (fused_scratch + 256);
+        SL_TRY(device_alloc(ctx, &cs->zeroed, arena, "scratch"));
+        CUDA_TRY(ctx, cudaMemsetAsync(cs->zeroed, 0, arena, cs->stream), "clearing scratch");
+        cs->zeroed_bytes = arena;
+        cs->zeroed_used = 0;
+    }
     cs->cap_rows = rows;
     return SLUICE_OK;
 }
@@ -426,14 +456,15 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->stream, cudaStreamNonBlocking), "creating a stream");
     cs->own_stream = true;
     /* Pinned memory is slow to allocate: small sessions get small slots. */
+    cs->nslots = sl_cuda_env_int("SLUICE_CUDA_STAGING_SLOTS", 2, STAGING_MAX_SLOTS,
+                                 STAGING_DEFAULT_SLOTS);
+    size_t slot_mb = (size_t)sl_cuda_env_int("SLUICE_CUDA_STAGING_MB", 1, 1024, STAGING_DEFAULT_MB);
     cs->staging_bytes = (size_t)s->max_batch_rows * 8 + 4096;
-    if (cs->staging_bytes > STAGING_BYTES) cs->staging_bytes = STAGING_BYTES;
+    if (cs->staging_bytes > slot_mb << 20) cs->staging_bytes = slot_mb << 20;
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->copy, cudaStreamNonBlocking), "creating a stream");
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->copy_out, cudaStreamNonBlocking), "creating a stream");
-    for (int i = 0; i < STAGING_SLOTS; i++) {
+    for (int i = 0; i < cs->nslots; i++)
         CUDA_TRY(ctx, cudaEventCreateWithFlags(&cs->slot_free[i], cudaEventDisableTiming), "creating an event");
-        CUDA_TRY(ctx, cudaMallocHost(&cs->pinned[i], cs->staging_bytes), "allocating pinned staging memory");
-    }
     CUDA_TRY(ctx, cudaMallocHost((void **)&cs->pinned_small, 64), "allocating pinned memory");
     /* Per lane 64 bytes of device words (the kernel's count, the fault word); 256 more for
      * the offsets check's verdict (check_device_offsets). */
@@ -525,30 +556,38 @@ static sluice_status reserve_impl(sluice_session *s, cuda_session *cs, int64_t r
 
 static void device_batch_free(void *ptr) { cudaFreeAsync(ptr, 0); }
 
-/* A result batch of `cap` rows per output column in the session's pool (device outputs). */
+/* A result batch of `cap` rows per output column in the session's pool (device outputs):
+ * one allocation for all its columns (owned[0]; each column 256-byte aligned in it), so a
+ * push and a free cost one pool call each, not one per column. Columns are written through
+ * columns[i].data. */
 static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64_t cap,
                                       sluice_batch **out) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     *out = NULL;
+    size_t total = 0;
+    for (int i = 0; i < p->noutputs; i++) {
+        size_t bytes = (size_t)cap * type_size(p, p->outputs[i]);
+        if (bytes > SIZE_MAX / 2 - total)
+            return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of device memory for a result batch "
+                            "of %lld rows", (long long)cap);
+        total += (bytes + 255) & ~(size_t)255;
+    }
     sluice_batch *b = sl_batch_shell(ctx, p);
     if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch");
     b->on_device = true;
     b->free_device = device_batch_free;
-    for (size_t i = 0; i < b->ncolumns; i++) {
-        sluice_status st = pool_alloc(ctx, cs, &b->owned[i],
-                                      (size_t)cap * sluice_type_size(b->columns[i].type),
-                                      "a device result column");
+    if (b->ncolumns > 0) {
+        sluice_status st = pool_alloc(ctx, cs, &b->owned[0], total, "a device result batch");
         if (st != SLUICE_OK) {
-            /* The columns had so far are freed in their allocations' stream order. */
-            for (size_t k = 0; k < i; k++) {
-                cudaFreeAsync(b->owned[k], cs->stream);
-                b->owned[k] = NULL;
-            }
             sluice_batch_free(b);
             return st;
         }
-        b->columns[i].data = b->owned[i];
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < b->ncolumns; i++) {
+        b->columns[i].data = (char *)b->owned[0] + at;
+        at += ((size_t)cap * sluice_type_size(b->columns[i].type) + 255) & ~(size_t)255;
     }
     *out = b;
     return SLUICE_OK;
@@ -558,11 +597,26 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
 
 static void issue_ready_copies(sluice_session *s, cuda_session *cs);
 
+/* Staging slot k, pinned on its first use (SLUICE_ERR_NO_MEMORY when it cannot be). */
+static sluice_status staging_slot(sluice_context *ctx, cuda_session *cs, int k) {
+    if (cs->pinned[k]) return SLUICE_OK;
+    cudaError_t e = cudaMallocHost(&cs->pinned[k], cs->staging_bytes);
+    if (e == cudaSuccess) return SLUICE_OK;
+    cs->pinned[k] = NULL;
+    cudaGetLastError();
+    return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "cannot pin %zu bytes of host memory for a staging "
+                    "buffer (%s); lower SLUICE_CUDA_STAGING_MB or SLUICE_CUDA_STAGING_SLOTS",
+                    cs->staging_bytes, cudaGetErrorString(e));
+}
+
 /* Copies `bytes` from host src to device dst on the copy stream: by DMA straight from src
- * when it lies in pinned memory of the context (cuda/pinned.h), else through the pinned
- * slots (between slots, results ready to go out are sent: issue_ready_copies). */
+ * when it lies in pinned memory of the context (cuda/pinned.h), else chunk by chunk through
+ * the ring of pinned slots, each chunk's DMA issued as soon as its slot is full, so the
+ * copier fills the next slots while the copy engine drains this one (between chunks, results
+ * ready to go out are sent: issue_ready_copies). The ring's position carries over from push
+ * to push, so a push's first chunk does not wait for the slot the last push just filled. */
 static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, const void *src,
-                              size_t bytes, int *slot) {
+                              size_t bytes) {
     sluice_context *ctx = s->ctx;
     if (sl_cuda_pinned_covers(ctx, src, bytes)) {
         CUDA_TRY(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->copy),
@@ -573,11 +627,12 @@ static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, co
     size_t slot_bytes = cs->staging_bytes;
     for (size_t at = 0; at < bytes; at += slot_bytes) {
         size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
-        int k = *slot;
-        *slot = (k + 1) % STAGING_SLOTS;
+        int k = cs->next_slot;
+        SL_TRY(staging_slot(ctx, cs, k));
+        cs->next_slot = (k + 1) % cs->nslots;
         issue_ready_copies(s, cs);
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
-        sl_cuda_staging_copy(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len);
+        sl_cuda_staging_copy(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len, true);
         CUDA_TRY(ctx, cudaMemcpyAsync((char *)dst + at, cs->pinned[k], len, cudaMemcpyHostToDevice,
                                       cs->copy), "copying a batch to the device");
         CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy), "recording an event");
@@ -585,36 +640,36 @@ static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, co
     return SLUICE_OK;
 }
 
-/* Copies device src to pageable host dst through the pinned slots on the copy-out stream,
- * the copy engine filling one slot while the CPU empties the other; complete on return. */
+/* Issues chunk i of a copy out (stage_out) into slot i % nslots on the copy-out stream. */
+static sluice_status stage_out_chunk(sluice_context *ctx, cuda_session *cs, const void *src,
+                                     size_t bytes, size_t i) {
+    size_t at = i * cs->staging_bytes;
+    size_t len = bytes - at < cs->staging_bytes ? bytes - at : cs->staging_bytes;
+    int k = (int)(i % (size_t)cs->nslots);
+    SL_TRY(staging_slot(ctx, cs, k));
+    /* The slot may still be read by a copy in on the other stream (stage_in). */
+    CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy_out, cs->slot_free[k], 0), "ordering the result copy");
+    CUDA_TRY(ctx, cudaMemcpyAsync(cs->pinned[k], (const char *)src + at, len, cudaMemcpyDeviceToHost,
+                                  cs->copy_out), "copying results to the host");
+    CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy_out), "recording an event");
+    return SLUICE_OK;
+}
+
+/* Copies device src to pageable host dst through the pinned slots on the copy-out stream:
+ * the DMA of the first nslots chunks is issued at once, and each slot, once the CPU has
+ * emptied it, takes the chunk nslots further on, so the copy engine fills slots while the
+ * copier empties others; complete on return. */
 static sluice_status stage_out(sluice_context *ctx, cuda_session *cs, void *dst, const void *src,
                                size_t bytes) {
-    size_t pending_at = 0, pending_len = 0;
-    int pending_slot = -1, k = 0;
-    size_t slot_bytes = cs->staging_bytes;
-    for (size_t at = 0; at < bytes || pending_slot >= 0; at += slot_bytes) {
-        int issued = -1;
-        size_t len = 0;
-        if (at < bytes) {
-            len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
-            issued = k;
-            k = (k + 1) % STAGING_SLOTS;
-            /* The slot may still be read by a copy in on the other stream (stage_in). */
-            CUDA_TRY(ctx, cudaStreamWaitEvent(cs->copy_out, cs->slot_free[issued], 0),
-                     "ordering the result copy");
-            CUDA_TRY(ctx, cudaMemcpyAsync(cs->pinned[issued], (const char *)src + at, len,
-                                          cudaMemcpyDeviceToHost, cs->copy_out),
-                     "copying results to the host");
-            CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[issued], cs->copy_out), "recording an event");
-        }
-        if (pending_slot >= 0) {
-            CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[pending_slot]), "copying results");
-            sl_cuda_staging_copy(ctx, &cs->copier, (char *)dst + pending_at,
-                                 cs->pinned[pending_slot], pending_len);
-        }
-        pending_slot = issued;
-        pending_at = at;
-        pending_len = len;
+    size_t slot_bytes = cs->staging_bytes, nchunks = (bytes + slot_bytes - 1) / slot_bytes;
+    size_t ahead = (size_t)cs->nslots;
+    for (size_t i = 0; i < nchunks && i < ahead; i++) SL_TRY(stage_out_chunk(ctx, cs, src, bytes, i));
+    for (size_t i = 0; i < nchunks; i++) {
+        int k = (int)(i % ahead);
+        size_t at = i * slot_bytes, len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
+        CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "copying results");
+        sl_cuda_staging_copy(ctx, &cs->copier, (char *)dst + at, cs->pinned[k], len, false);
+        if (i + ahead < nchunks) SL_TRY(stage_out_chunk(ctx, cs, src, bytes, i + ahead));
     }
     return SLUICE_OK;
 }
@@ -646,7 +701,7 @@ static sluice_status destination(sluice_session *s, cuda_session *cs, sl_piece *
             SL_TRY(device_batch_new(s, cs, room, &piece->result));
             piece->room = room;
         }
-        *out = piece->result->owned[i];
+        *out = (void *)piece->result->columns[i].data;
         return SLUICE_OK;
     }
     return SLUICE_OK;
@@ -677,6 +732,27 @@ static sluice_status keep_temp(sluice_session *s, cuda_session *cs, void *ptr) {
         cs->temps_cap = cap;
     }
     cs->temps[cs->ntemps++] = ptr;
+    return SLUICE_OK;
+}
+
+/* `need` bytes of zeroed scratch for a fused run on the stream (*zeroed true), the next
+ * slice of the arena: when the arena is used up, the part handed out since the last clear is
+ * cleared by one memset queued on the stream, after every kernel that used it (the slices are
+ * handed out and used in stream order, and never twice between clears). A need larger than
+ * the arena (never, by its sizing) gets the shared scratch, cleared by the run itself. */
+static sluice_status take_zeroed(sluice_context *ctx, cuda_session *cs, size_t need, void **out,
+                                 bool *zeroed) {
+    size_t n = (need + 255) & ~(size_t)255;
+    *out = cs->scratch;
+    *zeroed = false;
+    if (!cs->zeroed || n < need || n > cs->zeroed_bytes) return SLUICE_OK;
+    if (n > cs->zeroed_bytes - cs->zeroed_used) {
+        CUDA_TRY(ctx, cudaMemsetAsync(cs->zeroed, 0, cs->zeroed_used, cs->stream), "clearing scratch");
+        cs->zeroed_used = 0;
+    }
+    *out = (char *)cs->zeroed + cs->zeroed_used;
+    cs->zeroed_used += n;
+    *zeroed = true;
     return SLUICE_OK;
 }
 
@@ -731,9 +807,15 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
          * in place after that (a batch cut into pieces). */
         void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
         void *to = g->carry[(g->gen + 1) % cs->ring];
+        void *scratch = cs->scratch;
+        bool zeroed = false;
+        size_t need = piece->rows > 0 ? sl_cuda_group_scratch_size(g->fused, piece->rows) : 0;
+        if (need > 0) st = take_zeroed(ctx, cs, need, &scratch, &zeroed);
         sl_cuda_group_io io = {piece->rows, piece->nsegments, in, outp, s->params, from, to,
-                               cs->scratch, out_rows};
-        st = sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
+                               scratch, out_rows};
+        if (st == SLUICE_OK)
+            st = zeroed ? sl_cuda_group_run_zeroed(ctx, g->fused, cs->stream, &io)
+                        : sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
     }
     if (st == SLUICE_OK) {
         g->touched = true;
@@ -981,8 +1063,8 @@ static sluice_status finish_impl(sluice_session *s, cuda_session *cs, sl_piece *
         for (int i = 0; i < p->noutputs && st == SLUICE_OK; i++) {
             int c = p->outputs[i];
             size_t bytes = (size_t)rows * type_size(p, c);
-            if (piece->cols[c] != b->owned[i]) {
-                cudaError_t e = cudaMemcpyAsync(b->owned[i], piece->cols[c], bytes,
+            if (piece->cols[c] != b->columns[i].data) {
+                cudaError_t e = cudaMemcpyAsync((void *)b->columns[i].data, piece->cols[c], bytes,
                                                 cudaMemcpyDeviceToDevice, cs->stream);
                 if (e != cudaSuccess) st = cuda_status(ctx, e, "writing a result column");
             }
@@ -1066,7 +1148,6 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     int64_t rows = piece->rows;
-    int slot = 0;
     bool staged = false;
     int k = (int)(piece->seq % cs->depth);
     lane *ln = &cs->lanes[k];
@@ -1096,7 +1177,7 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
                                         "the offsets buffer"));
                 cs->offsets_cap = cap;
             }
-            SL_TRY(stage_in(s, cs, buf[i], piece->offsets, (size_t)count * w, &slot));
+            SL_TRY(stage_in(s, cs, buf[i], piece->offsets, (size_t)count * w));
             piece->offsets = buf[i];
             staged = true;
             continue;
@@ -1106,7 +1187,7 @@ static sluice_status load_impl(sluice_session *s, cuda_session *cs, const sl_inp
             piece->cols[i] = src;
             continue;
         }
-        SL_TRY(stage_in(s, cs, buf[i], src, (size_t)rows * w, &slot));
+        SL_TRY(stage_in(s, cs, buf[i], src, (size_t)rows * w));
         piece->cols[i] = buf[i];
         staged = true;
     }

@@ -197,8 +197,8 @@ sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, v
     return launch_close(ctx, g, stream, io, true);
 }
 
-sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
-                                const sl_cuda_group_io *io) {
+static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
+                               const sl_cuda_group_io *io, bool zeroed) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     const sl_codegen *c = &g->cg;
     if (!io || io->rows < 0 || !io->carry_in || !io->carry_out || (c->compacts && !io->out_rows) ||
@@ -239,7 +239,7 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
     fill_args(c, io, ntiles, slots);
     void *args[1] = {slots};
 
-    if (scratch_bytes > 0) e = cudaMemsetAsync(io->scratch, 0, scratch_bytes, stream);
+    if (scratch_bytes > 0 && !zeroed) e = cudaMemsetAsync(io->scratch, 0, scratch_bytes, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "clearing a fused kernel's scratch");
     if (c->has_offsets) {
         unsigned threads = 256;
@@ -252,4 +252,14 @@ sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, voi
                          args, c->dynamic_smem, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
     return c->reduces ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
+}
+
+sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,
+                                const sl_cuda_group_io *io) {
+    return group_run(ctx, g, stream, io, false);
+}
+
+sluice_status sl_cuda_group_run_zeroed(sluice_context *ctx, const sl_cuda_group *g, void *stream,
+                                       const sl_cuda_group_io *io) {
+    return group_run(ctx, g, stream, io, true);
 }

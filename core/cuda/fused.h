@@ -84,6 +84,11 @@ size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows);
  * SLUICE_ERR_INVALID_ARGUMENT (a NULL pointer the layout needs). */
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,
                                 const sl_cuda_group_io *io);
+/* The same for a caller that hands io->scratch already zero (cleared in stream order before
+ * this run, and used by no other run since): no memset is queued, one stream operation less
+ * a batch. */
+sluice_status sl_cuda_group_run_zeroed(sluice_context *ctx, const sl_cuda_group *g, void *stream,
+                                       const sl_cuda_group_io *io);
 
 /* A group ending in a reduce, at the end of the stream: enqueues the writing of the segment
  * it holds open (a whole-stream reduce's one row, an empty stream's identities included; the

@@ -13,10 +13,16 @@
 #include "cuda/pinned.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <cuda_runtime_api.h>
 
@@ -348,15 +354,37 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
 
 /* One core copies pageable memory at about 6-12 GB/s, well below the bus; a few threads, each
  * copying a contiguous part, bring a staging copy near the memory bandwidth. Chunks below
- * COPY_SPLIT_MIN bytes are copied by the calling thread alone (waking helpers costs a few
- * microseconds); each part is at least COPY_PART_MIN bytes. By default half the cores
- * online, 1 to 8, copy in all (the caller and its helpers): on the H200's 16-core host 8
- * threads staged a 256 MiB batch in 7.6 ms where 4 took 11 ms (bench/RESULTS.md, batches in
- * flight). */
+ * COPY_SPLIT_MIN bytes are copied by the calling thread alone; each part is at least
+ * COPY_PART_MIN bytes. By default half the cores online, 1 to 8, copy in all (the caller and
+ * its helpers): on the H200's 16-core host 8 threads staged a 256 MiB batch in 7.6 ms where 4
+ * took 11 ms (bench/RESULTS.md, batches in flight).
+ *
+ * The hand-off. A push from pageable memory is a run of chunk copies, one per staging slot,
+ * each followed by the slot's DMA, a few microseconds of CUDA calls apart. Waking sleeping
+ * helpers and joining them through a condition variable for every chunk cost tens of
+ * microseconds of scheduler latency each time, so helpers that finished a part poll for the
+ * next job for up to COPY_SPIN_NS before they sleep, and the caller polls for the helpers'
+ * parts the same way before it sleeps: within a push the hand-off is a store and a load.
+ * Threads that sleep are woken through the condition variables, as before.
+ *
+ * Into a staging slot (a DMA source the CPU never reads back) the copy uses non-temporal
+ * stores where the CPU has them (x86-64): the destination's cache lines are written without
+ * being read first and without evicting the source's, one memory transfer in four saved
+ * beside the copy engine's read. SLUICE_CUDA_STAGING_NT=0 turns it off for measurement. */
 #define COPY_MAX_THREADS 16
 #define COPY_DEFAULT_THREADS 8
 #define COPY_SPLIT_MIN ((size_t)2 << 20)
 #define COPY_PART_MIN ((size_t)1 << 20)
+#define COPY_SPIN_NS 200000 /* 0.2 ms: longer than the CUDA calls between two chunks */
+
+int sl_cuda_env_int(const char *name, int lo, int hi, int fallback) {
+    const char *env = getenv(name);
+    if (!env || !*env) return fallback;
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end != '\0' || n < lo) return fallback;
+    return n > hi ? hi : (int)n;
+}
 
 typedef struct copier_helper {
     sl_cuda_copier *c;
@@ -367,54 +395,124 @@ typedef struct copier_helper {
 struct sl_cuda_copier {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    unsigned long job;  /* incremented for each job */
-    int pending;        /* helpers still busy with the current job */
-    bool quit;
-    /* The current job, written under mu before `job` changes: */
+    atomic_ulong job;   /* incremented for each job, after its fields are written */
+    atomic_int pending; /* helpers still busy with the current job */
+    atomic_bool quit;
+    int sleepers;       /* helpers waiting on `go` (under mu) */
+    bool nt;            /* non-temporal stores allowed (SLUICE_CUDA_STAGING_NT) */
+    /* The current job, written before `job` changes: */
     char *dst;
     const char *src;
     size_t len, part;   /* part bytes each, the last part the rest */
     int nparts;
+    bool stream;        /* into a staging slot: non-temporal stores when nt */
     int nhelpers;
     copier_helper helpers[COPY_MAX_THREADS];
 };
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t copier_clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* memcpy with non-temporal stores of whole aligned 64-byte lines (SSE2, every x86-64), the
+ * unaligned head and tail by memcpy; the fence makes the stores visible before the part is
+ * reported done (and so before its DMA is issued). Elsewhere plain memcpy. */
+static void copy_streaming(char *dst, const char *src, size_t len) {
+#if defined(__SSE2__)
+    size_t head = (size_t)(-(uintptr_t)dst & 63);
+    if (head > len) head = len;
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    len -= head;
+    size_t body = len & ~(size_t)63;
+    for (size_t i = 0; i < body; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(dst + i), a);
+        _mm_stream_si128((__m128i *)(dst + i + 16), b);
+        _mm_stream_si128((__m128i *)(dst + i + 32), c);
+        _mm_stream_si128((__m128i *)(dst + i + 48), d);
+    }
+    memcpy(dst + body, src + body, len - body);
+    _mm_sfence();
+#else
+    memcpy(dst, src, len);
+#endif
+}
+
+static void copy_bytes(bool stream, char *dst, const char *src, size_t len) {
+    if (stream) copy_streaming(dst, src, len);
+    else memcpy(dst, src, len);
+}
 
 static void copy_part(const sl_cuda_copier *c, int i) {
     size_t at = (size_t)i * c->part;
     if (i >= c->nparts || at >= c->len) return;
     size_t len = i == c->nparts - 1 || c->len - at < c->part ? c->len - at : c->part;
-    memcpy(c->dst + at, c->src + at, len);
+    copy_bytes(c->stream && c->nt, c->dst + at, c->src + at, len);
+}
+
+/* The next job after `seen` (or quit): polled for COPY_SPIN_NS, then waited for on `go`. */
+static unsigned long next_job(sl_cuda_copier *c, unsigned long seen) {
+    int64_t until = 0;
+    for (unsigned i = 1;; i++) {
+        unsigned long j = atomic_load(&c->job);
+        if (j != seen || atomic_load(&c->quit)) return j;
+        if (i % 64 == 0) {
+            int64_t now = copier_clock_ns();
+            if (until == 0) until = now + COPY_SPIN_NS;
+            else if (now >= until) break;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&c->mu);
+    c->sleepers++;
+    unsigned long j;
+    while ((j = atomic_load(&c->job)) == seen && !atomic_load(&c->quit))
+        pthread_cond_wait(&c->go, &c->mu);
+    c->sleepers--;
+    pthread_mutex_unlock(&c->mu);
+    return j;
 }
 
 static void *copier_main(void *arg) {
     copier_helper *h = arg;
     sl_cuda_copier *c = h->c;
     unsigned long seen = 0;
-    pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->quit && c->job == seen) pthread_cond_wait(&c->go, &c->mu);
-        if (c->quit) break;
-        seen = c->job;
-        pthread_mutex_unlock(&c->mu);
+        seen = next_job(c, seen);
+        if (atomic_load(&c->quit)) break;
         copy_part(c, h->index);
-        pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0) pthread_cond_signal(&c->done);
+        if (atomic_fetch_sub(&c->pending, 1) == 1) {
+            /* the last part: wake the caller if it stopped polling (under mu, so the wake
+             * cannot fall between its test and its wait) */
+            pthread_mutex_lock(&c->mu);
+            pthread_cond_signal(&c->done);
+            pthread_mutex_unlock(&c->mu);
+        }
     }
-    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
 static int copy_threads_wanted(void) {
-    const char *env = getenv("SLUICE_CUDA_STAGING_THREADS");
-    if (env && *env) {
-        char *end;
-        long n = strtol(env, &end, 10);
-        if (*end == '\0' && n >= 1) return n > COPY_MAX_THREADS ? COPY_MAX_THREADS : (int)n;
-    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     long half = cores / 2 < 1 ? 1 : cores / 2;
-    return half < COPY_DEFAULT_THREADS ? (int)half : COPY_DEFAULT_THREADS;
+    int fallback = half < COPY_DEFAULT_THREADS ? (int)half : COPY_DEFAULT_THREADS;
+    return sl_cuda_env_int("SLUICE_CUDA_STAGING_THREADS", 1, COPY_MAX_THREADS, fallback);
 }
 
 /* A copier with its helpers started (none when one thread is wanted or none can start);
@@ -426,6 +524,10 @@ static sl_cuda_copier *copier_start(sluice_context *ctx) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->go, NULL);
     pthread_cond_init(&c->done, NULL);
+    atomic_init(&c->job, 0);
+    atomic_init(&c->pending, 0);
+    atomic_init(&c->quit, false);
+    c->nt = sl_cuda_env_int("SLUICE_CUDA_STAGING_NT", 0, 1, 1) != 0;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -441,7 +543,7 @@ static sl_cuda_copier *copier_start(sluice_context *ctx) {
 void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c) {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
-    c->quit = true;
+    atomic_store(&c->quit, true);
     pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; i < c->nhelpers; i++) pthread_join(c->helpers[i].thread, NULL);
@@ -452,29 +554,45 @@ void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c) {
 }
 
 void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, const void *src,
-                          size_t len) {
+                          size_t len, bool into_slot) {
     if (len >= COPY_SPLIT_MIN && !*cp) *cp = copier_start(ctx);
     sl_cuda_copier *c = *cp;
     if (len < COPY_SPLIT_MIN || !c || c->nhelpers == 0) {
-        memcpy(dst, src, len);
+        copy_bytes(into_slot && c && c->nt && len >= COPY_SPLIT_MIN, dst, src, len);
         return;
     }
     int parts = c->nhelpers + 1;
     if ((size_t)parts > len / COPY_PART_MIN) parts = (int)(len / COPY_PART_MIN);
-    pthread_mutex_lock(&c->mu);
     c->dst = dst;
     c->src = src;
     c->len = len;
     c->nparts = parts;
     c->part = (len / (size_t)parts + 63) & ~(size_t)63;
-    c->pending = c->nhelpers;
-    c->job++;
-    pthread_cond_broadcast(&c->go);
+    c->stream = into_slot;
+    atomic_store(&c->pending, c->nhelpers);
+    atomic_fetch_add(&c->job, 1); /* publishes the fields above to the helpers */
+    pthread_mutex_lock(&c->mu);
+    if (c->sleepers > 0) pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
     copy_part(c, 0);
-    pthread_mutex_lock(&c->mu);
-    while (c->pending > 0) pthread_cond_wait(&c->done, &c->mu);
-    pthread_mutex_unlock(&c->mu);
+    /* The parts are equal: the helpers finish about when the caller does. Poll (yielding,
+     * in case a helper waits for this core), then sleep. */
+    int64_t until = 0;
+    for (unsigned i = 1; atomic_load(&c->pending) > 0; i++) {
+        if (i % 64 != 0) {
+            cpu_relax();
+            continue;
+        }
+        int64_t now = copier_clock_ns();
+        if (until == 0) until = now + COPY_SPIN_NS;
+        else if (now >= until) break;
+        sched_yield();
+    }
+    if (atomic_load(&c->pending) > 0) {
+        pthread_mutex_lock(&c->mu);
+        while (atomic_load(&c->pending) > 0) pthread_cond_wait(&c->done, &c->mu);
+        pthread_mutex_unlock(&c->mu);
+    }
 }
 
 /* ---- the context's device memory pools ----------------------------------------------------- */

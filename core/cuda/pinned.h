@@ -31,13 +31,19 @@ sluice_batch *sl_cuda_pinned_batch_new(sluice_session *s, int64_t rows);
 /* The staging copy: memcpy between pageable memory and a pinned staging buffer, bound by one
  * core's copy rate, is split among a few threads for chunks of megabytes. *c is the session's
  * copier: NULL at first, started on the first large copy (SLUICE_CUDA_STAGING_THREADS, read
- * then, says how many threads copy in all); when threads cannot be started the calling thread
- * copies alone. Results never depend on the thread count. */
+ * then, says how many threads copy in all; SLUICE_CUDA_STAGING_NT=0 turns off the
+ * non-temporal stores); when threads cannot be started the calling thread copies alone.
+ * into_slot: dst is a staging slot that only the copy engine reads next (non-temporal stores
+ * where the CPU has them). Complete on return. Results never depend on the thread count. */
 typedef struct sl_cuda_copier sl_cuda_copier;
 void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **c, void *dst, const void *src,
-                          size_t len);
+                          size_t len, bool into_slot);
 /* Joins the copier's threads and frees it; NULL is harmless. */
 void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c);
+
+/* The integer in environment variable `name`, clamped to at most hi; `fallback` when it is
+ * unset, not a whole number, or below lo (the staging knobs: sluice_cuda.h, Environment). */
+int sl_cuda_env_int(const char *name, int lo, int hi, int fallback);
 
 /* The context's stream-ordered memory pool on `device`, created on first use and destroyed
  * with the context, after every batch has been freed. Sessions allocate their device result
