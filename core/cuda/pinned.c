@@ -352,17 +352,19 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
 
 /* ---- the staging copy: several threads for large chunks ----------------------------------- */
 
-/* One core copies pageable memory at about 6-12 GB/s, well below the bus; a few threads, each
- * copying a contiguous part, bring a staging copy near the memory bandwidth. Chunks below
- * COPY_SPLIT_MIN bytes are copied by the calling thread alone; each part is at least
- * COPY_PART_MIN bytes. By default half the cores online, 1 to 8, copy in all (the caller and
- * its helpers): on the H200's 16-core host 8 threads staged a 256 MiB batch in 7.6 ms where 4
+/* One core copies pageable memory at about 6-12 GB/s, well below the bus; a few threads bring
+ * a staging copy near the memory bandwidth. Chunks below COPY_SPLIT_MIN bytes are copied by
+ * the calling thread alone. A larger chunk is cut into units of COPY_UNIT bytes that the
+ * caller and its helpers take in turn (an atomic counter) until none is left, so a thread
+ * slowed down (another process on its core, a remote memory node) takes fewer units instead
+ * of holding up the chunk's DMA with a fixed share. By default half the cores online, 1 to 8,
+ * copy in all: on the H200's 16-core host 8 threads staged a 256 MiB batch in 7.6 ms where 4
  * took 11 ms (bench/RESULTS.md, batches in flight).
  *
  * The hand-off. A push from pageable memory is a run of chunk copies, one per staging slot,
  * each followed by the slot's DMA, a few microseconds of CUDA calls apart. Waking sleeping
  * helpers and joining them through a condition variable for every chunk cost tens of
- * microseconds of scheduler latency each time, so helpers that finished a part poll for the
+ * microseconds of scheduler latency each time, so helpers that finished a job poll for the
  * next job for up to COPY_SPIN_NS before they sleep, and the caller polls for the helpers'
  * parts the same way before it sleeps: within a push the hand-off is a store and a load.
  * Threads that sleep are woken through the condition variables, as before.
@@ -374,7 +376,7 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
 #define COPY_MAX_THREADS 16
 #define COPY_DEFAULT_THREADS 8
 #define COPY_SPLIT_MIN ((size_t)2 << 20)
-#define COPY_PART_MIN ((size_t)1 << 20)
+#define COPY_UNIT ((size_t)512 << 10)
 #define COPY_SPIN_NS 200000 /* 0.2 ms: longer than the CUDA calls between two chunks */
 
 int sl_cuda_env_int(const char *name, int lo, int hi, int fallback) {
@@ -388,7 +390,6 @@ int sl_cuda_env_int(const char *name, int lo, int hi, int fallback) {
 
 typedef struct copier_helper {
     sl_cuda_copier *c;
-    int index; /* its part: 1..nhelpers (the caller copies part 0) */
     pthread_t thread;
 } copier_helper;
 
@@ -403,8 +404,8 @@ struct sl_cuda_copier {
     /* The current job, written before `job` changes: */
     char *dst;
     const char *src;
-    size_t len, part;   /* part bytes each, the last part the rest */
-    int nparts;
+    size_t len;
+    atomic_size_t next; /* the next unit (COPY_UNIT bytes) to take */
     bool stream;        /* into a staging slot: non-temporal stores when nt */
     int nhelpers;
     copier_helper helpers[COPY_MAX_THREADS];
@@ -458,11 +459,15 @@ static void copy_bytes(bool stream, char *dst, const char *src, size_t len) {
     else memcpy(dst, src, len);
 }
 
-static void copy_part(const sl_cuda_copier *c, int i) {
-    size_t at = (size_t)i * c->part;
-    if (i >= c->nparts || at >= c->len) return;
-    size_t len = i == c->nparts - 1 || c->len - at < c->part ? c->len - at : c->part;
-    copy_bytes(c->stream && c->nt, c->dst + at, c->src + at, len);
+/* Copies units of the current job until none is left. */
+static void copy_units(sl_cuda_copier *c) {
+    size_t units = (c->len + COPY_UNIT - 1) / COPY_UNIT;
+    for (;;) {
+        size_t u = atomic_fetch_add(&c->next, 1);
+        if (u >= units) return;
+        size_t at = u * COPY_UNIT, len = c->len - at < COPY_UNIT ? c->len - at : COPY_UNIT;
+        copy_bytes(c->stream && c->nt, c->dst + at, c->src + at, len);
+    }
 }
 
 /* The next job after `seen` (or quit): polled for COPY_SPIN_NS, then waited for on `go`. */
@@ -495,9 +500,9 @@ static void *copier_main(void *arg) {
     for (;;) {
         seen = next_job(c, seen);
         if (atomic_load(&c->quit)) break;
-        copy_part(c, h->index);
+        copy_units(c);
         if (atomic_fetch_sub(&c->pending, 1) == 1) {
-            /* the last part: wake the caller if it stopped polling (under mu, so the wake
+            /* the last helper done: wake the caller if it stopped polling (under mu, so the wake
              * cannot fall between its test and its wait) */
             pthread_mutex_lock(&c->mu);
             pthread_cond_signal(&c->done);
@@ -527,12 +532,13 @@ static sl_cuda_copier *copier_start(sluice_context *ctx) {
     atomic_init(&c->job, 0);
     atomic_init(&c->pending, 0);
     atomic_init(&c->quit, false);
+    atomic_init(&c->next, 0);
     c->nt = sl_cuda_env_int("SLUICE_CUDA_STAGING_NT", 0, 1, 1) != 0;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     for (int i = 0; i < threads - 1; i++) {
-        c->helpers[i] = (copier_helper){c, i + 1, 0};
+        c->helpers[i] = (copier_helper){c, 0};
         if (pthread_create(&c->helpers[i].thread, NULL, copier_main, &c->helpers[i]) != 0) break;
         c->nhelpers++;
     }
@@ -561,22 +567,19 @@ void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, c
         copy_bytes(into_slot && c && c->nt && len >= COPY_SPLIT_MIN, dst, src, len);
         return;
     }
-    int parts = c->nhelpers + 1;
-    if ((size_t)parts > len / COPY_PART_MIN) parts = (int)(len / COPY_PART_MIN);
     c->dst = dst;
     c->src = src;
     c->len = len;
-    c->nparts = parts;
-    c->part = (len / (size_t)parts + 63) & ~(size_t)63;
     c->stream = into_slot;
+    atomic_store(&c->next, 0);
     atomic_store(&c->pending, c->nhelpers);
     atomic_fetch_add(&c->job, 1); /* publishes the fields above to the helpers */
     pthread_mutex_lock(&c->mu);
     if (c->sleepers > 0) pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
-    copy_part(c, 0);
-    /* The parts are equal: the helpers finish about when the caller does. Poll (yielding,
-     * in case a helper waits for this core), then sleep. */
+    copy_units(c);
+    /* The helpers are each finishing their last unit. Poll (yielding, in case a helper
+     * waits for this core), then sleep. */
     int64_t until = 0;
     for (unsigned i = 1; atomic_load(&c->pending) > 0; i++) {
         if (i % 64 != 0) {
