@@ -236,13 +236,21 @@ __device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename
     }
 }
 
-/* The same for whichever tile the thread has (whole_tile picks the instantiation). */
+/* The same for whichever tile the thread has (whole_tile picks the instantiation). A
+ * reduce's phase writes rows only where its items close segments: a thread of a whole tile
+ * whose items close none (the generated Tile::quiet; most threads when segments are long)
+ * skips them. */
 template <class K, class P>
 __device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename K::Args &a,
                                              const typename P::S &run,
                                              const typename P::S &tile_excl) {
-    if (whole_tile<K>(t)) item_outputs<K, P, true>(t, a, run, tile_excl);
-    else item_outputs<K, P, false>(t, a, run, tile_excl);
+    if (whole_tile<K>(t)) {
+        if constexpr (P::REDUCES)
+            if (t.quiet(run)) return;
+        item_outputs<K, P, true>(t, a, run, tile_excl);
+    } else {
+        item_outputs<K, P, false>(t, a, run, tile_excl);
+    }
 }
 
 /* With the tile's exclusive prefix known: the last tile writes the batch's carry (and

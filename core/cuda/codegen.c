@@ -466,6 +466,14 @@ static bool segments_aggregate(const cg *g) {
     return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS;
 }
 
+/* Whether phase `phase` is the one whose Tile::outputs writes the reduce's rows (and nothing
+ * else anything reads: the reduce ends the group, and it is in its last phase), so a thread
+ * whose items close no segment may skip them (Tile::quiet). */
+static bool reduce_outputs_phase(const cg *g, int phase) {
+    return g->reduce && !segments_aggregate(g) && g->slots[g->reduce_slot].phase == phase &&
+           phase == g->phases;
+}
+
 /* ---- printing helpers ---------------------------------------------------------------- */
 
 static const char *ctype(sluice_type t) { return sl_expr_c_type_name(t); }
@@ -788,12 +796,13 @@ static void emit_struct(cg *g, int phase) {
                      "    static constexpr bool ORDERED = %s;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
                      "    static constexpr bool COUNTS = %s;\n"
+                     "    static constexpr bool REDUCES = %s;\n"
                      "    __device__ static __forceinline__ S identity() { return s%d_identity(); }\n"
                      "    __device__ static __forceinline__ long long count(const S &s) { return %s; }\n"
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
-                     g->carry_offset[phase], count_field >= 0 ? "true" : "false", phase,
-                     count_expr);
+                     g->carry_offset[phase], count_field >= 0 ? "true" : "false",
+                     reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
         if (slot->phase != phase || !slot_resets(g, slot)) continue;
@@ -947,6 +956,46 @@ static void emit_reduce_outputs(cg *g, const cg_slot *slot) {
                              slot->last_field);
         break;
     }
+}
+
+/* Tile::quiet(run), for a group whose reduce's rows Tile::outputs writes: whether none of the
+ * thread's items (a whole tile's) closes a segment, given `run`, the state before its first
+ * item; sl_tile.cuh's item_outputs then skips the items. Conservative: rows a compaction drops
+ * count as if kept (a key or head flag of theirs makes the thread not quiet). */
+static void emit_reduce_quiet(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    sl_strbuf_printf(sb, "    __device__ __forceinline__ bool quiet(const S%d &run) const {\n"
+                         "        (void)run;\n",
+                     rs->phase);
+    switch (r->segments) {
+    case SL_SEGMENTS_NONE: /* a whole-stream or per-batch reduce writes at close only */
+        sl_strbuf_append(sb, "        return true;\n");
+        break;
+    case SL_SEGMENTS_OFFSETS:
+        sl_strbuf_append(sb, "        return ending_items() == 0;\n");
+        break;
+    case SL_SEGMENTS_HEADFLAG:
+        sl_strbuf_printf(sb, "        bool head = false;\n#pragma unroll\n"
+                             "        for (int i = 0; i < ITEMS; i++) head |= c%d[i] != 0;\n"
+                             "        return !head;\n",
+                         r->segment_column);
+        break;
+    case SL_SEGMENTS_KEY: {
+        const char *kr = key_read(g, r->segment_column);
+        const char *tn = type_name(g->p->columns[r->segment_column].type);
+        sl_strbuf_printf(sb,
+                         "        const auto k0 = %s(c%d[0]);\n"
+                         "        bool same = !run.f%d || sl_key_same_%s(run.f%d, k0);\n#pragma unroll\n"
+                         "        for (int i = 1; i < ITEMS; i++) same &= sl_key_same_%s(k0, %s(c%d[i]));\n"
+                         "        return same;\n",
+                         kr, r->segment_column, rs->flag_field, tn, rs->last_field, tn, kr,
+                         r->segment_column);
+        break;
+    }
+    }
+    sl_strbuf_append(sb, "    }\n");
 }
 
 /* A reduce's rows go straight to their places from Tile::outputs, as each is found: few rows
@@ -1184,6 +1233,7 @@ static void emit_tile(cg *g) {
         emit_element(g, ph);
         /* the segments' aggregate loop writes rows through Kernel::write_row only */
         if (!segments_aggregate(g)) emit_outputs(g, ph);
+        if (reduce_outputs_phase(g, ph)) emit_reduce_quiet(g);
     }
     emit_stores(g);
     sl_strbuf_append(sb, "};\n");
