@@ -15,14 +15,16 @@ template <typename T, int BLOCK> struct block_scan_storage {
     T warp_total[BLOCK / 32];
 };
 
-template <typename T, int BLOCK, int BAR = 0, typename Op>
+/* WORDS: the words of T the warp scan moves (sl_warp.cuh, shfl_up); the others must be the
+ * same in every thread's x and in `identity`. */
+template <typename T, int BLOCK, int BAR = 0, typename Op, int WORDS = words_of<T>::value>
 __device__ __forceinline__ void block_exclusive_scan(block_scan_storage<T, BLOCK> &storage, T x,
                                                      T identity, Op op, T &exclusive,
                                                      T &aggregate) {
     constexpr int WARPS = BLOCK / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    T inclusive = warp_inclusive_scan(x, lane, op);
-    T left = shfl_up(inclusive, 1);
+    T inclusive = warp_inclusive_scan<T, Op, WORDS>(x, lane, op);
+    T left = shfl_up<T, WORDS>(inclusive, 1);
     if (lane == 31) storage.warp_total[warp] = inclusive;
     block_sync<BAR, BLOCK>();
     T warp_prefix = identity;

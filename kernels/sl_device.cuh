@@ -44,6 +44,20 @@ template <typename T> struct words_of {
     static constexpr int value = (int)((sizeof(T) + 3) / 4);
 };
 
+/* Bytes of a state that carry data: T::PAYLOAD_BYTES when the generated struct declares it
+ * (the fields that rows set, laid out first: a state padded to its alignment, e.g. an i64
+ * count and an f32 sum, 12 of 16 bytes; the batch constants after them), else sizeof(T). */
+template <typename T, typename = void> struct payload_of {
+    static constexpr int value = (int)sizeof(T);
+};
+template <typename T> struct payload_of<T, decltype((void)T::PAYLOAD_BYTES)> {
+    static constexpr int value = T::PAYLOAD_BYTES;
+};
+/* The words of T that carry data (payload_of, rounded up). */
+template <typename T> struct payload_words_of {
+    static constexpr int value = (payload_of<T>::value + 3) / 4;
+};
+
 template <typename T> __device__ __forceinline__ void to_words(const T &v, uint32_t *w) {
     w[words_of<T>::value - 1] = 0; /* defined padding bits for a size not a multiple of 4 */
     memcpy(w, &v, sizeof(T));

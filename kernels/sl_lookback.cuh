@@ -99,16 +99,9 @@ __device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
 __device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 #endif
 
-/* Bytes of a state that carry data: T::PAYLOAD_BYTES when the generated struct declares it
- * (a state padded to its alignment, e.g. an i64 count and an f32 sum: 12 of 16 bytes), else
- * sizeof(T). Only these travel through the tile states, so such a state still fits one
- * 16-byte word with its status. (The scratch is sized by sizeof(T): never too small.) */
-template <typename T, typename = void> struct payload_of {
-    static constexpr int value = (int)sizeof(T);
-};
-template <typename T> struct payload_of<T, decltype((void)T::PAYLOAD_BYTES)> {
-    static constexpr int value = T::PAYLOAD_BYTES;
-};
+/* Only a state's payload (sl_device.cuh, payload_of) travels through the tile states, so a
+ * padded state still fits one 16-byte word with its status. (The scratch is sized by
+ * sizeof(T): never too small.) */
 
 /* The tile states of one look-back phase, carved from scratch (see sl_scratch.h). */
 template <typename T> struct tile_states {

@@ -198,15 +198,26 @@ __device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, t
     return whole_tile<K>(t) ? fold_items<K, P, true>(t, acc) : fold_items<K, P, false>(t, acc);
 }
 
+/* The block scan of thread folds from the identity: no row sets a batch constant, so those
+ * fields are the identity's in every fold and only the payload moves (sl_block.cuh). */
+template <class K, class P, int BAR>
+__device__ __forceinline__ void scan_thread_folds(block_scan_storage<typename P::S, K::block> &storage,
+                                                  const typename P::S &agg,
+                                                  typename P::S &thread_excl,
+                                                  typename P::S &block_agg) {
+    typedef typename P::S S;
+    block_exclusive_scan<S, K::block, BAR, typename P::Op, payload_words_of<S>::value>(
+        storage, agg, P::identity(), typename P::Op(), thread_excl, block_agg);
+}
+
 /* The tile's reduction of phase P: each thread folds its items, the block scans the thread
  * totals (barrier BAR). */
 template <class K, class P, int BAR>
 __device__ __forceinline__ void tile_reduce(const typename K::Tile &t,
                                             block_scan_storage<typename P::S, K::block> &storage,
                                             typename P::S &thread_excl, typename P::S &block_agg) {
-    const typename P::S agg = fold_items<K, P>(t, P::identity());
-    block_exclusive_scan<typename P::S, K::block, BAR>(storage, agg, P::identity(),
-                                                       typename P::Op(), thread_excl, block_agg);
+    scan_thread_folds<K, P, BAR>(storage, fold_items<K, P>(t, P::identity()), thread_excl,
+                                 block_agg);
 }
 
 /* The identity, or where `cond` holds (tile 0's publishing thread) the state carried from the
@@ -796,8 +807,7 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
                                        : close_items<K, P, false>(t, a, carry, first, first_k);
         S thread_excl, block_agg;
-        block_exclusive_scan<S, K::block, 0>(scan_storage, agg, P::identity(), op, thread_excl,
-                                             block_agg);
+        scan_thread_folds<K, P, 0>(scan_storage, agg, thread_excl, block_agg);
         if (first_k >= 0) {
             const S whole = op(op(running, thread_excl), first);
             /* no head since the block's start: the block's first segment, begun before it */

@@ -11,11 +11,16 @@ namespace sl {
 
 static constexpr unsigned FULL_MASK = 0xffffffffu;
 
-template <typename T> __device__ __forceinline__ T shfl_up(const T &v, int delta) {
+/* The state `delta` lanes to the left. WORDS < all of T's words: only the first WORDS move,
+ * the rest stay the lane's own — for callers whose states agree there in every lane (the
+ * batch constants of thread folds, sl_tile.cuh), which then cost no shuffles. */
+template <typename T, int WORDS = words_of<T>::value>
+__device__ __forceinline__ T shfl_up(const T &v, int delta) {
+    static_assert(WORDS >= 1 && WORDS <= words_of<T>::value, "words to move");
     uint32_t w[words_of<T>::value];
     to_words(v, w);
 #pragma unroll
-    for (int k = 0; k < words_of<T>::value; k++) w[k] = __shfl_up_sync(FULL_MASK, w[k], delta);
+    for (int k = 0; k < WORDS; k++) w[k] = __shfl_up_sync(FULL_MASK, w[k], delta);
     return from_words<T>(w);
 }
 
@@ -27,12 +32,12 @@ template <typename T> __device__ __forceinline__ T shfl_idx(const T &v, int lane
     return from_words<T>(w);
 }
 
-/* Inclusive scan across the warp; every lane of the warp must call it. */
-template <typename T, typename Op>
+/* Inclusive scan across the warp; every lane of the warp must call it. WORDS: as shfl_up. */
+template <typename T, typename Op, int WORDS = words_of<T>::value>
 __device__ __forceinline__ T warp_inclusive_scan(T x, int lane, Op op) {
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
-        T left = shfl_up(x, d);
+        T left = shfl_up<T, WORDS>(x, d);
         if (lane >= d) x = op(left, x);
     }
     return x;
