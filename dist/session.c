@@ -296,12 +296,6 @@ static uint64_t pipeline_digest(const sluice_mpi_session *ds) {
     return h;
 }
 
-static bool has_reduce(const sluice_pipeline *p) {
-    for (int s = 0; s < p->nstages; s++)
-        if (p->stages[s].kind == SL_STAGE_REDUCE) return true;
-    return false;
-}
-
 sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
                                       const sluice_session_options *options, MPI_Comm comm,
                                       sluice_mpi_session **out) {
@@ -345,20 +339,11 @@ sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,
         opts.param_count = options->param_count;
     }
     opts.sort_memory_bytes = 0; /* the exchange takes the held rows: no spilled runs */
-    if (opts.backend == SLUICE_BACKEND_AUTO && has_reduce(pipeline))
-        opts.backend = SLUICE_BACKEND_CPU; /* the one backend a reduce runs on distributed */
     sluice_status st = sluice_session_open(pipeline, &opts, &ds->local);
     if (st == SLUICE_OK) {
         ds->plan = &ds->local->plan;
         st = build_seeds(ds);
     }
-    /* The CUDA backend's carries are its scans' states; a reduce's own (its open segment,
-     * whether flush emits it, its next index) it does not hand out or take yet. */
-    if (st == SLUICE_OK && ds->sch.nreduces > 0 && ds->local->backend->id != SLUICE_BACKEND_CPU)
-        st = sl_error(ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
-                      "a distributed session runs a 'reduce' stage on the CPU backend only (the "
-                      "%s backend cannot hand over a reduce's open segment between ranks yet); "
-                      "use the CPU backend", ds->local->backend->name);
     /* A backend that cannot hand out its carries fails here, at open, not at the first pass. */
     for (int gi = 0; st == SLUICE_OK && gi < ds->plan->ngroups; gi++)
         if (group_carried(ds, gi)) st = sl_carry_get(ds->local, gi, ds->seed[gi]);

@@ -53,13 +53,13 @@
  *
  * Backends: the options' backend (CPU or CUDA, one device per rank chosen by the caller with
  * cudaSetDevice before open, e.g. local rank modulo devices); SLUICE_BACKEND_AUTO picks CUDA
- * where sluice_session_open would, except that a pipeline with a reduce runs on the CPU
- * (below). Both backends carry scan state between ranks: the CUDA backend reads its scans'
- * states from the device after each pass (once the pass's work on the device is done) and
- * seeds them before the next. Carried state crosses ranks through
- * MPI in host memory (176 bytes a scan or reduce value). A distributed session runs the `reduce` stage on the CPU backend only: with CUDA
- * it refuses it at open on every rank (SLUICE_ERR_BACKEND_UNAVAILABLE), since the CUDA
- * carries do not hand over a reduce's open segment, flush decision and index yet.
+ * where sluice_session_open would. Both backends carry scan and reduce state between ranks:
+ * the CUDA backend reads its scans' and reduces' states from the device after each pass (once
+ * the pass's work on the device is done) and seeds them before the next; a reduce's open
+ * segment and next index go into the device state, and whether its flush emits the open
+ * segment the backend decides on the host. Carried state crosses ranks through MPI in host
+ * memory (176 bytes a scan or reduce value). The CUDA side of a distributed reduce has not
+ * been run on a GPU yet (notes/DISTRIBUTED.md).
  *
  * Row transport: only a stream-wide sort moves rows between ranks. The environment variable
  * SLUICE_MPI_TRANSPORT, read at open and the same on every rank, picks what moves them:
@@ -112,8 +112,8 @@ typedef struct sluice_mpi_session sluice_mpi_session;
  * session, like the pipeline, belongs to the pipeline's context (its diagnostics go there).
  * Errors: SLUICE_ERR_INVALID_ARGUMENT (NULL pointer, MPI not initialised, comm null),
  * SLUICE_ERR_MISUSE (the ranks' pipelines differ, or their SLUICE_MPI_TRANSPORT),
- * SLUICE_ERR_BACKEND_UNAVAILABLE (a reduce on CUDA, or SLUICE_MPI_TRANSPORT=nccl where NCCL
- * cannot be used: above), SLUICE_ERR_INVALID_ARGUMENT (SLUICE_MPI_TRANSPORT not auto, mpi or
+ * SLUICE_ERR_BACKEND_UNAVAILABLE (SLUICE_MPI_TRANSPORT=nccl where NCCL cannot be used:
+ * above), SLUICE_ERR_INVALID_ARGUMENT (SLUICE_MPI_TRANSPORT not auto, mpi or
  * nccl), every error of sluice_session_open (on any rank: every rank fails). On failure *out is
  * NULL. */
 SLUICE_API sluice_status sluice_mpi_session_open(sluice_pipeline *pipeline,

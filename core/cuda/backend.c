@@ -39,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/context.h"
+#include "cuda/carry_bytes.h"
 #include "cuda/codegen.h"
 #include "cuda/fused.h"
 #include "cuda/nvrtc.h"
@@ -847,9 +848,13 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     return st;
 }
 
+static bool reduce_held(const group_state *g);
+
 /* At flush, a group ending in a reduce writes the segment it holds open (core/cuda/fused.h
  * sl_cuda_group_flush) into the lane's buffers, as run_fused would; its row count is read
- * at once (once per stream). The carry's next generation has the segment closed. */
+ * at once (once per stream). The carry's next generation has the segment closed. Unless a
+ * distributed session's seed said another part of the stream emits it (reduce_held): then
+ * no rows and the carry as it was. */
 static sluice_status flush_group_impl(sluice_session *s, cuda_session *cs, sl_piece *piece) {
     sluice_context *ctx = s->ctx;
     int gi = piece->group;
@@ -866,7 +871,8 @@ static sluice_status flush_group_impl(sluice_session *s, cuda_session *cs, sl_pi
         st = destination(s, cs, piece, gi, L->outputs[i], 1,
                          g->out_buf[(piece->seq % cs->depth) * L->noutputs + i], &outp[i]);
     lane *ln = &cs->lanes[piece->seq % cs->depth];
-    if (st == SLUICE_OK) {
+    bool held = reduce_held(g);
+    if (st == SLUICE_OK && !held) {
         void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
         void *to = g->carry[(g->gen + 1) % cs->ring];
         sl_cuda_group_io io = {0, -1, NULL, outp, s->params, from, to, cs->scratch,
@@ -874,10 +880,11 @@ static sluice_status flush_group_impl(sluice_session *s, cuda_session *cs, sl_pi
         st = sl_cuda_group_flush(ctx, g->fused, cs->stream, &io);
     }
     if (st == SLUICE_OK) {
-        g->touched = true;
+        g->touched = g->touched || !held;
         for (int c = 0; c <= s->pipeline->ncolumns; c++) piece->cols[c] = NULL;
         for (int i = 0; i < L->noutputs; i++) piece->cols[L->outputs[i]] = outp[i];
-        st = read_count(ctx, cs, ln->dev_count, &piece->rows);
+        if (held) piece->rows = 0;
+        else st = read_count(ctx, cs, ln->dev_count, &piece->rows);
     }
     if (outp != outs) sl_free(ctx, outp);
     return st;
@@ -1439,61 +1446,26 @@ static sluice_status reset_impl(sluice_session *s, cuda_session *cs) {
 
 /* ---- carries seen from outside (core/runtime/carry.h) ------------------------------------ */
 
-/* A segment key's bits as the CPU backend keeps them (core/cpu/fused.c): the stored bits,
- * zero-extended, a bool key its truth value. */
-static uint64_t key_bits(const unsigned char *at, sluice_type t) {
-    uint64_t b = 0;
-    memcpy(&b, at, sluice_type_size(t)); /* little-endian, like the device */
-    return t == SLUICE_BOOL ? b != 0 : b;
-}
-
-static void store_key(unsigned char *at, sluice_type t, uint64_t bits) {
-    if (t == SLUICE_BOOL) bits = bits != 0;
-    memcpy(at, &bits, sluice_type_size(t));
-}
-
-/* Whether group gi's carried records are its scans' alone: a reduce's state (its values
- * and segments) is not handed out by this backend yet. */
-static sluice_status scans_only(sluice_session *s, int gi) {
-    const sl_group *pg = &s->plan.groups[gi];
-    for (int st = pg->first; st < pg->last; st++)
-        if (s->pipeline->stages[st].kind == SL_STAGE_REDUCE)
-            return sl_error(s->ctx, SLUICE_ERR_BACKEND_UNAVAILABLE,
-                            "the CUDA backend cannot hand a reduce's state to a distributed "
-                            "session yet (pipeline '%s'); use the CPU backend", s->pipeline->name);
-    return SLUICE_OK;
-}
-
-/* The scan stage of each of group gi's scans, in stage order. */
-static const sl_scan *group_scan(const sluice_session *s, int gi, int k) {
-    const sl_group *pg = &s->plan.groups[gi];
-    for (int st = pg->first; st < pg->last; st++)
-        if (s->pipeline->stages[st].kind == SL_STAGE_SCAN && k-- == 0)
-            return &s->pipeline->stages[st].scan;
-    return NULL;
+/* Whether group g's reduce holds its open segment at flush (the seed said another part of
+ * the stream emits it: carry_bytes.h, sl_cuda_carry_held); the seeds are zero at open and
+ * reset: not held. */
+static bool reduce_held(const group_state *g) {
+    int n = 0;
+    const sl_cg_scan_carry *lay = g->fused ? sl_cuda_group_scan_carries(g->fused, &n) : NULL;
+    return lay && sl_cuda_carry_held(lay, n, g->seeded);
 }
 
 /* Reads the committed carry once the work on the compute stream (every piece issued so far)
- * is done, and turns each scan's device state (codegen.h's sl_cg_scan_carry) into the
- * record the CPU keeps. What the device state does not hold comes from the last seed:
- * - a key-segmented scan seeded without a key starts from has = 0, so its `has` and `first`
- *   fields are exactly has_first and first_key since the seed, `interior` exactly headed;
- *   seeded with a key, its span starts at that key: `interior` is still exactly headed
- *   (a row whose key differs from the seeded one makes a boundary), and first_key reads as
- *   the seeded key, which is the first row's key whenever headed is false (a distributed
- *   session reads first_key only then, and only of scans it seeded without a key);
- * - has_first of the other scans, and of key scans seeded with a key, is whether rows
- *   entered the group since the seed (a compaction earlier in the group may have kept none
- *   of them: the state is then the seed's, and folding it in is the combine with the
- *   identity the device's own empty tiles make too);
- * - offsets segments restart every batch and carry no key out of it: none is reported. */
+ * is done, and turns it into the records the CPU keeps (core/cuda/carry_bytes.c), with what
+ * the device state does not hold from the last seed and whether rows entered the group
+ * since. */
 static sluice_status carry_get_impl(sluice_session *s, cuda_session *cs, int gi,
                                     sl_scan_carry *out) {
     sluice_context *ctx = s->ctx;
     group_state *g = &cs->groups[gi];
     int n = 0;
     const sl_cg_scan_carry *lay = sl_cuda_group_scan_carries(g->fused, &n);
-    SL_TRY(scans_only(s, gi));
+    SL_TRY(sl_cuda_carry_check(ctx, s->pipeline, &s->plan, gi, lay, n));
     size_t bytes = g->layout->carry_bytes;
     unsigned char *host = sl_calloc(ctx, bytes, 1);
     if (!host) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory reading scan carries");
@@ -1505,75 +1477,26 @@ static sluice_status carry_get_impl(sluice_session *s, cuda_session *cs, int gi,
         return cuda_status(ctx, e, "reading scan carries");
     }
     bool fed = g->fed && g->gen >= g->fed_gen;
-    for (int k = 0; k < n; k++) {
-        const sl_scan *sc = group_scan(s, gi, k);
-        const sl_scan_carry *in = &g->seeded[k];
-        sl_scan_carry *o = &out[k];
-        *o = (sl_scan_carry){0};
-        for (int f = 0; f < sc->nfields; f++)
-            o->v[f] = sl_value_load(sc->acc[f], host + lay[k].value[f], 0);
-        o->has_first = in->has_first || fed;
-        o->first_key = in->first_key;
-        switch (sc->segments) {
-        case SL_SEGMENTS_KEY: {
-            sluice_type kt = s->pipeline->columns[sc->segment_column].type;
-            bool has = host[lay[k].flag] != 0, interior = host[lay[k].interior] != 0;
-            o->has_key = has;
-            o->last_key = has ? key_bits(host + lay[k].last, kt) : 0;
-            if (!in->has_key) {
-                o->has_first = in->has_first || has;
-                if (!in->has_first && has) o->first_key = key_bits(host + lay[k].first, kt);
-            } else if (!in->has_first && o->has_first) {
-                o->first_key = in->last_key;
-            }
-            o->headed = in->headed || interior;
-            break;
-        }
-        case SL_SEGMENTS_OFFSETS:
-            o->headed = in->headed || host[lay[k].flag] != 0;
-            break;
-        default: /* no key of its own: what was seeded stays, as on the CPU */
-            o->headed = in->headed ||
-                        (sc->segments == SL_SEGMENTS_HEADFLAG && host[lay[k].flag] != 0);
-            o->has_key = in->has_key;
-            o->last_key = in->last_key;
-            break;
-        }
-    }
+    sl_cuda_carry_decode(s->pipeline, &s->plan, gi, lay, n, host, g->seeded, fed, out);
     sl_free(ctx, host);
     return SLUICE_OK;
 }
 
-/* Writes each scan's record into a fresh carry (the identity's bytes: the compaction's
- * count restarts every batch anyway) and makes it the committed generation. A key scan
- * with a key starts a span of that key (has, first = last = the key, interior = headed);
- * a head-flag scan's flag is headed. */
+/* Writes the records into a fresh carry (the identity's bytes: the compaction's count
+ * restarts every batch anyway) and makes it the committed generation; keeps them as the
+ * seed carry_get and the flush read. */
 static sluice_status carry_set_impl(sluice_session *s, cuda_session *cs, int gi,
                                     const sl_scan_carry *in) {
     sluice_context *ctx = s->ctx;
     group_state *g = &cs->groups[gi];
     int n = 0;
     const sl_cg_scan_carry *lay = sl_cuda_group_scan_carries(g->fused, &n);
-    SL_TRY(scans_only(s, gi));
+    SL_TRY(sl_cuda_carry_check(ctx, s->pipeline, &s->plan, gi, lay, n));
     size_t bytes = g->layout->carry_bytes;
     unsigned char *host = sl_calloc(ctx, bytes, 1);
     if (!host) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory seeding scan carries");
     memcpy(host, sl_cuda_group_carry_identity(g->fused), bytes);
-    for (int k = 0; k < n; k++) {
-        const sl_scan *sc = group_scan(s, gi, k);
-        for (int f = 0; f < sc->nfields; f++)
-            sl_value_store(sc->acc[f], host + lay[k].value[f], 0,
-                           sl_value_cast(in[k].v[f], sc->acc[f]));
-        if (sc->segments == SL_SEGMENTS_KEY) {
-            sluice_type kt = s->pipeline->columns[sc->segment_column].type;
-            host[lay[k].flag] = in[k].has_key;
-            host[lay[k].interior] = in[k].has_key && in[k].headed;
-            store_key(host + lay[k].first, kt, in[k].has_key ? in[k].last_key : 0);
-            store_key(host + lay[k].last, kt, in[k].has_key ? in[k].last_key : 0);
-        } else if (sc->segments != SL_SEGMENTS_NONE) {
-            host[lay[k].flag] = in[k].headed;
-        }
-    }
+    sl_cuda_carry_encode(s->pipeline, &s->plan, gi, lay, n, in, host);
     /* Synchronous: the host buffer goes next, and the stream's earlier work (which wrote
      * the generation overwritten here) is done first. */
     cudaError_t e = cudaMemcpyAsync(g->carry[g->gen % cs->ring], host, bytes,

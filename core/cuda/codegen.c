@@ -1603,6 +1603,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                                                       sizeof *out->scan_carry) : NULL;
         if (st == SLUICE_OK && !out->scan_carry)
             st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+        int reduce_values = 0;
         for (int si = 0; st == SLUICE_OK && si < g.nslots; si++) {
             const cg_slot *slot = &g.slots[si];
             if (slot->kind != SLOT_SCAN) continue; /* count, flags, keys: identity 0 */
@@ -1617,6 +1618,19 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
             sk->interior = FIELD_AT(slot->interior_field);
             sk->first = FIELD_AT(slot->first_field);
             sk->last = FIELD_AT(slot->last_field);
+            /* a reduce's value: where the reduce's own state is (analyse_reduce puts it in
+               its values' phase, so `at` is its phase's offset too) */
+            const cg_slot *rs =
+                g.reduce && slot->stage == g.reduce_stage ? &g.slots[g.reduce_slot] : NULL;
+            sk->reduce_value = rs ? reduce_values++ : -1;
+            sk->reduce = (sl_cg_reduce_carry){SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX,
+                                              SIZE_MAX, SIZE_MAX};
+            if (rs)
+                sk->reduce = (sl_cg_reduce_carry){
+                    FIELD_AT(rs->flag_field),     FIELD_AT(rs->count_field),
+                    FIELD_AT(rs->total_field),    FIELD_AT(rs->restart_field),
+                    FIELD_AT(rs->interior_field), FIELD_AT(rs->first_field),
+                    FIELD_AT(rs->last_field)};
 #undef FIELD_AT
             for (int f = 0; f < sc->nfields; f++) {
                 const cg_field *fd = &g.fields[slot->value_field[f]];

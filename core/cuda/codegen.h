@@ -47,14 +47,34 @@
 #define SL_CG_STAGE_BUDGET (48u * 1024u)
 #define SL_CG_SMEM_PER_SM (227u * 1024u)
 
+/* Where a reduce's own state sits in the carry (codegen.c analyse_reduce: one copy for all
+ * its values): byte offsets from the carry's start, SIZE_MAX where the reduce has no such
+ * field. The span is the rows folded into the carry since it was reset or seeded: */
+typedef struct sl_cg_reduce_carry {
+    size_t seen;     /* bool: a row reached the reduce and its segment is not emitted yet
+                        (the close kernel clears it when it emits the open segment, at flush or
+                        at a `per: batch` batch's end, and the per-batch reset does too) */
+    size_t closed;   /* i64: segments closed in the current batch (restarts every batch) */
+    size_t total;    /* i64: segments emitted in the stream, the next index (the close kernel
+                        adds the rows it writes) */
+    size_t restart;  /* bool, segmented: a row of the span restarted the values (head flags,
+                        offsets: a head; keys: a key unlike the row's before it) */
+    size_t head;     /* bool, head flags: the span's first row carries a head flag */
+    size_t first, last; /* keys: the span's first and last key (the key column's type) */
+} sl_cg_reduce_carry;
+
 /* Where one scan's state sits in the carry: byte offsets from the carry's start, so the host
  * can read and seed it (core/cuda/backend.c's carry_get / carry_set). SIZE_MAX: the scan has
- * no such field. */
+ * no such field. The group's scans in stage order: its scan stages, then the values of a
+ * reduce ending it, which have value fields only (their segments are the reduce's). */
 typedef struct sl_cg_scan_carry {
     size_t value[SL_MAX_FIELDS]; /* the value fields, as the scan's acc types */
     size_t flag;     /* head flag / offsets: a segment starts in the span; key: a row was seen */
     size_t interior; /* key: a segment starts after the span's first row */
     size_t first, last; /* key: the span's first and last key (the key column's type) */
+    int reduce_value;   /* -1: a scan stage; else the index of this value among the reduce's */
+    sl_cg_reduce_carry reduce; /* a reduce's value: the reduce's state (every field SIZE_MAX
+                                  for a scan stage) */
 } sl_cg_scan_carry;
 
 typedef struct sl_codegen {

@@ -20,7 +20,10 @@ int sl_carry_group_scans(const sluice_session *s, int gi);
  * lacks two things the CPU keeps (core/cuda/backend.c, carry_get_impl): has_first of a scan
  * without a key is whether rows entered its group (a compaction before it may have kept
  * none), and a key-segmented scan seeded with a key reports that key as first_key (right
- * whenever headed is false). */
+ * whenever headed is false). A reduce's records the same way (reduce_record_get there):
+ * has_first is exactly whether rows reached it only when it was seeded without an open
+ * segment and no flush has emitted one since (else as above), and `continues` is what was
+ * seeded (the backend keeps it on the host and its flush then writes nothing). */
 sluice_status sl_carry_get(sluice_session *s, int gi, sl_scan_carry *out);
 /* Makes in[] the carried state of group gi's scans, as if the stream so far had ended in
  * it; `headed` and `has_first` are taken as given (false: nothing seen since). Call between

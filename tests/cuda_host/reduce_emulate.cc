@@ -30,7 +30,13 @@
  * short and multi-tile segments), then the other inputs as above with (rows + 1) elements for
  * the rows the segments hold; the offsets input is not drawn. The segment index kernel runs
  * before the main kernel and the empty-segments kernel before the close kernel, as
- * core/cuda/fused.c launches them. test_cuda_codegen makes the same inputs for the CPU. */
+ * core/cuda/fused.c launches them. test_cuda_codegen makes the same inputs for the CPU.
+ *
+ * reduce_emulate SEED ROWS part FROM TO CARRY_IN CARRY_OUT FLUSH (no offsets input): rows
+ * [FROM, TO) of the same inputs as one batch, from the carry bytes in file CARRY_IN ("-": the
+ * identity), then the flush if FLUSH is 1; prints the rows as above and writes the carry after
+ * it to file CARRY_OUT. tests/test_cuda_carry_host.c seeds and reads carries this way, as the
+ * CUDA backend's carry hooks do on the device. */
 #include <pthread.h>
 #include <sched.h>
 
@@ -280,6 +286,50 @@ static table run_stream(const std::vector<std::vector<unsigned char>> &cols, lon
     return out;
 }
 
+static void print_rows(const table &t) {
+    printf("rows %lld\n", t.rows);
+    for (long long r = 0; r < t.rows; r++) {
+        for (int k = 0; k < NOUT; k++) {
+            unsigned long long v = 0;
+            memcpy(&v, &t.cols[k][(size_t)r * out_sizes[k]], (size_t)out_sizes[k]);
+            printf("%s%llx", k ? " " : "", v);
+        }
+        printf("\n");
+    }
+}
+
+/* The `part` mode (above): 0, or 2 on a bad argument or file. */
+static int run_part(const std::vector<std::vector<unsigned char>> &cols, long long rows, char **argv) {
+    const long long from = atoll(argv[4]), to = atoll(argv[5]);
+    if (SL_OFFSETS_INPUT >= 0 || from < 0 || to < from || to > rows) {
+        fprintf(stderr, "reduce_emulate part: needs 0 <= FROM <= TO <= ROWS and no offsets input\n");
+        return 2;
+    }
+    std::vector<unsigned char> carry(carry_identity, carry_identity + sizeof carry_identity);
+    if (strcmp(argv[6], "-") != 0) {
+        FILE *f = fopen(argv[6], "rb");
+        if (!f || fread(carry.data(), 1, carry.size(), f) != carry.size() || fgetc(f) != EOF) {
+            fprintf(stderr, "reduce_emulate part: %s does not hold %zu carry bytes\n", argv[6],
+                    carry.size());
+            if (f) fclose(f);
+            return 2;
+        }
+        fclose(f);
+    }
+    table out;
+    std::vector<const unsigned char *> in(NIN);
+    for (int k = 0; k < NIN; k++) in[k] = cols[k].data() + (size_t)from * (size_t)in_sizes[k];
+    run_batch(in, to - from, 0, false, carry, out);
+    if (atoi(argv[8]) == 1) run_batch(std::vector<const unsigned char *>(NIN), 0, 0, true, carry, out);
+    FILE *f = fopen(argv[7], "wb");
+    if (!f || fwrite(carry.data(), 1, carry.size(), f) != carry.size() || fclose(f) != 0) {
+        fprintf(stderr, "reduce_emulate part: cannot write %s\n", argv[7]);
+        return 2;
+    }
+    print_rows(out);
+    return 0;
+}
+
 static bool same(const table &x, const table &y, const char *what) {
     if (x.rows != y.rows) {
         fprintf(stderr, "reduce_emulate: %s: %lld rows, the whole batch %lld\n", what, y.rows, x.rows);
@@ -296,8 +346,10 @@ static bool same(const table &x, const table &y, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 && argc != 5) {
-        fprintf(stderr, "usage: reduce_emulate SEED ROWS [CUT_A CUT_B]\n");
+    const bool part = argc == 9 && strcmp(argv[3], "part") == 0;
+    if (argc != 3 && argc != 5 && !part) {
+        fprintf(stderr, "usage: reduce_emulate SEED ROWS [CUT_A CUT_B]\n"
+                        "       reduce_emulate SEED ROWS part FROM TO CARRY_IN CARRY_OUT FLUSH\n");
         return 2;
     }
     unsigned long long seed = strtoull(argv[1], NULL, 10);
@@ -318,15 +370,8 @@ int main(int argc, char **argv) {
         cols[k].resize((size_t)(rows + 1) * (size_t)in_sizes[k]);
         for (unsigned char &b : cols[k]) b = (unsigned char)splitmix(&seed);
     }
+    if (part) return run_part(cols, rows, argv);
     const table whole = run_stream(cols, units, off, {});
-    printf("rows %lld\n", whole.rows);
-    for (long long r = 0; r < whole.rows; r++) {
-        for (int k = 0; k < NOUT; k++) {
-            unsigned long long v = 0;
-            memcpy(&v, &whole.cols[k][(size_t)r * out_sizes[k]], (size_t)out_sizes[k]);
-            printf("%s%llx", k ? " " : "", v);
-        }
-        printf("\n");
-    }
+    print_rows(whole);
     return argc == 5 && !same(whole, run_stream(cols, units, off, {ca, cb}), "cut batches") ? 1 : 0;
 }

@@ -10,7 +10,11 @@
 #      process, the scans whose state crosses ranks included (scans of every operator, head
 #      flags, key segments, two carry phases, filters before scans: the CUDA backend's
 #      carry_get/carry_set), and maps, filters, sorts of every key kind, per-batch scans,
-#      offsets; its last line counts the runs that carried scan state between ranks;
+#      offsets, and every reduce case (key runs, head flags, whole stream, per batch, offsets,
+#      after a filter, a scan, a sort or another reduce: a reduce's open segment, index and
+#      flush crossing ranks on CUDA); its last line counts the runs that carried scan state
+#      between ranks and the reduce runs compared, and "reduce cases on CUDA" repeats the
+#      latter (0 there: none ran);
 #   2. the same on the CPU backend, as a control;
 #   3. `mpirun -np 2 sluice run --backend cuda` on the cookbook against one CPU process;
 #   4. bench/mpi_scaling.sh on the CPU backend (16 quiet cores: 1, 2 and 4 ranks against one
@@ -48,8 +52,10 @@ else
   sluice=$b/sluice-mpi test=$b/test_mpi_session
 fi
 echo "== 1. test_mpi_session, 2 ranks, CUDA backend" | tee "$out/results.txt"
-timeout 240 mpirun -np 2 $test cases 2 cuda >"$out/cases-cuda.log" 2>&1; echo "exit $?" >>"$out/cases-cuda.log"
+timeout 420 mpirun -np 2 $test cases 2 cuda >"$out/cases-cuda.log" 2>&1; echo "exit $?" >>"$out/cases-cuda.log"
 grep -v "^---\|^$" "$out/cases-cuda.log" | tail -25 | tee -a "$out/results.txt"
+n=$(grep -o "[0-9]* runs of reduce cases compared" "$out/cases-cuda.log" | grep -o "^[0-9]*")
+echo "reduce cases on CUDA: ${n:-0} runs compared with one CPU process (failures counted above)" | tee -a "$out/results.txt"
 echo "== 2. test_mpi_session, 2 ranks, CPU backend (control)" | tee -a "$out/results.txt"
 timeout 60 mpirun -np 2 $test cases 1 cpu 2>&1 | grep "test_mpi_session" | tee -a "$out/results.txt"
 echo "== 3. mpirun -np 2 sluice run --backend cuda vs one CPU process" | tee -a "$out/results.txt"
