@@ -13,7 +13,9 @@
  *  2. a seeded part: the CPU's records after [0, A) (one process's state at the cut: an open
  *     segment, its key, the next index) encoded into the carry, then [A, N) and the flush —
  *     the rows must be one CPU process's rows of the whole stream from the first one [A, N)
- *     gives, and the records after it (index, open segment) the CPU's seeded the same way.
+ *     gives, and the records after it (index, open segment) the CPU's seeded the same way;
+ *  3. the same seeded part as a middle rank's (`continues`: its open segment held at flush):
+ *     rows and records as the CPU's seeded the same way.
  * Skipped where no host C++ compiler is found. */
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +371,22 @@ START_TEST(reduce_carries_on_host) {
         /* per stream, the rows one process gives after [0, cut)'s (per batch they depend on
            the batches) */
         if (carried) same_rows(&whole, head.n, &got, cg.noutputs, what);
+        sl_cuda_carry_decode(p, &plan, 0, cg.scan_carry, n, after, at_cut, total > cut, gpu);
+        same_records(p, cpu, gpu, n, false, what);
+        free(cpu_rows.v);
+        free(got.v);
+
+        /* 3. the same part seeded as a middle rank's: its open segment held at flush */
+        at_cut[first].continues = true;
+        memcpy(bytes, cg.carry_identity, cg.carry_bytes);
+        sl_cuda_carry_encode(p, &plan, 0, cg.scan_carry, n, at_cut, bytes);
+        ck_assert(sl_cuda_carry_held(cg.scan_carry, n, at_cut));
+        got = emulate(dir, &cg, seed, total, cut, total, bytes, false, after);
+        snprintf(what, sizeof what, "%s, rows [%lld, %lld) seeded with [0, %lld), held", p->name,
+                 cut, total, cut);
+        cpu_rows = (rows){0, NULL};
+        cpu_part(p, &cg, &st, cut, total, at_cut, true, &cpu_rows, cpu);
+        same_rows(&cpu_rows, 0, &got, cg.noutputs, what);
         sl_cuda_carry_decode(p, &plan, 0, cg.scan_carry, n, after, at_cut, total > cut, gpu);
         same_records(p, cpu, gpu, n, false, what);
         free(cpu_rows.v);

@@ -14,7 +14,8 @@
 #      after a filter, a scan, a sort or another reduce: a reduce's open segment, index and
 #      flush crossing ranks on CUDA); its last line counts the runs that carried scan state
 #      between ranks and the reduce runs compared, and "reduce cases on CUDA" repeats the
-#      latter (0 there: none ran);
+#      latter (0 there: none ran); then the same on 3 ranks, one seed: only a middle rank
+#      is seeded with an open segment it must not emit at flush (the reduce's `continues`);
 #   2. the same on the CPU backend, as a control;
 #   3. `mpirun -np 2 sluice run --backend cuda` on the cookbook against one CPU process;
 #   4. bench/mpi_scaling.sh on the CPU backend (16 quiet cores: 1, 2 and 4 ranks against one
@@ -56,6 +57,10 @@ timeout 420 mpirun -np 2 $test cases 2 cuda >"$out/cases-cuda.log" 2>&1; echo "e
 grep -v "^---\|^$" "$out/cases-cuda.log" | tail -25 | tee -a "$out/results.txt"
 n=$(grep -o "[0-9]* runs of reduce cases compared" "$out/cases-cuda.log" | grep -o "^[0-9]*")
 echo "reduce cases on CUDA: ${n:-0} runs compared with one CPU process (failures counted above)" | tee -a "$out/results.txt"
+timeout 300 mpirun -np 3 $test cases 1 cuda >"$out/cases-cuda-3.log" 2>&1; echo "exit $?" >>"$out/cases-cuda-3.log"
+grep -v "^---\|^$" "$out/cases-cuda-3.log" | tail -8 | tee -a "$out/results.txt"
+n=$(grep -o "[0-9]* runs of reduce cases compared" "$out/cases-cuda-3.log" | grep -o "^[0-9]*")
+echo "reduce cases on CUDA, 3 ranks: ${n:-0} runs compared with one CPU process" | tee -a "$out/results.txt"
 echo "== 2. test_mpi_session, 2 ranks, CPU backend (control)" | tee -a "$out/results.txt"
 timeout 60 mpirun -np 2 $test cases 1 cpu 2>&1 | grep "test_mpi_session" | tee -a "$out/results.txt"
 echo "== 3. mpirun -np 2 sluice run --backend cuda vs one CPU process" | tee -a "$out/results.txt"
