@@ -610,12 +610,23 @@ static sluice_status staging_slot(sluice_context *ctx, cuda_session *cs, int k) 
                     cs->staging_bytes, cudaGetErrorString(e));
 }
 
+/* The DMA of a full staging slot k to dst, and the slot's event after it. */
+static sluice_status stage_in_chunk(sluice_context *ctx, cuda_session *cs, void *dst, int k,
+                                    size_t len) {
+    CUDA_TRY(ctx, cudaMemcpyAsync(dst, cs->pinned[k], len, cudaMemcpyHostToDevice, cs->copy),
+             "copying a batch to the device");
+    CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy), "recording an event");
+    return SLUICE_OK;
+}
+
 /* Copies `bytes` from host src to device dst on the copy stream: by DMA straight from src
  * when it lies in pinned memory of the context (cuda/pinned.h), else chunk by chunk through
- * the ring of pinned slots, each chunk's DMA issued as soon as its slot is full, so the
- * copier fills the next slots while the copy engine drains this one (between chunks, results
- * ready to go out are sent: issue_ready_copies). The ring's position carries over from push
- * to push, so a push's first chunk does not wait for the slot the last push just filled. */
+ * the ring of pinned slots. Once chunk i is handed to the copier threads, the host issues
+ * chunk i - 1's DMA (its slot is full) and sends results ready to go out
+ * (issue_ready_copies) while they copy, then joins them: the copier fills the next slots
+ * while the copy engine drains the full ones, and the threads do not wait for those CUDA
+ * calls. The ring's position carries over from push to push, so a push's first chunk does
+ * not wait for the slot the last push just filled. */
 static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, const void *src,
                               size_t bytes) {
     sluice_context *ctx = s->ctx;
@@ -625,19 +636,26 @@ static sluice_status stage_in(sluice_session *s, cuda_session *cs, void *dst, co
         cs->direct_in = true;
         return SLUICE_OK;
     }
-    size_t slot_bytes = cs->staging_bytes;
+    size_t slot_bytes = cs->staging_bytes, prev_at = 0, prev_len = 0;
+    int prev = -1; /* the slot filled last, its DMA not yet issued */
     for (size_t at = 0; at < bytes; at += slot_bytes) {
         size_t len = bytes - at < slot_bytes ? bytes - at : slot_bytes;
         int k = cs->next_slot;
         SL_TRY(staging_slot(ctx, cs, k));
         cs->next_slot = (k + 1) % cs->nslots;
-        issue_ready_copies(s, cs);
+        /* Slot k is free once its last DMA (nslots chunks ago) is done. */
         CUDA_TRY(ctx, cudaEventSynchronize(cs->slot_free[k]), "waiting for a staging buffer");
-        sl_cuda_staging_copy(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len, true);
-        CUDA_TRY(ctx, cudaMemcpyAsync((char *)dst + at, cs->pinned[k], len, cudaMemcpyHostToDevice,
-                                      cs->copy), "copying a batch to the device");
-        CUDA_TRY(ctx, cudaEventRecord(cs->slot_free[k], cs->copy), "recording an event");
+        sl_cuda_staging_start(ctx, &cs->copier, cs->pinned[k], (const char *)src + at, len, true);
+        sluice_status st = SLUICE_OK;
+        if (prev >= 0) st = stage_in_chunk(ctx, cs, (char *)dst + prev_at, prev, prev_len);
+        if (st == SLUICE_OK) issue_ready_copies(s, cs);
+        sl_cuda_staging_finish(cs->copier); /* before anything returns: src is the caller's */
+        SL_TRY(st);
+        prev = k;
+        prev_at = at;
+        prev_len = len;
     }
+    if (prev >= 0) SL_TRY(stage_in_chunk(ctx, cs, (char *)dst + prev_at, prev, prev_len));
     return SLUICE_OK;
 }
 

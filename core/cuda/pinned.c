@@ -407,6 +407,7 @@ struct sl_cuda_copier {
     size_t len;
     atomic_size_t next; /* the next unit (COPY_UNIT bytes) to take */
     bool stream;        /* into a staging slot: non-temporal stores when nt */
+    bool started;       /* a job handed out by sl_cuda_staging_start, not yet finished */
     int nhelpers;
     copier_helper helpers[COPY_MAX_THREADS];
 };
@@ -548,6 +549,7 @@ static sl_cuda_copier *copier_start(sluice_context *ctx) {
 
 void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c) {
     if (!c) return;
+    sl_cuda_staging_finish(c); /* a copy still being made is completed first */
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->quit, true);
     pthread_cond_broadcast(&c->go);
@@ -559,8 +561,8 @@ void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c) {
     sl_free(ctx, c);
 }
 
-void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, const void *src,
-                          size_t len, bool into_slot) {
+void sl_cuda_staging_start(sluice_context *ctx, sl_cuda_copier **cp, void *dst, const void *src,
+                           size_t len, bool into_slot) {
     if (len >= COPY_SPLIT_MIN && !*cp) *cp = copier_start(ctx);
     sl_cuda_copier *c = *cp;
     if (len < COPY_SPLIT_MIN || !c || c->nhelpers == 0) {
@@ -571,12 +573,18 @@ void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, c
     c->src = src;
     c->len = len;
     c->stream = into_slot;
+    c->started = true;
     atomic_store(&c->next, 0);
     atomic_store(&c->pending, c->nhelpers);
     atomic_fetch_add(&c->job, 1); /* publishes the fields above to the helpers */
     pthread_mutex_lock(&c->mu);
     if (c->sleepers > 0) pthread_cond_broadcast(&c->go);
     pthread_mutex_unlock(&c->mu);
+}
+
+void sl_cuda_staging_finish(sl_cuda_copier *c) {
+    if (!c || !c->started) return;
+    c->started = false;
     copy_units(c);
     /* The helpers are each finishing their last unit. Poll (yielding, in case a helper
      * waits for this core), then sleep. */
@@ -596,6 +604,12 @@ void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, c
         while (atomic_load(&c->pending) > 0) pthread_cond_wait(&c->done, &c->mu);
         pthread_mutex_unlock(&c->mu);
     }
+}
+
+void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **cp, void *dst, const void *src,
+                          size_t len, bool into_slot) {
+    sl_cuda_staging_start(ctx, cp, dst, src, len, into_slot);
+    sl_cuda_staging_finish(*cp);
 }
 
 /* ---- the context's device memory pools ----------------------------------------------------- */

@@ -38,6 +38,15 @@ sluice_batch *sl_cuda_pinned_batch_new(sluice_session *s, int64_t rows);
 typedef struct sl_cuda_copier sl_cuda_copier;
 void sl_cuda_staging_copy(sluice_context *ctx, sl_cuda_copier **c, void *dst, const void *src,
                           size_t len, bool into_slot);
+/* The same in two calls, so the caller can issue CUDA work while the helpers copy: _start
+ * hands the copy to the helpers and returns at once (a copy too small to split, or without
+ * helpers, is made before it returns); _finish copies what is left on the calling thread and
+ * returns when the copy is complete. Each _start is followed by one _finish before the
+ * copier is used again or freed (freeing it finishes an unfinished copy first); dst and src
+ * must stay valid until then. c may be NULL in _finish. */
+void sl_cuda_staging_start(sluice_context *ctx, sl_cuda_copier **c, void *dst, const void *src,
+                           size_t len, bool into_slot);
+void sl_cuda_staging_finish(sl_cuda_copier *c);
 /* Joins the copier's threads and frees it; NULL is harmless. */
 void sl_cuda_copier_free(sluice_context *ctx, sl_cuda_copier *c);
 
