@@ -29,6 +29,7 @@
 #include "cuda/codegen.h"
 #include "plan/plan.h"
 #include "runtime/carry.h"
+#include "cuda_host/emulator.h"
 
 #define ARCH 90
 #define MAXCOLS 8
@@ -54,46 +55,6 @@ static const struct carry_case {
     {"      segments: hd\n      per: batch\n", false},
     {"      per: batch\n", false},
 };
-
-/* splitmix64 bytes as reduce_emulate.cc makes its inputs */
-static void host_inputs(uint8_t *out, size_t n, uint64_t *state) {
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        out[i] = (uint8_t)(z ^ (z >> 31));
-    }
-}
-
-/* The emulation of group 0's kernels, built into dir/emulate. */
-static void build_emulator(const sluice_pipeline *p, const sl_codegen *cg, const char *dir) {
-    char path[256], cmd[8192];
-    snprintf(path, sizeof path, "%s/group.cu", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(cg->source, f);
-    fclose(f);
-    int at = snprintf(cmd, sizeof cmd,
-                      "c++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
-                      "-fno-sanitize-recover=all -I'%s/kernels' '-DSL_GENERATED=\"%s\"' "
-                      "-DSL_CLOSE_THREADS=%d -DSL_OFFSETS_INPUT=%d '-DSL_IN_SIZES=",
-                      SLUICE_SOURCE_DIR, path, SL_CG_CLOSE_THREADS, cg->offsets_input);
-    for (int k = 0; k < cg->ninputs; k++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
-                       sluice_type_size(p->columns[cg->inputs[k]].type));
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_OUT_SIZES=");
-    for (int k = 0; k < cg->noutputs; k++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
-                       sluice_type_size(p->columns[cg->outputs[k]].type));
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_CARRY_IDENTITY=");
-    for (size_t b = 0; b < cg->carry_bytes; b++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%u", b ? "," : "", cg->carry_identity[b]);
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at,
-                   "' '%s/tests/cuda_host/reduce_emulate.cc' -o '%s/emulate' -latomic",
-                   SLUICE_SOURCE_DIR, dir);
-    ck_assert_int_lt(at, (int)sizeof cmd);
-    ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
-}
 
 /* Rows out, each output's value as the emulation prints them (kernel output order). */
 typedef struct rows {
@@ -152,7 +113,7 @@ static stream make_stream(const sluice_pipeline *p, const sl_codegen *cg, uint64
         s.type[k] = c->type;
         s.data[k] = malloc((size_t)(total + 1) * s.width[k]);
         ck_assert_ptr_nonnull(s.data[k]);
-        host_inputs(s.data[k], (size_t)(total + 1) * s.width[k], &state);
+        emu_inputs(s.data[k], (size_t)(total + 1) * s.width[k], &state);
     }
     ck_assert_int_eq(p->ninputs, cg->ninputs); /* every input is the kernel's */
     return s;
@@ -317,7 +278,7 @@ START_TEST(reduce_carries_on_host) {
 
     char dir[] = "/tmp/sluice-carry-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    build_emulator(p, &cg, dir);
+    emu_build(p, &cg, dir);
 
     /* (rows, cut): an empty part on either side, cuts inside the first tile and past it, and
      * three tiles only for the aggregate loop (its blocks' partials joined) */

@@ -22,6 +22,7 @@
 #include "cuda/kcache.h"
 #include "cuda/nvrtc.h"
 #include "plan/plan.h"
+#include "cuda_host/emulator.h"
 
 #define ARCH 90
 
@@ -658,16 +659,6 @@ static int64_t *host_offsets(uint64_t seed, int64_t units) {
     return off;
 }
 
-/* splitmix64 bytes as reduce_emulate.cc makes its inputs */
-static void host_inputs(uint8_t *out, size_t n, uint64_t *state) {
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        out[i] = (uint8_t)(z ^ (z >> 31));
-    }
-}
-
 /* The generated kernels of a reduce group, with kernels/sl_tile.cuh's loop and the templates
  * under it, compiled for the host with address and undefined behaviour sanitizers and run by
  * host threads playing a block (tests/cuda_host/reduce_emulate.cc) over random batches: the
@@ -721,32 +712,8 @@ START_TEST(reduce_on_host) {
 
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256], cmd[4096];
-    snprintf(path, sizeof path, "%s/group.cu", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(cg.source, f);
-    fclose(f);
-    int at = snprintf(cmd, sizeof cmd,
-                      "c++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
-                      "-fno-sanitize-recover=all -I'%s/kernels' '-DSL_GENERATED=\"%s\"' "
-                      "-DSL_CLOSE_THREADS=%d -DSL_OFFSETS_INPUT=%d '-DSL_IN_SIZES=",
-                      SLUICE_SOURCE_DIR, path, SL_CG_CLOSE_THREADS, cg.offsets_input);
-    for (int k = 0; k < cg.ninputs; k++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
-                       sluice_type_size(p->columns[cg.inputs[k]].type));
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_OUT_SIZES=");
-    for (int k = 0; k < cg.noutputs; k++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
-                       sluice_type_size(p->columns[cg.outputs[k]].type));
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at, "' '-DSL_CARRY_IDENTITY=");
-    for (size_t b = 0; b < cg.carry_bytes; b++)
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%u", b ? "," : "", cg.carry_identity[b]);
-    at += snprintf(cmd + at, sizeof cmd - (size_t)at,
-                   "' '%s/tests/cuda_host/reduce_emulate.cc' -o '%s/emulate' -latomic",
-                   SLUICE_SOURCE_DIR, dir);
-    ck_assert_int_lt(at, (int)sizeof cmd);
-    ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
+    emu_build(p, &cg, dir);
+    char cmd[4096];
 
     /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles, so the
      * segments' aggregate loop gives each of the three emulated blocks several). 9000 rows,
@@ -790,7 +757,7 @@ START_TEST(reduce_on_host) {
                 continue;
             }
             data[k] = malloc((size_t)(nrows + 1) * w);
-            host_inputs(data[k], (size_t)(nrows + 1) * w, &state);
+            emu_inputs(data[k], (size_t)(nrows + 1) * w, &state);
             cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = nrows};
         }
         /* inputs the kernel never reads (the narrow cases' k) still go to the CPU: zeros */
