@@ -6,11 +6,15 @@
 # Knobs (environment): JOBS (gpu_bench jobs, comma-separated; default the reduce and segmented
 # ones), LG, REPS; SUITES (space-separated; default gpu_reduce gpu_fused gpu_backend); FULL=1
 # (full-size suites); MEMCHECK (the suite memcheck runs on, small sizes; empty: none).
-# Output: $OUT/summary.txt (printed) and one log per step in $OUT.
+# Output: $OUT/summary.txt (printed), $OUT/bench.txt, and every step's log in $OUT/logs.tgz (the
+# device tool brings back only a few files from $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f .device/env.sh ] && source .device/env.sh
-OUT=${OUT:-out}; mkdir -p "$OUT"
+RESULT=${OUT:-out}; mkdir -p "$RESULT"
+OUT=$(mktemp -d /tmp/sluice-quick.XXXXXX)
+finish() { tar czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$OUT/bench.txt" "$RESULT/" 2>/dev/null; }
+trap finish EXIT
 B=${BUILD:-build-gpu}
 export SLUICE_CACHE_DIR=$PWD/$B/kernel-cache CK_FORK=no
 SUITES=${SUITES:-gpu_reduce gpu_fused gpu_backend}
