@@ -81,7 +81,12 @@ template <int ITEMS> struct tile_rows {
         const long long left = rows_ - first;
         live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
     }
-    /* offsets segments: where the tile's segments are (after build_heads' index is known) */
+    /* offsets segments: bit i says whether the thread's item i ends its segment (set by
+       segments_at): the next row starts one (the next row's head bit, or for the tile's last
+       row the next tile's first offsets entry) or the row ends the batch */
+    unsigned long long ending = 0;
+    /* offsets segments: where the tile's segments are (after build_heads' index is known),
+       and which of the thread's items end one (after use_heads) */
     template <class A>
     __device__ __forceinline__ void segments_at(const A &a, int offsets_input) {
         offs = (const long long *)a.in[offsets_input];
@@ -90,35 +95,20 @@ template <int ITEMS> struct tile_rows {
             (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
         seg_lo = (long long)segidx[tile];
         seg_hi = (long long)segidx[tile + 1];
-    }
-    /* A reduce over offsets segments: the segment whose last row is the thread's item i, or
-     * -1. A row ends its segment when the next row starts one (the next row's head bit, or
-     * for the tile's last row the next tile's first offsets entry) or ends the batch; the
-     * segment is then the last one starting at or before the row (segment_of). The common
-     * case, a row inside a segment, costs a bit test and a compare. */
-    __device__ __forceinline__ long long segment_ending(int i) const {
-        const long long r = first + i;
-        bool next_starts; /* (i is a constant in the unrolled callers: one branch remains) */
-        if (i + 1 < ITEMS) next_starts = head_bit(i + 1);
-        else if ((int)threadIdx.x * ITEMS + ITEMS < (int)tile_len) next_starts = head_bit(ITEMS);
-        else next_starts = seg_hi < nseg && offs[seg_hi] == r + 1;
-        if (!next_starts && i != live_items - 1) return -1;
-        if (i >= live_items) return -1;
-        return segment_of(i);
-    }
-    /* The same test for all the thread's items at once: bit i says whether item i ends its
-     * segment (so a thread whose items close nothing, most of them when segments are long,
-     * folds without a per-item test). */
-    __device__ __forceinline__ unsigned long long ending_items() const {
         constexpr unsigned long long ALL = (1ull << ITEMS) - 1;
-        if (live_items <= 0) return 0;
         unsigned long long m = (head_window >> 1) & ALL;
         if ((int)threadIdx.x * ITEMS + ITEMS >= (int)tile_len) {
             m &= ~(1ull << (ITEMS - 1));
             if (seg_hi < nseg && offs[seg_hi] == first + ITEMS) m |= 1ull << (ITEMS - 1);
         }
-        if (live_items <= ITEMS) m = (m & ((1ull << live_items) - 1)) | (1ull << (live_items - 1));
-        return m;
+        if (live_items <= 0) m = 0;
+        else if (live_items <= ITEMS) m = (m & ((1ull << live_items) - 1)) | (1ull << (live_items - 1));
+        ending = m;
+    }
+    /* A reduce over offsets segments: the segment whose last row is the thread's item i, or
+     * -1 (a bit test for a row inside a segment, the common case). */
+    __device__ __forceinline__ long long segment_ending(int i) const {
+        return (ending >> i) & 1ull ? segment_of(i) : -1;
     }
     /* The segment the thread's item i (in the batch) belongs to: the last one starting at or
      * before its row (empty segments start there too but end before it), by binary search
@@ -738,7 +728,7 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
     typedef typename P::S S;
     const typename P::Op op;
     S run = P::identity();
-    const unsigned long long ends = t.ending_items();
+    const unsigned long long ends = t.ending;
     if (ends == 0) {
 #pragma unroll
         for (int i = 0; i < K::items; i++) {

@@ -974,7 +974,7 @@ static void emit_reduce_quiet(cg *g) {
         sl_strbuf_append(sb, "        return true;\n");
         break;
     case SL_SEGMENTS_OFFSETS:
-        sl_strbuf_append(sb, "        return ending_items() == 0;\n");
+        sl_strbuf_append(sb, "        return ending == 0;\n");
         break;
     case SL_SEGMENTS_HEADFLAG:
         sl_strbuf_printf(sb, "        bool head = false;\n#pragma unroll\n"
