@@ -19,7 +19,8 @@
  *     sluice_cuda_host_alloc memory), with the host time of one push;
  * With `staging` last, only the bus limit and the malloc rows at the default depth (one piece
  * a push) run, labelled with the staging settings of the environment, for a sweep from a
- * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h).
+ * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h). With
+ * `small` last, only the device-resident small-against-large batches run (for a profiler).
  * Prints one line per measurement and a table last. Benchmarks are programs, never timed
  * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -36,6 +37,7 @@
 
 static int g_reps = 3;
 static int g_staging_only; /* the `staging` argument */
+static int g_small_only;   /* the `small` argument */
 
 static double now_ms(void) {
     struct timespec t;
@@ -209,10 +211,11 @@ int main(int argc, char **argv) {
     int nb = argc > 2 ? atoi(argv[2]) : 8;
     if (argc > 3) g_reps = atoi(argv[3]);
     g_staging_only = argc > 4 && strcmp(argv[4], "staging") == 0;
+    g_small_only = argc > 4 && strcmp(argv[4], "small") == 0;
     if (lg < 10 || lg > 28 || nb < 1 || nb > 64 || g_reps < 1 || g_reps > 15 ||
-        (argc > 4 && !g_staging_only)) {
+        (argc > 4 && !g_staging_only && !g_small_only)) {
         fprintf(stderr, "usage: stream_bench [log2_rows 10..28] [batches 1..64] [reps 1..15] "
-                        "[staging]\n");
+                        "[staging | small]\n");
         return 2;
     }
     if (!sluice_backend_available(SLUICE_BACKEND_CUDA)) {
@@ -234,6 +237,7 @@ int main(int argc, char **argv) {
     }
     memcpy(hpinned, hmalloc, total);
 
+    if (g_small_only) goto small_batches;
     double h2d, duplex;
     bus_limit(total, bytes, &h2d, &duplex);
     printf("bus: pinned H2D %.1f ms (%.1f GB/s), H2D+D2H at once %.1f ms (%.1f GB/s each way), "
@@ -301,6 +305,7 @@ int main(int argc, char **argv) {
 
     if (g_staging_only) goto table;
 
+small_batches:;
     /* Small against large batches over the same 2^28 rows (fewer when memory is short). */
     int64_t all = (int64_t)1 << 28, small = (int64_t)1 << 20, large = (int64_t)1 << 26;
     float *dx;
@@ -323,6 +328,7 @@ int main(int argc, char **argv) {
     snprintf(fig, sizeof fig, "%.2f (%.1f us a push)", t_large / t_small, pu_small);
     add_row("device-resident map+filter+count, 2^20-row batches / 2^26-row throughput", fig, ">= 0.5");
     CK(cudaFree(dx));
+    if (g_small_only) goto table;
 
     /* Host-resident: the scan over as many rows as the input holds, from pinned memory of
      * the session's context (read by DMA: the bus, not a CPU copy, is what is shared). */

@@ -107,9 +107,9 @@
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
- *                            staging buffers (default: half the cores online, 1 to 8; 1:
- *                            the calling thread alone; at most 16); read on a session's
- *                            first large staging copy.
+ *                            staging buffers (default: every core online, at most 16; 1:
+ *                            the calling thread alone); read on a session's first large
+ *                            staging copy.
  *   SLUICE_CUDA_STAGING_SLOTS=N    staging buffers in a session's ring (default 4; 2 to 16).
  *   SLUICE_CUDA_STAGING_MB=N       megabytes of each (default 32; 1 to 1024; a session whose
  *                            max_batch_rows is small gets smaller ones). Both read when a

@@ -357,9 +357,9 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
  * the calling thread alone. A larger chunk is cut into units of COPY_UNIT bytes that the
  * caller and its helpers take in turn (an atomic counter) until none is left, so a thread
  * slowed down (another process on its core, a remote memory node) takes fewer units instead
- * of holding up the chunk's DMA with a fixed share. By default half the cores online, 1 to 8,
- * copy in all: on the H200's 16-core host 8 threads staged a 256 MiB batch in 7.6 ms where 4
- * took 11 ms (bench/RESULTS.md, batches in flight).
+ * of holding up the chunk's DMA with a fixed share. By default every core online (at most
+ * 16) copies: on the H200's 16-core host, 16 threads kept a stream of `malloc` batches at
+ * 1.32-1.42x the bus limit where 8 took 1.51-1.66x (bench/RESULTS.md, tenth session).
  *
  * The hand-off. A push from pageable memory is a run of chunk copies, one per staging slot,
  * each followed by the slot's DMA, a few microseconds of CUDA calls apart. Waking sleeping
@@ -374,7 +374,6 @@ SLUICE_API sluice_status sluice_cuda_host_unregister(sluice_context *ctx, void *
  * being read first and without evicting the source's, one memory transfer in four saved
  * beside the copy engine's read. SLUICE_CUDA_STAGING_NT=0 turns it off for measurement. */
 #define COPY_MAX_THREADS 16
-#define COPY_DEFAULT_THREADS 8
 #define COPY_SPLIT_MIN ((size_t)2 << 20)
 #define COPY_UNIT ((size_t)512 << 10)
 #define COPY_SPIN_NS 200000 /* 0.2 ms: longer than the CUDA calls between two chunks */
@@ -516,8 +515,7 @@ static void *copier_main(void *arg) {
 static int copy_threads_wanted(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
-    long half = cores / 2 < 1 ? 1 : cores / 2;
-    int fallback = half < COPY_DEFAULT_THREADS ? (int)half : COPY_DEFAULT_THREADS;
+    int fallback = cores < COPY_MAX_THREADS ? (int)cores : COPY_MAX_THREADS;
     return sl_cuda_env_int("SLUICE_CUDA_STAGING_THREADS", 1, COPY_MAX_THREADS, fallback);
 }
 
