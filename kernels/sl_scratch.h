@@ -2,12 +2,16 @@
  * sizes and clears it) and the generated kernels (which carve it up), so both compute the
  * same offsets from the same code. Plain C, also compiled by NVRTC.
  *
- *   [0, 256)                     the tile counter (u64) tiles take their index from
+ *   [0, 256)                     the tile counter (u64) tiles take their index from; the
+ *                                loops without look-back count finished blocks there instead,
+ *                                and the key-run loop takes block tickets there and counts
+ *                                finished blocks in the next u64 (SL_SCRATCH_FINISHED)
  *   segment index                (ntiles + 1) u64: first offsets entry at or after each
  *                                tile's first row (only with an offsets-segmented scan)
  *   phase 1 .. phase P states    one tile-state array per chained look-back; a reduce over
- *                                offsets without look-back (sl_tile.cuh segments_aggregate_loop)
- *                                has a block record per tile instead (a block has one tile at least)
+ *                                offsets or runs of keys without look-back (sl_tile.cuh
+ *                                segments_aggregate_loop, runs_aggregate_loop) has a block record
+ *                                per tile instead (a block has one tile at least)
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -17,6 +21,7 @@
 #define SL_SCRATCH_H
 
 #define SL_SCRATCH_ALIGN 256ull
+#define SL_SCRATCH_FINISHED 8ull /* byte offset of the key-run loop's finished-block counter */
 #define SL_STATUS_INVALID 0u
 #define SL_STATUS_AGGREGATE 1u
 #define SL_STATUS_INCLUSIVE 2u
@@ -42,14 +47,17 @@ static inline unsigned long long sl_segment_index_bytes(int has_offsets,
     return has_offsets ? sl_scratch_align((ntiles + 1ull) * 8ull) : 0ull;
 }
 
-/* segments_aggregate_loop's record of one block: its total state, its first segment's
- * partial state (each padded to 8 bytes), that segment's ordinal (u64) and a flag. */
+/* The record of one block of the loops without look-back over segments: its total state,
+ * its first segment's partial state (each padded to 8 bytes), that segment's ordinal (u64), a
+ * flag (u32, then 4 bytes unused) and, for runs of keys, the key changes in the block's rows
+ * plus one (u64; 0: not yet counted). */
 static inline unsigned long long sl_block_record_bytes(unsigned long long state_size) {
-    return 2ull * ((state_size + 7ull) / 8ull * 8ull) + 16ull;
+    return 2ull * ((state_size + 7ull) / 8ull * 8ull) + 24ull;
 }
 
 /* One phase's part of scratch: its tile states, or for a kernel with block records
- * (segments_aggregate_loop) whichever is larger: a block has one tile at least. */
+ * (segments_aggregate_loop, runs_aggregate_loop) whichever is larger: a block has one tile
+ * at least. */
 static inline unsigned long long sl_phase_scratch_bytes(unsigned long long state_size,
                                                         unsigned long long ntiles,
                                                         int block_records) {

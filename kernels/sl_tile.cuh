@@ -105,6 +105,19 @@ template <int ITEMS> struct tile_rows {
         else if (live_items <= ITEMS) m = (m & ((1ull << live_items) - 1)) | (1ull << (live_items - 1));
         ending = m;
     }
+    /* runs of keys (run_heads): head_window bit i (0 <= i <= ITEMS) says whether the thread's
+       row i starts a run after a row of another key (a key change, which closes the run
+       before it), `ending` which items end a run that a later row of the batch closes, and
+       run_base the key changes before the thread's first row in the batch (set by the loop) */
+    long long run_base = 0;
+    __device__ __forceinline__ int run_changes() const {
+        return __popcll(head_window & ((1ull << ITEMS) - 1));
+    }
+    /* The place of the run whose last row is item i: the key changes up to and including the
+       row after it, which closes it (the carry's open run, closed by row 0, is place 0). */
+    __device__ __forceinline__ long long run_of(int i) const {
+        return run_base + __popcll(head_window & ((2ull << i) - 1));
+    }
     /* A reduce over offsets segments: the segment whose last row is the thread's item i, or
      * -1 (a bit test for a row inside a segment, the common case). */
     __device__ __forceinline__ long long segment_ending(int i) const {
@@ -160,6 +173,39 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
         }
     }
     block_sync<BAR, K::block>();
+}
+
+/* Runs of keys (runs_aggregate_loop): the thread's head bits and ending items (tile_rows)
+ * from its keys `c` and the keys of the rows around them: the row before its first (the
+ * tile's stage, or global memory at the tile's edge and in tiles not staged; for the batch's
+ * row 0 the carry's open run) and the row after its last. KY is the generated RunKeys: the key
+ * column's input, type, stage offset, and its change test as the state's combine makes it. */
+template <class KY, int ITEMS, class A, class S>
+__device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
+                                          const A &a, bool staged, const uint4 *tile_buf,
+                                          const S &carry) {
+    typedef typename KY::key_t T;
+    const T *col = static_cast<const T *>(a.in[KY::input]);
+    const T *stage = reinterpret_cast<const T *>(reinterpret_cast<const unsigned char *>(tile_buf) +
+                                                 KY::stage_offset);
+    const bool in_stage = KY::staged && staged;
+    const int r0 = (int)threadIdx.x * ITEMS, live = t.live_items;
+    unsigned long long h = 0;
+    if (live > 0) {
+        if (t.first == 0) h = KY::carry_differs(carry, c[0]);
+        else h = KY::differs(in_stage && r0 > 0 ? stage[r0 - 1] : col[t.first - 1], c[0]);
+#pragma unroll
+        for (int i = 1; i < ITEMS; i++) h |= (unsigned long long)KY::differs(c[i - 1], c[i]) << i;
+        if (live > ITEMS) {
+            const T next = in_stage && r0 + ITEMS < (int)t.tile_len ? stage[r0 + ITEMS]
+                                                                    : col[t.first + ITEMS];
+            h |= (unsigned long long)KY::differs(c[ITEMS - 1], next) << ITEMS;
+        } else {
+            h &= (1ull << live) - 1; /* rows past the batch change nothing */
+        }
+    }
+    t.head_window = h;
+    t.ending = h >> 1; /* the batch's last run stays open: the close kernel writes it */
 }
 
 /* Whether the thread's tile lies wholly inside the batch: then the generated element<true>
@@ -707,13 +753,12 @@ __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, lon
     store_volatile_u32(record + 2 * W + 2, 1u);
 }
 
-/* A segment's row from its whole state `v` at ordinal k: the batch constants (the carry's
- * segment base, which the index adds) put in first. */
+/* A segment's row from its whole state `v` at ordinal k of the batch (its index: the carry's
+ * segment count plus k). */
 template <class K, class P>
-__device__ __forceinline__ void close_segment(const typename K::Args &a, typename P::S v,
+__device__ __forceinline__ void close_segment(const typename K::Args &a, const typename P::S &v,
                                               const typename P::S &carry, long long k) {
-    if constexpr (P::BATCH_CONSTANTS) P::batch_constants(v, carry);
-    K::write_row(a, v, k);
+    K::write_row(a, v, carry, k);
 }
 
 /* The thread's one fold of its items (from the identity; returned, for the block scan):
@@ -744,7 +789,9 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
         t.template element<FULL>(e, i);
         run = op(run, e);
         if ((ends >> i) & 1ull) {
-            const long long k = t.segment_of(i);
+            long long k;
+            if constexpr (K::runs) k = t.run_of(i);
+            else k = t.segment_of(i);
             if (K::restarted(run)) {
                 close_segment<K, P>(a, run, carry, k);
             } else {
@@ -756,17 +803,79 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
     return run;
 }
 
+/* One tile of the loops over segments without look-back, after its inputs, maps and ending
+ * items: the thread's fold writes the segments closing after a head among its items, the
+ * block scan gives each thread its prefix, the thread's first closing segment is written
+ * from it (and, begun before the block, recorded in the block's record `mine` as pending);
+ * `running`, the block's state, moves past the tile. */
+template <class K, class P>
+__device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
+                                                    const typename K::Args &a,
+                                                    const typename P::S &carry,
+                                                    block_scan_storage<typename P::S, K::block> &storage,
+                                                    uint32_t *mine, bool first_block,
+                                                    typename P::S &running) {
+    typedef typename P::S S;
+    const typename P::Op op;
+    S first = P::identity();
+    long long first_k = -1;
+    const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
+                                   : close_items<K, P, false>(t, a, carry, first, first_k);
+    S thread_excl, block_agg;
+    scan_thread_folds<K, P, 0>(storage, agg, thread_excl, block_agg);
+    if (first_k >= 0) {
+        const S whole = op(op(running, thread_excl), first);
+        /* no head since the block's start: the block's first segment, begun before it */
+        if (!first_block && !K::restarted(whole)) hold_pending(mine, whole, first_k);
+        close_segment<K, P>(a, whole, carry, first_k);
+    }
+    running = op(running, block_agg);
+}
+
+/* The last block to finish, in the loops over segments without look-back: the blocks'
+ * exclusive prefixes in block order (each thread a contiguous run of blocks, the block scan
+ * over the threads), each recorded segment written again, complete, then the carry. */
+template <class K, class P>
+__device__ __forceinline__ void join_block_records(const typename K::Args &a,
+                                                   unsigned char *records, long long nblocks,
+                                                   const typename P::S &carry,
+                                                   block_scan_storage<typename P::S, K::block> &storage) {
+    typedef typename P::S S;
+    constexpr int W = words_of<S>::value;
+    const typename P::Op op;
+    long long p0, p1;
+    const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)), nblocks, p0, p1);
+    S thread_excl, total;
+    block_exclusive_scan<S, K::block, 0>(storage, fold, P::identity(), op, thread_excl, total);
+    S prefix = thread_excl;
+    for (long long b = p0; b < p1; b++) {
+        const uint32_t *rec = block_record<S>(records, b);
+        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
+            const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
+            const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
+            close_segment<K, P>(a, op(prefix, load_state<S>(rec + W)), carry,
+                                (long long)(lo32 | (hi32 << 32)));
+        }
+        prefix = op(prefix, load_state<S>(rec));
+    }
+    if (threadIdx.x == 0) {
+        S out = total;
+        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    }
+}
+
 template <class K>
 __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
-    constexpr int STAGES = K::stages, W = words_of<S>::value;
+    constexpr int STAGES = K::stages;
     const long long rows = a.rows, ntiles = a.ntiles;
     const block_tiles bt = tiles_of_block(ntiles);
     if ((long long)blockIdx.x >= bt.nblocks) return;
     const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
     const typename K::Params params(a);
-    const typename P::Op op;
     unsigned char *const records =
         a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, (unsigned long long)ntiles);
     uint32_t *const mine = block_record<S>(records, blockIdx.x);
@@ -792,52 +901,167 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         t.use_heads(heads);
         t.segments_at(a, K::offsets_input);
         t.maps(0);
-        S first = P::identity();
-        long long first_k = -1;
-        const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
-                                       : close_items<K, P, false>(t, a, carry, first, first_k);
-        S thread_excl, block_agg;
-        scan_thread_folds<K, P, 0>(scan_storage, agg, thread_excl, block_agg);
-        if (first_k >= 0) {
-            const S whole = op(op(running, thread_excl), first);
-            /* no head since the block's start: the block's first segment, begun before it */
-            if (lo != 0 && !K::restarted(whole)) hold_pending(mine, whole, first_k);
-            close_segment<K, P>(a, whole, carry, first_k);
-        }
-        running = op(running, block_agg);
+        close_tile_segments<K, P>(t, a, carry, scan_storage, mine, lo == 0, running);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
     if (threadIdx.x == 0) store_state(mine, running);
     if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
-    /* The last block: the blocks' exclusive prefixes in block order (each thread a contiguous
-       run of blocks, the block scan over the threads), then each recorded segment again. */
-    long long p0, p1;
-    const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)), nblocks, p0, p1);
-    S thread_excl, total;
-    block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
-    S prefix = thread_excl;
-    for (long long b = p0; b < p1; b++) {
-        const uint32_t *rec = block_record<S>(records, b);
-        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
-            const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
-            const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
-            close_segment<K, P>(a, op(prefix, load_state<S>(rec + W)), carry,
-                                (long long)(lo32 | (hi32 << 32)));
+    join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
+}
+
+/* ---- the runs' aggregate loop -----------------------------------------------------------
+ * A group that is a reduce over runs of equal keys and nothing else (codegen.c,
+ * runs_aggregate: the key is one of the kernel's inputs and no compaction comes before the
+ * reduce), without look-back: the segments' aggregate loop, once each block knows its runs'
+ * places. A run's place is the number of key changes before the row that closes it, so each
+ * block first counts the key changes in its rows (the key column alone, read twice in all:
+ * the price of never waiting for another block's tiles), publishes the count in its record,
+ * and adds up the counts of the blocks before it. Blocks take their place in the order they
+ * start (a ticket from the counter at the start of scratch), so a block only ever waits for
+ * blocks already running, which wait for nobody. Then it runs its tiles as the segments' loop
+ * does, each tile's key changes scanned over the threads for the places; row 0's change (the
+ * carry's open run of another key) closes the carry's run at place 0, written by block 0. */
+
+/* The key changes among the batch's rows [r0, r1), this thread's share: rows r >= 1 whose
+ * key differs from row r - 1's, and row 0 when the carry's open run has another key. The key
+ * column is read in 16-byte vectors, each thread a vector in turn (coalesced), four in
+ * flight; the key before each vector is a second, cached load. */
+template <class K, class S>
+__device__ __forceinline__ long long count_key_changes(const typename K::Args &a, long long r0,
+                                                       long long r1, const S &carry) {
+    typedef typename K::Keys KY;
+    typedef typename KY::key_t T;
+    constexpr int V = 16 / (int)sizeof(T), U = 4;
+    const T *col = static_cast<const T *>(a.in[KY::input]);
+    long long n = 0;
+    if (r0 == 0) {
+        if (threadIdx.x == 0 && r1 > 0 && KY::carry_differs(carry, col[0])) n = 1;
+        r0 = 1;
+    }
+    if (r0 >= r1) return n;
+    /* rows before the first 16-byte boundary, one a thread (all of them for a column not
+       aligned to its type) */
+    const unsigned long long addr = (unsigned long long)(uintptr_t)(col + r0);
+    long long head = addr % sizeof(T) != 0 ? r1 - r0 : (long long)((16 - addr % 16) % 16 / sizeof(T));
+    if (head > r1 - r0) head = r1 - r0;
+    const long long v0 = r0 + head, nvec = (r1 - v0) / V;
+    for (long long r = r0 + threadIdx.x; r < v0; r += K::block) n += KY::differs(col[r - 1], col[r]);
+    const uint4 *vec = reinterpret_cast<const uint4 *>(col + v0);
+    for (long long j0 = threadIdx.x; j0 < nvec; j0 += (long long)U * K::block) {
+        uint4 v[U];
+        T before[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const long long j = j0 + (long long)u * K::block;
+            if (j < nvec) {
+                v[u] = __ldg(vec + j);
+                before[u] = col[v0 + j * V - 1];
+            }
         }
-        prefix = op(prefix, load_state<S>(rec));
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (j0 + (long long)u * K::block >= nvec) break;
+            T x[V];
+            memcpy(&x[0], &v[u], sizeof x);
+            int d = KY::differs(before[u], x[0]);
+#pragma unroll
+            for (int k = 1; k < V; k++) d += KY::differs(x[k - 1], x[k]);
+            n += d;
+        }
     }
-    if (threadIdx.x == 0) {
-        S out = total;
-        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    for (long long r = v0 + nvec * V + threadIdx.x; r < r1; r += K::block)
+        n += KY::differs(col[r - 1], col[r]);
+    return n;
+}
+
+struct plus_ll {
+    __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
+};
+
+template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P;
+    typedef typename P::S S;
+    constexpr int STAGES = K::stages, W = words_of<S>::value;
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    __shared__ long long ticket;
+    if (threadIdx.x == 0) ticket = take_tile(a.scratch);
+    __syncthreads();
+    const long long b = ticket;
+    if (b >= nblocks) return;
+    const long long lo = ntiles * b / nblocks, hi = ntiles * (b + 1) / nblocks;
+    const typename K::Params params(a);
+    unsigned char *const records = a.scratch + SL_SCRATCH_ALIGN;
+    uint32_t *const mine = block_record<S>(records, b);
+    __shared__ block_scan_storage<S, K::block> scan_storage;
+    __shared__ block_scan_storage<long long, K::block> count_storage;
+    __shared__ tile_queue<STAGES> queue;
+    SL_DYNAMIC_SMEM(uint4, sl_smem);
+    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi); /* in flight while the keys are counted */
+    const S carry = carry_in<K, P>(a, true);
+    const plus_ll plus;
+    /* the key changes in the block's rows, published (plus one: zero is "not yet") */
+    long long excl, changes, base = 0;
+    {
+        const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
+        const long long mine_n = count_key_changes<K, S>(a, lo * K::tile, r1, carry);
+        block_exclusive_scan<long long, K::block, 0>(count_storage, mine_n, 0ll, plus, excl, changes);
+        if (threadIdx.x == 0)
+            store_volatile_u64(reinterpret_cast<uint64_t *>(mine + 2 * W + 4),
+                               (unsigned long long)changes + 1ull);
     }
+    /* the changes before the block: every earlier block's count */
+    {
+        long long before = 0;
+        for (long long p = threadIdx.x; p < b; p += K::block) {
+            const uint64_t *slot = reinterpret_cast<const uint64_t *>(block_record<S>(records, p) + 2 * W + 4);
+            unsigned long long v;
+            while ((v = load_volatile_u64(slot)) == 0ull) __nanosleep(64);
+            before += (long long)(v - 1ull);
+        }
+        __syncthreads(); /* count_storage is read by the scan above until here */
+        block_exclusive_scan<long long, K::block, 0>(count_storage, before, 0ll, plus, excl, base);
+        __syncthreads(); /* and until here: each tile scans its changes in it again */
+    }
+    S running = P::identity();
+    if (lo == 0) {
+        running = carry;
+        /* row 0 of another key closes the carry's open run: place 0 */
+        if (threadIdx.x == 0 && rows > 0 &&
+            K::Keys::carry_differs(carry, static_cast<const typename K::Keys::key_t *>(
+                                              a.in[K::Keys::input])[0]))
+            close_segment<K, P>(a, carry, carry, 0);
+    }
+    long long tile_base = base;
+    for (long long tile = lo; tile < hi; tile++) {
+        const long long k = tile - lo;
+        const int s = (int)(k % STAGES);
+        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+        const bool staged = queue.bulk[s] != 0;
+        const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
+        typename K::Tile t(params);
+        t.at(rows, tile, K::tile);
+        t.load_inputs(a, staged, tile_buf);
+        t.maps(0);
+        t.runs_at(a, staged, tile_buf, carry);
+        long long tile_changes;
+        block_exclusive_scan<long long, K::block, 0>(count_storage, (long long)t.run_changes(), 0ll,
+                                                     plus, excl, tile_changes);
+        t.run_base = tile_base + excl;
+        tile_base += tile_changes;
+        close_tile_segments<K, P>(t, a, carry, scan_storage, mine, lo == 0, running);
+        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
+    }
+    if (threadIdx.x == 0) store_state(mine, running);
+    if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
+    join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
 }
 
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
     if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
+    else if constexpr (K::aggregate && K::runs) runs_aggregate_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K>(a);
     else two_stage_loop<K>(a);

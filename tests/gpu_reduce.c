@@ -1,6 +1,7 @@
 /* gpu_reduce.c — the `reduce` stage on the CUDA backend against the CPU backend (itself
  * checked against sequential oracles in test_reduce): every segment kind (whole stream,
- * offsets with empty segments, head flags, runs of keys of several types, a bool key), per
+ * offsets with empty segments, head flags, runs of keys of several types, a bool key; runs
+ * of an input key of each type from one row to the whole stream long), per
  * stream and per batch, the index column, every operator (sum prod min max and or xor count
  * linrec, a declared one), several values, a filter and scans fused before the reduce and
  * stages after it; edge sizes (0, 1, tile ± 1, many tiles, more tiles than blocks); the
@@ -54,6 +55,10 @@ static void check_run(sluice_context *ctx, sluice_pipeline *p, const table *in, 
     table_free(&ref);
 }
 
+/* Rewrites the generated inputs before a run (NULL: as generated). */
+typedef void (*input_shape)(table *in, uint64_t seed);
+static input_shape g_shape;
+
 static void check_pipeline(const char *yaml, int64_t rows, uint64_t seed) {
     sluice_context *ctx;
     const char *dump = getenv("SLUICE_GPU_TEST_DUMP"); /* a directory: keep every pipeline */
@@ -70,6 +75,7 @@ static void check_pipeline(const char *yaml, int64_t rows, uint64_t seed) {
     }
     table in;
     make_inputs(p, rows, seed, &in);
+    if (g_shape) g_shape(&in, seed);
     int oc = offsets_col(p, &in);
     int64_t units = oc >= 0 ? in.lengths[oc] - 1 : rows;
     int64_t max_rows = rows + 1;
@@ -201,6 +207,53 @@ START_TEST(test_stages_after) {
 }
 END_TEST
 
+/* Runs of an input key (no filter before the reduce: sl_tile.cuh runs_aggregate_loop, which
+ * counts each block's key changes before it writes a row). The key column `kk` is rewritten
+ * into runs whose mean length the seed picks: 1 (a change at nearly every row), 8, 1000, or
+ * one run over the whole stream (it spans every block of a many-tile batch, and every cut
+ * batch continues the carry's run); consecutive runs take consecutive key values (wrapping),
+ * so neighbours always differ. */
+static void shape_key_runs(table *in, uint64_t seed) {
+    static const uint64_t means[] = {1, 8, 1000, 0};
+    const uint64_t mean = means[seed % 4];
+    int k = 0;
+    while (k < in->ncols && strcmp(in->names[k], "kk") != 0) k++;
+    ck_assert_int_lt(k, in->ncols);
+    tu_rng r;
+    tu_rng_seed(&r, seed ^ 0x4b4bull);
+    uint64_t run = tu_rng_next(&r) & 0xff;
+    for (int64_t i = 0; i < in->rows; i++) {
+        if (i > 0 && mean != 0 && tu_rng_next(&r) % mean == 0) run++;
+        sl_value v = {.type = in->types[k]};
+        if (in->types[k] == SLUICE_BOOL) v.u = run & 1;
+        else if (sl_type_is_float(in->types[k])) v.type = SLUICE_F64, v.f = (double)(run % 4096);
+        else v.u = run;
+        if (sl_type_is_float(in->types[k])) v = sl_value_cast(v, in->types[k]);
+        sl_value_store(in->types[k], in->data[k], i, v);
+    }
+}
+
+/* Sums, a count, a min and a max over runs of an input key of each key type, per stream and
+ * per batch, the key and the index as outputs. _i: key type × per. */
+START_TEST(test_input_key_runs) {
+    static const char *const types[] = {"i32", "i64", "f32", "bool", "u8"};
+    const char *type = types[_i / 2];
+    bool per_batch = _i % 2 == 1;
+    snprintf(g_yaml, sizeof g_yaml,
+             "sluice: 1\nname: runs-%s%s\ninput: {x: f32, i: i32, kk: %s}\nstages:\n"
+             "  - reduce:\n      segments: {key: kk}\n      index: seg\n%s      values:\n"
+             "        - {op: sum, of: x, into: s}\n        - {op: count, into: n}\n"
+             "        - {op: min, of: i, into: lo}\n        - {op: max, of: x, into: top}\n"
+             "output: [kk, seg, s, n, lo, top]\n",
+             type, per_batch ? "-batch" : "", type, per_batch ? "      per: batch\n" : "");
+    g_shape = shape_key_runs;
+    check_sizes_many_tiles(g_yaml, 7000 + (uint64_t)_i * 16);
+    /* one run over more tiles than the grid has blocks */
+    if (!g_small && _i < 2) check_pipeline(g_yaml, ((int64_t)1 << 23) + 5, 7000 + 103);
+    g_shape = NULL;
+}
+END_TEST
+
 static Suite *gpu_reduce_suite(void) {
     Suite *s = suite_create("gpu_reduce");
     TCase *tc = tcase_create("reduce");
@@ -208,6 +261,7 @@ static Suite *gpu_reduce_suite(void) {
     tcase_add_loop_test(tc, test_every_operator_every_kind, 0, 2 * (int)NELEM(seg_kinds));
     tcase_add_loop_test(tc, test_offsets, 0, 1);
     tcase_add_loop_test(tc, test_stages_after, 0, 3);
+    tcase_add_loop_test(tc, test_input_key_runs, 0, 10);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,21 +39,25 @@
  * no record a rank reads but the index, and the emulation's `part` mode has no offsets):
  * a filter before (so rows entering the group are not rows reaching the reduce), with a scan
  * (two look-back phases, the scan's record before the reduce's) or without (the loop with a
- * look-back warp; without segments the aggregate loop). Exact operators only. */
+ * look-back warp; without segments the aggregate loop); and without the filter over runs of
+ * the input k (the runs' aggregate loop). Exact operators only. */
 static const struct carry_case {
     const char *segments;
     bool scan;
+    bool plain; /* no filter: over runs of the input k, the runs' aggregate loop */
 } cases[] = {
-    {"      segments: {key: g}\n", true},
-    {"      segments: {key: big}\n", true},
-    {"      segments: hd\n", true},
-    {"", true},
-    {"      segments: {key: g}\n", false},
-    {"      segments: hd\n", false},
-    {"", false},
-    {"      segments: {key: g}\n      per: batch\n", true},
-    {"      segments: hd\n      per: batch\n", false},
-    {"      per: batch\n", false},
+    {"      segments: {key: g}\n", true, false},
+    {"      segments: {key: big}\n", true, false},
+    {"      segments: hd\n", true, false},
+    {"", true, false},
+    {"      segments: {key: g}\n", false, false},
+    {"      segments: hd\n", false, false},
+    {"", false, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false},
+    {"      segments: hd\n      per: batch\n", false, false},
+    {"      per: batch\n", false, false},
+    {"      segments: {key: k}\n", false, true},
+    {"      segments: {key: k}\n      per: batch\n", false, true},
 };
 
 /* Rows out, each output's value as the emulation prints them (kernel output order). */
@@ -248,7 +252,7 @@ START_TEST(reduce_carries_on_host) {
     snprintf(yaml, sizeof yaml,
              "sluice: 1\nname: carry-%d\ninput:\n  x: i32\n  k: i16\nstages:\n"
              "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
-             "  - filter: x %% 5 != 0\n"
+             "%s"
              "%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
              "        - {op: sum, of: x, into: s}\n"
@@ -257,7 +261,8 @@ START_TEST(reduce_carries_on_host) {
              "        - {op: xor, of: k, into: bx}\n"
              "        - {op: count, into: n}\n"
              "output: [seg, s, lo, top, bx, n]\n",
-             _i, cc->scan ? "  - scan: {of: x, op: max, into: run}\n" : "", cc->segments,
+             _i, cc->plain ? "" : "  - filter: x % 5 != 0\n",
+             cc->scan ? "  - scan: {of: x, op: max, into: run}\n" : "", cc->segments,
              cc->scan ? "run" : "x");
     sluice_pipeline *p = tu_load(ctx, yaml);
     ck_assert_ptr_nonnull(p);
@@ -267,6 +272,7 @@ START_TEST(reduce_carries_on_host) {
     sl_codegen cg;
     ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
     ck_assert(cg.reduces);
+    ck_assert(cg.block_records == cc->plain);
     const int n = cg.nscans;
     ck_assert_int_le(n, MAXSCANS);
     ck_assert_int_eq(sl_cuda_carry_check(ctx, p, &plan, 0, cg.scan_carry, n), SLUICE_OK);

@@ -615,31 +615,37 @@ END_TEST
 /* The reduce pipelines reduce_on_host runs: exact operators only (the CPU associates
  * differently), a filter fused before the reduce (but over offsets, which a filter would
  * invalidate) and a scan (two look-back phases: the two-stage loop) or none (one phase: the
- * loop with a look-back warp; without segments the aggregate loop and over offsets the
- * segments' aggregate loop, which have no look-back), each segment kind, per stream and per
- * batch. Keys
+ * loop with a look-back warp; without segments the aggregate loop, over offsets the
+ * segments' aggregate loop and, with no filter, over runs of an input key the runs'
+ * aggregate loop, which have no look-back), each segment kind, per stream and per batch. Keys
  * and head flags come from k's low bits: runs of a few rows; offsets segments (`rows`) from
  * reduce_emulate.cc's offsets_lengths, which host_offsets repeats. */
 static const struct host_case {
     const char *segments;
     bool scan;
     bool narrow; /* one i32 sum: a state narrow enough for one 16-byte word in the look-back */
+    bool plain;  /* no filter, and the bool input kb: over runs of an input key, the runs'
+                    aggregate loop (long runs of kb: a byte is 0 one time in 256) */
 } host_cases[] = {
-    {"      segments: {key: g}\n", true, false},
-    {"      segments: {key: big}\n", true, false},
-    {"      segments: hd\n", true, false},
-    {"", true, false},
-    {"      segments: {key: g}\n      per: batch\n", true, false},
-    {"      segments: hd\n      per: batch\n", true, false},
-    {"      per: batch\n", true, false},
-    {"      segments: {key: g}\n", false, false},
-    {"      segments: hd\n      per: batch\n", false, false},
-    {"", false, false},
-    {"      per: batch\n", false, false},
-    {"      segments: rows\n", false, false},
-    {"      segments: rows\n", true, false},
-    {"      segments: rows\n", false, true},
-    {"      segments: rows\n", true, true},
+    {"      segments: {key: g}\n", true, false, false},
+    {"      segments: {key: big}\n", true, false, false},
+    {"      segments: hd\n", true, false, false},
+    {"", true, false, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false, false},
+    {"      segments: hd\n      per: batch\n", true, false, false},
+    {"      per: batch\n", true, false, false},
+    {"      segments: {key: g}\n", false, false, false},
+    {"      segments: hd\n      per: batch\n", false, false, false},
+    {"", false, false, false},
+    {"      per: batch\n", false, false, false},
+    {"      segments: rows\n", false, false, false},
+    {"      segments: rows\n", true, false, false},
+    {"      segments: rows\n", false, true, false},
+    {"      segments: rows\n", true, true, false},
+    {"      segments: {key: kb}\n", false, false, true},
+    {"      segments: {key: kb}\n      per: batch\n", false, false, true},
+    {"      segments: {key: k}\n", false, false, true},
+    {"      segments: {key: kb}\n", true, false, true},
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
@@ -671,7 +677,7 @@ START_TEST(reduce_on_host) {
     const bool offsets = strstr(host_cases[_i].segments, "segments: rows") != NULL;
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
-             "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\nstages:\n"
+             "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\n%sstages:\n"
              "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
              "%s"
              "%s"
@@ -679,7 +685,8 @@ START_TEST(reduce_on_host) {
              "        - {op: sum, of: %s, into: s}\n"
              "%s",
              _i, offsets ? "  rows: {type: i64, role: offsets}\n" : "",
-             offsets ? "" : "  - filter: x % 5 != 0\n",
+             host_cases[_i].plain ? "  kb: bool\n" : "",
+             offsets || host_cases[_i].plain ? "" : "  - filter: x % 5 != 0\n",
              host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
              host_cases[_i].segments,
              host_cases[_i].narrow && host_cases[_i].scan ? "run" : "x",
@@ -707,8 +714,10 @@ START_TEST(reduce_on_host) {
     ck_assert(cg.reduces);
     /* every loop of sl_tile.cuh */
     bool whole = strstr(host_cases[_i].segments, "segments") == NULL;
-    ck_assert(cg.aggregate_loop == ((whole || offsets) && !host_cases[_i].scan));
-    ck_assert(cg.lookback_warp == (!whole && !offsets && !host_cases[_i].scan));
+    bool loop_free = whole || offsets || host_cases[_i].plain; /* of look-back, without a scan */
+    ck_assert(cg.aggregate_loop == (loop_free && !host_cases[_i].scan));
+    ck_assert(cg.block_records == ((offsets || host_cases[_i].plain) && !host_cases[_i].scan));
+    ck_assert(cg.lookback_warp == (!loop_free && !host_cases[_i].scan));
 
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));

@@ -450,9 +450,23 @@ static bool reduce_commutative(const sl_reduce *r) {
  * place is its ordinal), only the batch's total and the segments crossing blocks do, and
  * the kernel is kernels/sl_tile.cuh's aggregate_loop or segments_aggregate_loop (no
  * look-back). */
+static int compactions_before(const cg *g, int stage);
+static int input_of(const cg *g, int column);
+
+/* Whether a reduce over runs of keys can run without look-back (sl_tile.cuh
+ * runs_aggregate_loop): each block counts the key changes in its rows from the key column
+ * before anything else, so the key must be one of the kernel's inputs (not made by a map in
+ * the group) and every row must count (no compaction before the reduce in the group). */
+static bool runs_countable(const cg *g) {
+    const sl_reduce *r = g->reduce;
+    return r->segments == SL_SEGMENTS_KEY && input_of(g, r->segment_column) >= 0 &&
+           compactions_before(g, g->last) == 0;
+}
+
 static bool aggregate_only(const cg *g) {
     if (!g->reduce || g->phases != 1) return false;
-    if (g->reduce->segments != SL_SEGMENTS_NONE && g->reduce->segments != SL_SEGMENTS_OFFSETS)
+    if (g->reduce->segments != SL_SEGMENTS_NONE && g->reduce->segments != SL_SEGMENTS_OFFSETS &&
+        !runs_countable(g))
         return false;
     for (int i = 0; i < g->nslots; i++)
         if (g->slots[i].stage != g->reduce_stage) return false;
@@ -466,11 +480,21 @@ static bool segments_aggregate(const cg *g) {
     return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS;
 }
 
+/* Whether the kernel is sl_tile.cuh's runs_aggregate_loop (an aggregate loop over runs of
+ * keys): as segments_aggregate, and its Kernel names the key column (RunKeys). */
+static bool runs_aggregate(const cg *g) {
+    return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_KEY;
+}
+
+/* Either loop over segments without look-back: rows written by Kernel::write_row, blocks
+ * leaving records in scratch. */
+static bool block_records_loop(const cg *g) { return segments_aggregate(g) || runs_aggregate(g); }
+
 /* Whether phase `phase` is the one whose Tile::outputs writes the reduce's rows (and nothing
  * else anything reads: the reduce ends the group, and it is in its last phase), so a thread
  * whose items close no segment may skip them (Tile::quiet). */
 static bool reduce_outputs_phase(const cg *g, int phase) {
-    return g->reduce && !segments_aggregate(g) && g->slots[g->reduce_slot].phase == phase &&
+    return g->reduce && !block_records_loop(g) && g->slots[g->reduce_slot].phase == phase &&
            phase == g->phases;
 }
 
@@ -1229,10 +1253,16 @@ static void emit_tile(cg *g) {
                          ": GroupParams(p) {}\n");
     emit_input_loads(g);
     emit_maps(g);
+    if (runs_aggregate(g))
+        sl_strbuf_printf(sb,
+                         "    template <class S> __device__ __forceinline__ void runs_at(const SlArgs &a, "
+                         "bool staged, const uint4 *tile_buf, const S &carry) {\n"
+                         "        sl::run_heads<RunKeys>(*this, c%d, a, staged, tile_buf, carry);\n    }\n",
+                         g->reduce->segment_column);
     for (int ph = 1; ph <= g->phases; ph++) {
         emit_element(g, ph);
-        /* the segments' aggregate loop writes rows through Kernel::write_row only */
-        if (!segments_aggregate(g)) emit_outputs(g, ph);
+        /* the loops over segments without look-back write rows through Kernel::write_row */
+        if (!block_records_loop(g)) emit_outputs(g, ph);
         if (reduce_outputs_phase(g, ph)) emit_reduce_quiet(g);
     }
     emit_stores(g);
@@ -1240,6 +1270,7 @@ static void emit_tile(cg *g) {
 }
 
 static void emit_reduce_close(cg *g);
+static void emit_run_keys(cg *g);
 static void emit_reduce_row(cg *g, const char *st, const char *at, const char *index,
                             bool with_key, const char *indent);
 
@@ -1291,6 +1322,7 @@ static sluice_status emit_kernel(cg *g) {
                      o->ninputs ? o->ninputs : 1, o->noutputs ? o->noutputs : 1,
                      p->nparams ? p->nparams : 1);
     for (int ph = 1; ph <= g->phases; ph++) emit_struct(g, ph);
+    if (runs_aggregate(g)) emit_run_keys(g);
     emit_tile(g);
 
     /* the instantiation */
@@ -1303,22 +1335,25 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr unsigned buf = BUF;\n"
                      "    static constexpr int phases = %d;\n"
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
-                     "compacts = %s, offsets = %s;\n"
+                     "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
-                     o->has_offsets ? "true" : "false", o->offsets_input);
+                     o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
+                     o->offsets_input);
     emit_issue_loads(g);
-    if (segments_aggregate(g)) {
-        /* segments_aggregate_loop: a segment's row from its whole state, at ordinal k */
+    if (runs_aggregate(g)) sl_strbuf_append(sb, "    typedef RunKeys Keys;\n");
+    if (block_records_loop(g)) {
+        /* a segment's row from its whole state, at ordinal k of the batch */
         const cg_slot *rs = &g->slots[g->reduce_slot];
         char index_k[48];
-        snprintf(index_k, sizeof index_k, "v.f%d + k", rs->total_field);
+        snprintf(index_k, sizeof index_k, "carry.f%d + k", rs->total_field);
         sl_strbuf_printf(sb, "    __device__ static __forceinline__ void write_row(const SlArgs &a, "
-                             "const S%d &v, long long k) {\n        (void)a; (void)v; (void)k;\n",
-                         rs->phase);
-        emit_reduce_row(g, "v", "k", index_k, false, "        ");
+                             "const S%d &v, const S%d &carry, long long k) {\n"
+                             "        (void)a; (void)v; (void)carry; (void)k;\n",
+                         rs->phase, rs->phase);
+        emit_reduce_row(g, "v", "k", index_k, runs_aggregate(g), "        ");
         sl_strbuf_append(sb, "    }\n");
         /* whether a head was folded into a state: its segment began inside the fold */
         sl_strbuf_printf(sb, "    __device__ static __forceinline__ bool restarted(const S%d &v) "
@@ -1333,6 +1368,36 @@ static sluice_status emit_kernel(cg *g) {
         sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
                              "(const SlArgs a) {\n    sl::segment_index<Kernel>(a);\n}\n");
     return SLUICE_OK;
+}
+
+/* Index of column c among the kernel's inputs, -1 when it is not read from one. */
+static int input_of(const cg *g, int column) {
+    for (int k = 0; k < g->out->ninputs; k++)
+        if (g->out->inputs[k] == column && k != g->out->offsets_input) return k;
+    return -1;
+}
+
+/* RunKeys (runs_aggregate_loop): the key column's input, type and stage, and its change test,
+ * the one the reduce's combine makes (emit_reduce_combine): between two rows, and between
+ * the carry's open run and a row. */
+static void emit_run_keys(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_reduce *r = g->reduce;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    const int k = input_of(g, r->segment_column);
+    const sluice_type type = g->p->columns[r->segment_column].type;
+    const char *kr = key_read(g, r->segment_column), *tn = type_name(type);
+    sl_strbuf_printf(sb,
+                     "struct RunKeys {\n    typedef %s key_t;\n    static constexpr int input = %d;\n"
+                     "    static constexpr bool staged = %s;\n"
+                     "    static constexpr unsigned stage_offset = %zu;\n"
+                     "    __device__ static __forceinline__ bool differs(key_t x, key_t y) {\n"
+                     "        return !sl_key_same_%s(%s(x), %s(y));\n    }\n"
+                     "    __device__ static __forceinline__ bool carry_differs(const S%d &c, key_t y) {\n"
+                     "        return c.f%d && !sl_key_same_%s(c.f%d, %s(y));\n    }\n};\n",
+                     ctype(type), k, g->staged[k] ? "true" : "false",
+                     g->staged[k] ? g->stage_offset[k] : (size_t)0, tn, kr, kr, rs->phase,
+                     rs->flag_field, tn, rs->last_field, kr);
 }
 
 /* Index of column c among the kernel's outputs, -1 when it is not written. */
@@ -1566,6 +1631,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                        !(overlap_env && strcmp(overlap_env, "0") == 0);
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
+        out->block_records = block_records_loop(&g);
         if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
         out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
@@ -1680,7 +1746,7 @@ size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase
     unsigned long long ntiles = (unsigned long long)sl_cuda_codegen_tiles(c, rows);
     unsigned long long off = SL_SCRATCH_ALIGN + sl_segment_index_bytes(c->has_offsets, ntiles);
     for (int ph = 0; ph < phase && ph < c->phases; ph++)
-        off += sl_phase_scratch_bytes(c->state_size[ph], ntiles, c->aggregate_loop && c->has_offsets);
+        off += sl_phase_scratch_bytes(c->state_size[ph], ntiles, c->block_records);
     return (size_t)off;
 }
 

@@ -82,8 +82,10 @@ typedef struct sl_codegen {
     int block_threads;       /* threads a block is launched with */
     int items_per_thread;
     bool lookback_warp;      /* the last warp only does look-backs (emit_overlapped_kernel) */
-    bool aggregate_loop;     /* a reduce without look-back (sl_tile.cuh aggregate_loop; with
-                                has_offsets, segments_aggregate_loop and its block records) */
+    bool aggregate_loop;     /* a reduce without look-back (sl_tile.cuh aggregate_loop,
+                                segments_aggregate_loop or runs_aggregate_loop) */
+    bool block_records;      /* ... over offsets segments or runs of keys: the phase's scratch
+                                holds a record per block (kernels/sl_scratch.h) */
     int64_t tile_rows;       /* rows per tile = items_per_thread * row-owning threads
                                 (block_threads, less 32 with a look-back warp) */
     size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */

@@ -113,6 +113,7 @@ static unsigned __ballot_sync(unsigned, int pred) {
     return bits;
 }
 static int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static void __nanosleep(unsigned) { sched_yield(); }
 static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
