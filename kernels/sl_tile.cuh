@@ -755,9 +755,9 @@ __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, lon
 
 /* A segment's row from its whole state `v` at ordinal k of the batch (its index: the carry's
  * segment count plus k). */
-template <class K, class P>
+template <class K, class P, class C>
 __device__ __forceinline__ void close_segment(const typename K::Args &a, const typename P::S &v,
-                                              const typename P::S &carry, long long k) {
+                                              const C &carry, long long k) {
     K::write_row(a, v, carry, k);
 }
 
@@ -765,10 +765,9 @@ __device__ __forceinline__ void close_segment(const typename K::Args &a, const t
  * every segment closing after a head among them is written here; the first one closing
  * before any head (begun earlier) is left in `first` / `first_k` for the caller. A thread
  * none of whose items closes a segment only folds. */
-template <class K, class P, bool FULL>
+template <class K, class P, bool FULL, class C>
 __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
-                                                     const typename K::Args &a,
-                                                     const typename P::S &carry,
+                                                     const typename K::Args &a, const C &carry,
                                                      typename P::S &first, long long &first_k) {
     typedef typename P::S S;
     const typename P::Op op;
@@ -808,10 +807,9 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
  * block scan gives each thread its prefix, the thread's first closing segment is written
  * from it (and, begun before the block, recorded in the block's record `mine` as pending);
  * `running`, the block's state, moves past the tile. */
-template <class K, class P>
+template <class K, class P, class C>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
-                                                    const typename K::Args &a,
-                                                    const typename P::S &carry,
+                                                    const typename K::Args &a, const C &carry,
                                                     block_scan_storage<typename P::S, K::block> &storage,
                                                     uint32_t *mine, bool first_block,
                                                     typename P::S &running) {
@@ -834,12 +832,14 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
 
 /* The last block to finish, in the loops over segments without look-back: the blocks'
  * exclusive prefixes in block order (each thread a contiguous run of blocks, the block scan
- * over the threads), each recorded segment written again, complete, then the carry. */
-template <class K, class P>
-__device__ __forceinline__ void join_block_records(const typename K::Args &a,
-                                                   unsigned char *records, long long nblocks,
-                                                   const typename P::S &carry,
-                                                   block_scan_storage<typename P::S, K::block> &storage) {
+ * over the threads), each recorded segment written again, complete. Returns the fold of every
+ * block's state (the batch's, from block 0's start), in every thread. `carry` is the phase
+ * state's (the index base); P may be another state's traits (the runs' loop). */
+template <class K, class P, class C>
+__device__ __forceinline__ typename P::S join_block_records(const typename K::Args &a,
+                                                            unsigned char *records,
+                                                            long long nblocks, const C &carry,
+                                                            block_scan_storage<typename P::S, K::block> &storage) {
     typedef typename P::S S;
     constexpr int W = words_of<S>::value;
     const typename P::Op op;
@@ -858,12 +858,7 @@ __device__ __forceinline__ void join_block_records(const typename K::Args &a,
         }
         prefix = op(prefix, load_state<S>(rec));
     }
-    if (threadIdx.x == 0) {
-        S out = total;
-        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
-    }
+    return total;
 }
 
 template <class K>
@@ -906,7 +901,12 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     }
     if (threadIdx.x == 0) store_state(mine, running);
     if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
-    join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
+    S out = join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
+    if (threadIdx.x == 0) {
+        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    }
 }
 
 /* ---- the runs' aggregate loop -----------------------------------------------------------
@@ -926,9 +926,9 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
  * key differs from row r - 1's, and row 0 when the carry's open run has another key. The key
  * column is read in 16-byte vectors, each thread a vector in turn (coalesced), four in
  * flight; the key before each vector is a second, cached load. */
-template <class K, class S>
+template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a, long long r0,
-                                                       long long r1, const S &carry) {
+                                                       long long r1, const C &carry) {
     typedef typename K::Keys KY;
     typedef typename KY::key_t T;
     constexpr int V = 16 / (int)sizeof(T), U = 4;
@@ -974,13 +974,24 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
     return n;
 }
 
+/* Block p's key changes from its record, once it has published them. */
+template <class S>
+__device__ __forceinline__ long long block_changes(unsigned char *records, long long p) {
+    constexpr int W = words_of<S>::value;
+    const uint64_t *slot = reinterpret_cast<const uint64_t *>(block_record<S>(records, p) + 2 * W + 4);
+    unsigned long long v;
+    while ((v = load_volatile_u64(slot)) == 0ull) __nanosleep(64);
+    return (long long)(v - 1ull);
+}
+
 struct plus_ll {
     __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
 };
 
 template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typename K::Args &a) {
-    typedef typename first_phase<typename K::Phases>::type P;
-    typedef typename P::S S;
+    typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
+    typedef typename K::Run R;                                  /* the loop's (run state) */
+    typedef typename R::S S;
     constexpr int STAGES = K::stages, W = words_of<S>::value;
     const long long rows = a.rows, ntiles = a.ntiles;
     const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
@@ -998,13 +1009,13 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     __shared__ tile_queue<STAGES> queue;
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi); /* in flight while the keys are counted */
-    const S carry = carry_in<K, P>(a, true);
+    const typename P::S carry = carry_in<K, P>(a, true);
     const plus_ll plus;
     /* the key changes in the block's rows, published (plus one: zero is "not yet") */
     long long excl, changes, base = 0;
     {
         const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
-        const long long mine_n = count_key_changes<K, S>(a, lo * K::tile, r1, carry);
+        const long long mine_n = count_key_changes<K>(a, lo * K::tile, r1, carry);
         block_exclusive_scan<long long, K::block, 0>(count_storage, mine_n, 0ll, plus, excl, changes);
         if (threadIdx.x == 0)
             store_volatile_u64(reinterpret_cast<uint64_t *>(mine + 2 * W + 4),
@@ -1013,24 +1024,21 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     /* the changes before the block: every earlier block's count */
     {
         long long before = 0;
-        for (long long p = threadIdx.x; p < b; p += K::block) {
-            const uint64_t *slot = reinterpret_cast<const uint64_t *>(block_record<S>(records, p) + 2 * W + 4);
-            unsigned long long v;
-            while ((v = load_volatile_u64(slot)) == 0ull) __nanosleep(64);
-            before += (long long)(v - 1ull);
-        }
+        for (long long p = threadIdx.x; p < b; p += K::block)
+            before += block_changes<S>(records, p);
         __syncthreads(); /* count_storage is read by the scan above until here */
         block_exclusive_scan<long long, K::block, 0>(count_storage, before, 0ll, plus, excl, base);
         __syncthreads(); /* and until here: each tile scans its changes in it again */
     }
-    S running = P::identity();
+    const S carry_run = K::run_state(carry);
+    S running = R::identity();
     if (lo == 0) {
-        running = carry;
+        running = carry_run;
         /* row 0 of another key closes the carry's open run: place 0 */
         if (threadIdx.x == 0 && rows > 0 &&
             K::Keys::carry_differs(carry, static_cast<const typename K::Keys::key_t *>(
                                               a.in[K::Keys::input])[0]))
-            close_segment<K, P>(a, carry, carry, 0);
+            close_segment<K, R>(a, carry_run, carry, 0);
     }
     long long tile_base = base;
     for (long long tile = lo; tile < hi; tile++) {
@@ -1049,12 +1057,20 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
                                                      plus, excl, tile_changes);
         t.run_base = tile_base + excl;
         tile_base += tile_changes;
-        close_tile_segments<K, P>(t, a, carry, scan_storage, mine, lo == 0, running);
+        close_tile_segments<K, R>(t, a, carry, scan_storage, mine, lo == 0, running);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
     }
     if (threadIdx.x == 0) store_state(mine, running);
     if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
-    join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
+    const S total = join_block_records<K, R>(a, records, nblocks, carry, scan_storage);
+    /* the batch's key changes: every block's count */
+    long long all = 0, batch_changes;
+    for (long long p = threadIdx.x; p < nblocks; p += K::block) all += block_changes<S>(records, p);
+    block_exclusive_scan<long long, K::block, 0>(count_storage, all, 0ll, plus, excl, batch_changes);
+    if (threadIdx.x == 0) {
+        const typename P::S out = K::run_carry(total, carry, batch_changes, a);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+    }
 }
 
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it

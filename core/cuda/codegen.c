@@ -869,11 +869,11 @@ static void emit_struct(cg *g, int phase) {
 }
 
 /* Tile::element(S<phase> &e, int i): the per-row element state of the thread's item i. */
-static void emit_element(cg *g, int phase) {
+static void emit_element(cg *g, int phase, bool run_state) {
     sl_strbuf *sb = &g->sb;
-    sl_strbuf_printf(sb, "    template <bool FULL> __device__ __forceinline__ void element(S%d &e, "
+    sl_strbuf_printf(sb, "    template <bool FULL> __device__ __forceinline__ void element(%c%d &e, "
                          "int i) const {\n",
-                     phase);
+                     run_state ? 'R' : 'S', phase);
     /* each alive<k> once, from the one before: written out per use, the compiler evaluated
        the shared conditions twice and kept more registers (six-stage bench: 95 against 80).
        FULL: the tile has no row past the batch's end, so every row is in it and the element's
@@ -907,7 +907,11 @@ static void emit_element(cg *g, int phase) {
             if (r->segments == SL_SEGMENTS_OFFSETS)
                 sl_strbuf_printf(sb, "            e.f%d = (sl_bool)head_bit(i);\n",
                                  slot->restart_field);
-            if (r->segments == SL_SEGMENTS_KEY) {
+            if (r->segments == SL_SEGMENTS_KEY && run_state) /* the change is a head bit */
+                sl_strbuf_printf(sb, "            e.f%d = (sl_bool)head_bit(i); e.f%d = %s(c%d[i]);\n",
+                                 slot->restart_field, slot->last_field,
+                                 key_read(g, r->segment_column), r->segment_column);
+            else if (r->segments == SL_SEGMENTS_KEY) {
                 const char *kr = key_read(g, r->segment_column);
                 sl_strbuf_printf(sb, "            e.f%d = %s(c%d[i]); e.f%d = %s(c%d[i]);\n",
                                  slot->first_field, kr, r->segment_column, slot->last_field, kr,
@@ -1260,7 +1264,8 @@ static void emit_tile(cg *g) {
                          "        sl::run_heads<RunKeys>(*this, c%d, a, staged, tile_buf, carry);\n    }\n",
                          g->reduce->segment_column);
     for (int ph = 1; ph <= g->phases; ph++) {
-        emit_element(g, ph);
+        emit_element(g, ph, false);
+        if (runs_aggregate(g) && ph == g->slots[g->reduce_slot].phase) emit_element(g, ph, true);
         /* the loops over segments without look-back write rows through Kernel::write_row */
         if (!block_records_loop(g)) emit_outputs(g, ph);
         if (reduce_outputs_phase(g, ph)) emit_reduce_quiet(g);
@@ -1271,6 +1276,8 @@ static void emit_tile(cg *g) {
 
 static void emit_reduce_close(cg *g);
 static void emit_run_keys(cg *g);
+static void emit_run_state(cg *g);
+static void emit_run_carry(cg *g);
 static void emit_reduce_row(cg *g, const char *st, const char *at, const char *index,
                             bool with_key, const char *indent);
 
@@ -1322,7 +1329,10 @@ static sluice_status emit_kernel(cg *g) {
                      o->ninputs ? o->ninputs : 1, o->noutputs ? o->noutputs : 1,
                      p->nparams ? p->nparams : 1);
     for (int ph = 1; ph <= g->phases; ph++) emit_struct(g, ph);
-    if (runs_aggregate(g)) emit_run_keys(g);
+    if (runs_aggregate(g)) {
+        emit_run_state(g);
+        emit_run_keys(g);
+    }
     emit_tile(g);
 
     /* the instantiation */
@@ -1343,22 +1353,28 @@ static sluice_status emit_kernel(cg *g) {
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
                      o->offsets_input);
     emit_issue_loads(g);
-    if (runs_aggregate(g)) sl_strbuf_append(sb, "    typedef RunKeys Keys;\n");
+    if (runs_aggregate(g)) {
+        sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
+                         g->slots[g->reduce_slot].phase);
+        emit_run_carry(g);
+    }
     if (block_records_loop(g)) {
-        /* a segment's row from its whole state, at ordinal k of the batch */
+        /* a segment's row from its whole state (the runs' loop: its run state), at ordinal k
+           of the batch */
         const cg_slot *rs = &g->slots[g->reduce_slot];
+        const char st = runs_aggregate(g) ? 'R' : 'S';
         char index_k[48];
         snprintf(index_k, sizeof index_k, "carry.f%d + k", rs->total_field);
         sl_strbuf_printf(sb, "    __device__ static __forceinline__ void write_row(const SlArgs &a, "
-                             "const S%d &v, const S%d &carry, long long k) {\n"
+                             "const %c%d &v, const S%d &carry, long long k) {\n"
                              "        (void)a; (void)v; (void)carry; (void)k;\n",
-                         rs->phase, rs->phase);
+                         st, rs->phase, rs->phase);
         emit_reduce_row(g, "v", "k", index_k, runs_aggregate(g), "        ");
         sl_strbuf_append(sb, "    }\n");
         /* whether a head was folded into a state: its segment began inside the fold */
-        sl_strbuf_printf(sb, "    __device__ static __forceinline__ bool restarted(const S%d &v) "
+        sl_strbuf_printf(sb, "    __device__ static __forceinline__ bool restarted(const %c%d &v) "
                              "{ return v.f%d != 0; }\n",
-                         rs->phase, rs->restart_field);
+                         st, rs->phase, rs->restart_field);
     }
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
@@ -1398,6 +1414,127 @@ static void emit_run_keys(cg *g) {
                      ctype(type), k, g->staged[k] ? "true" : "false",
                      g->staged[k] ? g->stage_offset[k] : (size_t)0, tn, kr, kr, rs->phase,
                      rs->flag_field, tn, rs->last_field, kr);
+}
+
+/* The runs' loop state R<phase> (runs_aggregate_loop), its identity and combine, and its
+ * traits RunPhase<phase>: the reduce's values, the last key, whether a row was seen and
+ * whether a run began inside (a change, known from the head bits): the key reduce's state less
+ * the first key and the two counts, which the loop knows from the blocks' counts, and with the
+ * combine of a head-flag reduce (the right span restarts where a change is in it) instead of
+ * key comparisons. Field ids are the phase state's, so element, write_row and the value
+ * combines read the same names. */
+static void emit_run_state(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    const int ph = rs->phase;
+    const char *key_t = ctype(g->fields[rs->last_field].type);
+    sl_strbuf_printf(sb, "struct R%d {\n", ph);
+    /* widest first: no padding between them */
+    for (size_t width = 8; width >= 1; width /= 2) {
+        for (int si = 0; si < g->nslots; si++) {
+            const cg_slot *slot = &g->slots[si];
+            if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+            for (int f = 0; f < slot->sc->nfields; f++)
+                if (sluice_type_size(slot->sc->acc[f]) == width)
+                    sl_strbuf_printf(sb, "    %s f%d;\n", ctype(slot->sc->acc[f]),
+                                     slot->value_field[f]);
+        }
+        if (sluice_type_size(g->fields[rs->last_field].type) == width)
+            sl_strbuf_printf(sb, "    %s f%d;\n", key_t, rs->last_field);
+    }
+    sl_strbuf_printf(sb, "    sl_bool f%d;\n    sl_bool f%d;\n};\n", rs->flag_field,
+                     rs->restart_field);
+    sl_strbuf_printf(sb, "__device__ __forceinline__ R%d r%d_identity() {\n    R%d s = {};\n",
+                     ph, ph, ph);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+        for (int f = 0; f < slot->sc->nfields; f++) {
+            sl_strbuf_printf(sb, "    s.f%d = ", slot->value_field[f]);
+            emit_value(sb, slot->sc->acc[f], slot->sc->identity[f]);
+            sl_strbuf_append(sb, ";\n");
+        }
+    }
+    sl_strbuf_append(sb, "    return s;\n}\n");
+    sl_strbuf_printf(sb,
+                     "struct ROp%d {\n    __device__ __forceinline__ R%d operator()(const R%d &l, "
+                     "const R%d &r) const {\n        R%d o = {};\n"
+                     "        const bool take_r = r.f%d != 0;\n",
+                     ph, ph, ph, ph, ph, rs->restart_field);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+        sl_strbuf_append(sb, "        {\n");
+        for (int f = 0; f < slot->sc->nfields; f++) {
+            sl_strbuf_printf(sb, "            const %s v%d = ", ctype(slot->sc->acc[f]), f);
+            emit_value_combine(g, slot->sc, slot, f);
+            sl_strbuf_append(sb, ";\n");
+        }
+        for (int f = 0; f < slot->sc->nfields; f++)
+            sl_strbuf_printf(sb, "            o.f%d = take_r ? r.f%d : v%d;\n",
+                             slot->value_field[f], slot->value_field[f], f);
+        sl_strbuf_append(sb, "        }\n");
+    }
+    int seen = rs->flag_field, restart = rs->restart_field, last = rs->last_field;
+    sl_strbuf_printf(sb,
+                     "        o.f%d = r.f%d ? r.f%d : l.f%d;\n"
+                     "        o.f%d = (sl_bool)(l.f%d | r.f%d);\n"
+                     "        o.f%d = (sl_bool)(l.f%d | r.f%d);\n"
+                     "        return o;\n    }\n};\n",
+                     last, seen, last, last, seen, seen, seen, restart, restart, restart);
+    sl_strbuf_printf(sb,
+                     "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
+                     "    static constexpr bool ORDERED = false, COUNTS = false, REDUCES = false, "
+                     "BATCH_CONSTANTS = false;\n"
+                     "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
+                     "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
+                     "    __device__ static __forceinline__ long long count(const S &s) { return "
+                     "((void)s, 0ll); }\n"
+                     "    __device__ static __forceinline__ void batch_constants(S &s, const S &c) "
+                     "{ (void)s; (void)c; }\n};\n",
+                     ph, ph, ph, ph, ph);
+}
+
+/* Kernel::run_state (the carry's open run as a run state) and Kernel::run_carry (the carry
+ * after the batch: the key reduce's state from the runs' loop's total over the batch, the
+ * carry before it and the batch's key changes). */
+static void emit_run_carry(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    const int ph = rs->phase;
+    sl_strbuf_printf(sb, "    __device__ static __forceinline__ R%d run_state(const S%d &c) {\n"
+                         "        R%d r = r%d_identity();\n",
+                     ph, ph, ph, ph);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+        for (int f = 0; f < slot->sc->nfields; f++)
+            sl_strbuf_printf(sb, "        r.f%d = c.f%d;\n", slot->value_field[f], slot->value_field[f]);
+    }
+    sl_strbuf_printf(sb, "        r.f%d = c.f%d;\n        r.f%d = c.f%d;\n        return r;\n    }\n",
+                     rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
+    const int key = input_of(g, g->reduce->segment_column);
+    sl_strbuf_printf(sb,
+                     "    __device__ static __forceinline__ S%d run_carry(const R%d &t, const S%d &c, "
+                     "long long changes, const SlArgs &a) {\n        S%d s = c;\n",
+                     ph, ph, ph, ph);
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+        for (int f = 0; f < slot->sc->nfields; f++)
+            sl_strbuf_printf(sb, "        s.f%d = t.f%d;\n", slot->value_field[f], slot->value_field[f]);
+    }
+    sl_strbuf_printf(sb,
+                     "        s.f%d = c.f%d + changes;\n        s.f%d = c.f%d + changes;\n"
+                     "        s.f%d = (sl_bool)((c.f%d && c.f%d) || changes > 0);\n"
+                     "        if (!c.f%d && a.rows > 0) s.f%d = %s(((const %s *)a.in[%d])[0]);\n"
+                     "        if (t.f%d) s.f%d = t.f%d;\n        s.f%d = t.f%d;\n"
+                     "        return s;\n    }\n",
+                     rs->count_field, rs->count_field, rs->total_field, rs->total_field,
+                     rs->restart_field, rs->flag_field, rs->restart_field, rs->flag_field,
+                     rs->first_field, key_read(g, g->reduce->segment_column),
+                     ctype(g->p->columns[g->reduce->segment_column].type), key,
+                     rs->flag_field, rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
 }
 
 /* Index of column c among the kernel's outputs, -1 when it is not written. */
