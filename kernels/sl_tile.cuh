@@ -662,44 +662,67 @@ __device__ __forceinline__ bool last_to_finish(unsigned char *scratch, long long
  * close kernel emits. So the association is fixed by the grid: run to run the same bits, and
  * no commutativity assumed. Where the generator found every value's operator indifferent to
  * the order of rows (K::commutative), each thread instead folds its items of all the block's
- * tiles and the block combines the threads once at the end: one barrier per tile instead of
- * a block scan and two. The tiles' inputs stream through STAGES shared-memory stages, the
- * next ones in flight while one is reduced. */
+ * tiles, reading them from global memory directly, and the block combines the threads once
+ * at the end: no barrier inside the loop. Otherwise the tiles' inputs stream through STAGES
+ * shared-memory stages, the next ones in flight while one is reduced. */
+/* The block's tiles [lo, hi) folded: thread 0's fold (each tile's aggregate in turn), or
+ * where the operators do not care about the order of rows each thread's fold of its items,
+ * read straight from global memory (no shared-memory stages, no barrier: nothing is shared
+ * between threads until the end, so the loads of many resident blocks keep the memory busy,
+ * as a copy's do). */
+template <class K, class P>
+__device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args &a, long long lo,
+                                                          long long hi,
+                                                          block_scan_storage<typename P::S, K::block> &scan_storage) {
+    typedef typename P::S S;
+    const long long rows = a.rows;
+    const typename K::Params params(a);
+    S running = P::identity();
+    if constexpr (K::commutative) {
+        for (long long tile = lo; tile < hi; tile++) {
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile);
+            t.load_inputs(a, false, nullptr);
+            t.maps(0);
+            running = fold_items<K, P>(t, running);
+        }
+    } else {
+        constexpr int STAGES = K::stages;
+        const typename P::Op op;
+        __shared__ tile_queue<STAGES> queue;
+        SL_DYNAMIC_SMEM(uint4, sl_smem);
+        start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
+        for (long long tile = lo; tile < hi; tile++) {
+            const long long k = tile - lo;
+            const int s = (int)(k % STAGES);
+            queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile);
+            t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
+            t.maps(0);
+            S thread_excl, block_agg;
+            tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
+            if (threadIdx.x == 0) running = op(running, block_agg);
+            next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
+        }
+    }
+    return running;
+}
+
 template <class K> __device__ __forceinline__ void aggregate_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
-    constexpr int STAGES = K::stages, W = words_of<S>::value;
-    const long long rows = a.rows, ntiles = a.ntiles;
+    constexpr int W = words_of<S>::value;
+    const long long ntiles = a.ntiles;
     const block_tiles bt = tiles_of_block(ntiles);
     if ((long long)blockIdx.x >= bt.nblocks) return;
     const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
-    const typename K::Params params(a);
     const typename P::Op op;
     uint32_t *const partials = reinterpret_cast<uint32_t *>(
         a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(0, (unsigned long long)ntiles));
     __shared__ block_scan_storage<S, K::block> scan_storage;
-    __shared__ tile_queue<STAGES> queue;
-    SL_DYNAMIC_SMEM(uint4, sl_smem);
-    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
     /* thread 0's fold of the block's tiles; commutative: each thread's fold of its items */
-    S running = P::identity();
-    for (long long tile = lo; tile < hi; tile++) {
-        const long long k = tile - lo;
-        const int s = (int)(k % STAGES);
-        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
-        typename K::Tile t(params);
-        t.at(rows, tile, K::tile);
-        t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
-        t.maps(0);
-        if constexpr (K::commutative) {
-            running = fold_items<K, P>(t, running);
-        } else {
-            S thread_excl, block_agg;
-            tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
-            if (threadIdx.x == 0) running = op(running, block_agg);
-        }
-        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
-    }
+    S running = fold_block_tiles<K, P>(a, lo, hi, scan_storage);
     if constexpr (K::commutative) {
         S thread_excl, block_total;
         block_exclusive_scan<S, K::block, 0>(scan_storage, running, P::identity(), op, thread_excl,

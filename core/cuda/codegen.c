@@ -1304,7 +1304,7 @@ static sluice_status emit_kernel(cg *g) {
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
     if (widest_state > 32) min_blocks = 1;
     /* no more blocks than the stages let reside (static shared memory: ~2-3 KB) */
-    int by_smem = (int)(SL_CG_SMEM_PER_SM / ((size_t)stages_of(g) * g->buf_bytes + 3072));
+    int by_smem = (int)(SL_CG_SMEM_PER_SM / (o->dynamic_smem + 3072));
     if (by_smem < 1) by_smem = 1;
     if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
@@ -1698,7 +1698,8 @@ static sluice_status plan_stages(cg *g) {
     }
     size_t buf = tile * widest > end ? tile * widest : end;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes;
+    /* the commutative aggregate loop reads its rows from global memory (no stages) */
+    o->dynamic_smem = g->commutative ? 0 : (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
 
