@@ -947,14 +947,14 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
 
 /* The key changes among the batch's rows [r0, r1), this thread's share: rows r >= 1 whose
  * key differs from row r - 1's, and row 0 when the carry's open run has another key. The key
- * column is read in 16-byte vectors, each thread a vector in turn (coalesced), four in
+ * column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
  * flight; the key before each vector is a second, cached load. */
 template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a, long long r0,
                                                        long long r1, const C &carry) {
     typedef typename K::Keys KY;
     typedef typename KY::key_t T;
-    constexpr int V = 16 / (int)sizeof(T), U = 4;
+    constexpr int V = 16 / (int)sizeof(T), U = 8;
     const T *col = static_cast<const T *>(a.in[KY::input]);
     long long n = 0;
     if (r0 == 0) {
