@@ -112,6 +112,7 @@ typedef struct lane {
 
 typedef struct cuda_session {
     int device, arch;
+    bool one_device;        /* the process sees no other device: enter_device has no work */
     cudaStream_t stream, copy, copy_out; /* compute, copies in, copies out */
     bool own_stream;
     cudaEvent_t slot_free[STAGING_MAX_SLOTS]; /* recorded after the last copy using the slot */
@@ -216,8 +217,11 @@ static bool cuda_available(void) { return gpu_present() && sl_cuda_nvrtc_availab
 /* ---- the session's device ---------------------------------------------------------------- */
 
 /* Every call works on the device the session was opened on, whatever the calling thread's
- * current device is, and leaves the caller's choice as it was. */
+ * current device is, and leaves the caller's choice as it was. In a process that sees one
+ * device there is no other choice, so nothing is asked (a push and its pull made about ten
+ * cudaGetDevice calls). */
 static int enter_device(const cuda_session *cs) {
+    if (cs->one_device) return -1;
     int prev = cs->device;
     if (cudaGetDevice(&prev) != cudaSuccess) {
         cudaGetLastError();
@@ -448,12 +452,15 @@ static sluice_status open_impl(sluice_session *s, cuda_session *cs) {
     sluice_context *ctx = s->ctx;
     const sluice_pipeline *p = s->pipeline;
     CUDA_TRY(ctx, cudaGetDevice(&cs->device), "choosing the device");
+    int ndevices = 0;
+    CUDA_TRY(ctx, cudaGetDeviceCount(&ndevices), "counting the devices");
     int major = 0, minor = 0;
     CUDA_TRY(ctx, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cs->device),
              "reading the device's compute capability");
     CUDA_TRY(ctx, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cs->device),
              "reading the device's compute capability");
     cs->arch = major * 10 + minor;
+    cs->one_device = ndevices == 1;
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&cs->stream, cudaStreamNonBlocking), "creating a stream");
     cs->own_stream = true;
     /* Pinned memory is slow to allocate: small sessions get small slots. */
@@ -1010,14 +1017,18 @@ static bool size_late(sluice_session *s, lane *ln, int64_t rows) {
     sluice_batch *b = ln->batch, *nb = rows > 0 ? sl_cuda_pinned_batch_new(s, rows) : NULL;
     if (!nb) nb = sl_batch_new_host(s->ctx, p, rows > 0 ? rows : 1);
     if (!nb) return false;
-    sluice_column *cols = b->columns;
-    void **owned = b->owned;
+    /* Entry by entry: a batch's tables live in its own allocation (sl_batch_shell). Both
+     * batches have the pipeline's outputs, so names and types already agree. */
+    for (size_t i = 0; i < b->ncolumns; i++) {
+        void *owned = b->owned[i];
+        const void *data = b->columns[i].data;
+        b->owned[i] = nb->owned[i];
+        b->columns[i].data = nb->columns[i].data;
+        nb->owned[i] = owned;
+        nb->columns[i].data = data;
+    }
     void (*free_host)(sluice_context *, void *) = b->free_host;
-    b->columns = nb->columns;
-    b->owned = nb->owned;
     b->free_host = nb->free_host;
-    nb->columns = cols;
-    nb->owned = owned;
     nb->free_host = free_host;
     sluice_batch_free(nb); /* the stand-in columns */
     set_rows(b, rows);
@@ -1365,7 +1376,7 @@ static cudaError_t wait_event(cudaEvent_t ev, int64_t deadline, bool *ready) {
             return e;
         }
         if (e != cudaErrorNotReady) return e;
-        if (clock_ns() >= deadline) return cudaSuccess;
+        if (deadline == 0 || clock_ns() >= deadline) return cudaSuccess; /* 0: only look */
         struct timespec pause = {0, 20000}; /* 20 us: a small batch's time on the GPU */
         nanosleep(&pause, NULL);
     }
@@ -1409,13 +1420,18 @@ static sluice_status lane_advance(sluice_session *s, cuda_session *cs, lane *ln,
 
 static sluice_status progress_impl(sluice_session *s, cuda_session *cs, int64_t until,
                                    int64_t timeout_ns, int64_t *done) {
-    int64_t deadline = timeout_ns < 0 ? -1 : clock_ns() + timeout_ns;
+    /* A poll (timeout 0) reads no clock: deadline 0 is "only look" (wait_event). */
+    int64_t deadline = timeout_ns <= 0 ? timeout_ns : clock_ns() + timeout_ns;
     int64_t seq = *done;
     for (; seq < cs->seen_end; seq++) {
         lane *ln = &cs->lanes[seq % cs->depth];
         if (ln->seq != seq) continue; /* forgotten by a rollback: nothing in flight */
+        /* Up to `until` wait as told; past it only look, and only at a piece whose copy out
+         * waits for its compute (looking issues it early): any other piece just issued is
+         * found complete by a later poll, and a query now would cost host time for nothing
+         * (the executor polls up to the pieces before its call, exec.c txn_end). */
+        if (seq > until && !(ln->copy_pending && ln->batch)) break;
         bool complete;
-        /* Up to `until` wait as told; past it only look (results ready early are free). */
         sluice_status st = lane_advance(s, cs, ln, seq <= until ? deadline : 0, &complete);
         if (st != SLUICE_OK) {
             forget_from(cs, seq);

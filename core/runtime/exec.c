@@ -261,7 +261,14 @@ static sluice_status txn_end(sluice_session *s, sluice_status st, bool is_push) 
     m->queued_end = ex->queued;
     ex->mcount++;
     if (is_push) ex->pushes++;
-    return wait_pieces(s, ex->pieces - 1, s->depth == 1 ? -1 : 0);
+    /* Depth 1: the call's pieces complete before it returns. Deeper: one poll a call (this
+     * one; none before the call's work, so a failure found here rejects this call too, as
+     * reject_failed does for any call after the failed one), up to the calls before this
+     * one: pieces it issued a moment ago are not asked about (a query of work just launched
+     * costs host time and never finds it done; a backend may still look at them, the CUDA
+     * one where that issues a copy out: core/cuda/backend.c, progress_impl). */
+    return wait_pieces(s, s->depth == 1 ? ex->pieces - 1 : m->first_piece - 1,
+                       s->depth == 1 ? -1 : 0);
 }
 
 /* ---- stream-wide sort buffers ----------------------------------------------------------- */
@@ -882,10 +889,10 @@ static sluice_status merge_runs(sluice_session *s, int gi) {
 
 sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
     sl_input in = *input;
-    sl_exec *ex = s->exec;
-    /* A failure found in flight rejects this push too: found first, nothing to undo. */
-    sluice_status st = wait_pieces(s, ex->pieces - 1, 0);
-    if (st == SLUICE_OK && s->backend->check_input) st = s->backend->check_input(s, &in);
+    /* No poll before the push's work: txn_end polls once, after it (a failure found in
+     * flight then rejects this push with the failed one, reject_failed). */
+    sluice_status st = SLUICE_OK;
+    if (s->backend->check_input) st = s->backend->check_input(s, &in);
     if (st == SLUICE_OK) st = spill_over_budget(s); /* complete rows only: nothing to undo */
     if (st == SLUICE_OK) {
         txn_begin(s);
@@ -1030,7 +1037,13 @@ static int64_t ready_count(const sluice_session *s) {
 sluice_status sl_exec_next(sluice_session *s, int64_t timeout_ns, sluice_batch **out) {
     sl_exec *ex = s->exec;
     *out = NULL;
-    int64_t deadline = timeout_ns < 0 ? -1 : now_ns() + timeout_ns;
+    /* A pull (timeout 0) reads no clock: one poll, then it returns. A deadline past the
+     * clock's range is none (-1). */
+    int64_t deadline = timeout_ns;
+    if (timeout_ns > 0) {
+        int64_t now = now_ns();
+        deadline = timeout_ns > INT64_MAX - now ? -1 : now + timeout_ns;
+    }
     for (;;) {
         while (ready_count(s) > 0) {
             sluice_batch *b = s->queue[s->queue_head];
@@ -1043,14 +1056,15 @@ sluice_status sl_exec_next(sluice_session *s, int64_t timeout_ns, sluice_batch *
             sluice_batch_free(b);
         }
         if (ex->mcount == 0) return SLUICE_OK; /* nothing in flight */
-        int64_t left = -1;
-        if (deadline >= 0) {
+        int64_t left = deadline;
+        if (deadline > 0) {
             left = deadline - now_ns();
             if (left < 0) left = 0;
         }
         sluice_status st = wait_pieces(s, mark_at(ex, 0)->end_piece - 1, left);
         if (st != SLUICE_OK) return reject_failed(s, st);
-        if (ready_count(s) == 0 && deadline >= 0 && now_ns() >= deadline) return SLUICE_OK;
+        if (ready_count(s) == 0 && (deadline == 0 || (deadline > 0 && now_ns() >= deadline)))
+            return SLUICE_OK;
     }
 }
 

@@ -97,7 +97,9 @@ struct sluice_batch {
 };
 
 /* A result batch of p's outputs with its columns named and typed, no rows and no memory
- * (data and owned NULL): backends fill it from their own memory. NULL when out of memory. */
+ * (data and owned NULL): backends fill it from their own memory. NULL when out of memory.
+ * The columns and owned tables share the batch's one allocation: fill their entries, never
+ * replace the table pointers. */
 sluice_batch *sl_batch_shell(sluice_context *ctx, const sluice_pipeline *p);
 /* Allocates an empty result batch for the pipeline's outputs with rows rows of host memory
  * per column (64-byte aligned, from the context's allocator). NULL on allocation failure. */
