@@ -16,7 +16,13 @@
  *     (the scan's bar), and pinned H2D of the input alone (the filter's bar);
  *   - 2^20- against 2^26-row batches over the same 2^28 rows: device-resident (map, filter
  *     and count scan, outputs left on the device) and host-resident (the scan, from
- *     sluice_cuda_host_alloc memory), with the host time of one push;
+ *     sluice_cuda_host_alloc memory), with the host time of one push; for the device-resident
+ *     small batches also where that time goes: how many batches were in flight when each
+ *     push began (a push finding the default depth of 3 waits for the GPU), the host time of
+ *     each call with the GPU idle (push; a pull while the piece just pushed runs; a pull of
+ *     a complete batch; sluice_batch_free), and the GPU's own time a piece, measured with
+ *     the pieces queued back to back behind a gate on the session's stream (so the host
+ *     cannot be what it waits for);
  * With `staging` last, only the bus limit and the malloc rows at the default depth (one piece
  * a push) run, labelled with the staging settings of the environment, for a sweep from a
  * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h). With
@@ -149,12 +155,16 @@ static void drain(job *j, int wait) {
 /* One stream: `nb` pushes of `rows` rows from cols (host or device), each batch at
  * src + k * stride rows, then flush and every result pulled. Returns ms; *push_us the mean
  * host time of one push call. */
+static int64_t g_began_with[5]; /* pushes by the batches in flight when they began: 0..3, 4+ */
+
 static double run_stream(job *j, const float *src, int64_t stride, int64_t rows, int nb,
                          int on_device, double *push_us) {
     double t0 = now_ms(), in_push = 0;
     j->rows_out = 0;
     for (int k = 0; k < nb; k++) {
         sluice_column c = {"x", SLUICE_F32, src + (size_t)k * (size_t)stride, rows};
+        int64_t f = sluice_session_in_flight(j->s); /* no poll: as the last call left it */
+        g_began_with[f < 4 ? f : 4]++;
         double a = now_ms();
         sluice_status st = on_device ? sluice_cuda_session_push_device(j->s, &c, 1)
                                      : sluice_session_push(j->s, &c, 1);
@@ -179,6 +189,100 @@ static double time_stream(job *j, const float *src, int64_t stride, int64_t rows
     run_stream(j, src, stride, rows, nb, on_device, NULL);
     for (int r = 0; r < g_reps; r++) t[r] = run_stream(j, src, stride, rows, nb, on_device, &pu[r]);
     if (push_us) *push_us = median(pu, g_reps);
+    return median(t, g_reps);
+}
+
+/* ---- where a small device push's time goes --------------------------------------------- */
+
+/* One sluice_session_pull; frees what it gives (NULL: nothing was ready). */
+static void pull_one(job *j) {
+    sluice_batch *b = NULL;
+    sluice_status st = sluice_session_pull(j->s, &b);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "pulling");
+    sluice_batch_free(b);
+}
+
+/* Host time of each call with the GPU idle, medians in us over n pushes of `rows` device
+ * rows: [0] the push, [1] a pull while that piece runs (it polls the piece and finds it not
+ * done, unless the GPU was quicker), [2] a pull once the stream is synchronised (the batch is
+ * complete), [3] sluice_batch_free of that batch. The stream is synchronised (not timed)
+ * before each push, so no call waits for the GPU's earlier work. */
+static void host_costs(job *j, const float *dx, int64_t rows, int n, double us[4]) {
+    cudaStream_t stream = sluice_cuda_session_stream(j->s);
+    double t[4][64];
+    if (n > 64) n = 64;
+    for (int k = 0; k < n; k++) {
+        sluice_column c = {"x", SLUICE_F32, dx + (size_t)k * (size_t)rows, rows};
+        CK(cudaStreamSynchronize(stream));
+        double a = now_ms();
+        sluice_status st = sluice_cuda_session_push_device(j->s, &c, 1);
+        double b = now_ms();
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pushing");
+        pull_one(j);
+        double c1 = now_ms();
+        CK(cudaStreamSynchronize(stream));
+        sluice_batch *out = NULL;
+        double d = now_ms();
+        st = sluice_session_pull(j->s, &out);
+        double e = now_ms();
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pulling");
+        sluice_batch_free(out); /* NULL when the pull while it ran took it: then ~0 */
+        double f = now_ms();
+        t[0][k] = (b - a) * 1e3;
+        t[1][k] = (c1 - b) * 1e3;
+        t[2][k] = (e - d) * 1e3;
+        t[3][k] = (f - e) * 1e3;
+    }
+    for (int i = 0; i < 4; i++) us[i] = median(t[i], n);
+    sluice_status st = sluice_session_flush(j->s);
+    if (st == SLUICE_OK) st = sluice_session_reset(j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "flushing");
+}
+
+/* The gate: a host function queued on the session's stream holds it until released, so the
+ * pieces pushed meanwhile queue behind it and then run back to back. It lets itself go after
+ * 5 s, in case the host waited on the stream (the measurement is then void, not a hang). */
+static int g_gate;
+static void CUDART_CB gate_hold(void *arg) {
+    (void)arg;
+    double until = now_ms() + 5000;
+    while (!__atomic_load_n(&g_gate, __ATOMIC_ACQUIRE) && now_ms() < until) {
+    }
+}
+
+/* The GPU's time a piece of `rows` device rows with the host out of the way: `n` pushes
+ * queued behind the gate in a session of depth 64, events around them; median over g_reps
+ * of the elapsed time / n, in us. */
+static double gpu_piece_us(const char *yaml, const float *dx, int64_t rows, int n) {
+    job j;
+    job_open(&j, yaml, rows, 64, 1);
+    if (n > 48) n = 48; /* below the depth: no push waits */
+    run_stream(&j, dx, rows, rows, n, 1, NULL); /* warm-up: the kernel, the pool */
+    cudaStream_t stream = sluice_cuda_session_stream(j.s);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double t[16];
+    for (int r = 0; r < g_reps; r++) {
+        __atomic_store_n(&g_gate, 0, __ATOMIC_RELEASE);
+        CK(cudaLaunchHostFunc(stream, gate_hold, NULL));
+        CK(cudaEventRecord(e0, stream));
+        for (int k = 0; k < n; k++) {
+            sluice_column c = {"x", SLUICE_F32, dx + (size_t)k * (size_t)rows, rows};
+            sluice_status st = sluice_cuda_session_push_device(j.s, &c, 1);
+            if (st != SLUICE_OK) fail_session(j.ctx, st, "pushing");
+        }
+        CK(cudaEventRecord(e1, stream));
+        __atomic_store_n(&g_gate, 1, __ATOMIC_RELEASE);
+        drain(&j, 1);
+        float ms = 0;
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t[r] = (double)ms * 1e3 / n;
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    job_close(&j);
     return median(t, g_reps);
 }
 
@@ -314,19 +418,39 @@ small_batches:;
         int64_t m = all - at < n ? all - at : n;
         CK(cudaMemcpy(dx + at, hmalloc, (size_t)m * 4, cudaMemcpyHostToDevice));
     }
-    double t_small, t_large, pu_small, pu_large;
+    double t_small, t_large, pu_small, pu_large, idle_us[4];
     {
         job j;
         job_open(&j, MFC, large, 0, 1);
         t_large = time_stream(&j, dx, large, large, (int)(all / large), 1, &pu_large);
+        memset(g_began_with, 0, sizeof g_began_with);
         t_small = time_stream(&j, dx, small, small, (int)(all / small), 1, &pu_small);
+        host_costs(&j, dx, small, 64, idle_us);
         job_close(&j);
     }
+    int64_t pushes = 0;
+    for (int i = 0; i < 5; i++) pushes += g_began_with[i];
+    double gpu_us = gpu_piece_us(MFC, dx, small, 48);
     printf("device-resident map+filter+count scan, 2^28 rows: 2^26-row batches %.2f ms (%.1f us "
            "a push), 2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
            t_large, pu_large, t_small, pu_small, t_large / t_small);
+    printf("  2^20-row pushes (warm-up and timed runs) that began with 0/1/2/3/4+ batches in "
+           "flight: %lld/%lld/%lld/%lld/%lld of %lld (3 at the default depth: the push waits for "
+           "the GPU)\n", (long long)g_began_with[0], (long long)g_began_with[1],
+           (long long)g_began_with[2], (long long)g_began_with[3], (long long)g_began_with[4],
+           (long long)pushes);
+    printf("  host time with the GPU idle (median of 64): push %.1f us, pull while it runs %.1f "
+           "us, pull of the complete batch %.1f us, sluice_batch_free %.1f us\n", idle_us[0],
+           idle_us[1], idle_us[2], idle_us[3]);
+    printf("  GPU time a 2^20-row piece, 48 queued back to back behind a gate: %.1f us\n", gpu_us);
     snprintf(fig, sizeof fig, "%.2f (%.1f us a push)", t_large / t_small, pu_small);
     add_row("device-resident map+filter+count, 2^20-row batches / 2^26-row throughput", fig, ">= 0.5");
+    snprintf(fig, sizeof fig, "%.1f + %.1f + %.1f + %.1f us", idle_us[0], idle_us[1], idle_us[2],
+             idle_us[3]);
+    add_row("  2^20-row device push, host time with the GPU idle: push + pull (running) + pull "
+            "(complete) + free", fig, "");
+    snprintf(fig, sizeof fig, "%.1f us", gpu_us);
+    add_row("  2^20-row device piece, GPU time back to back", fig, "");
     CK(cudaFree(dx));
     if (g_small_only) goto table;
 
