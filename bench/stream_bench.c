@@ -428,17 +428,16 @@ small_batches:;
         host_costs(&j, dx, small, 64, idle_us);
         job_close(&j);
     }
-    int64_t pushes = 0;
-    for (int i = 0; i < 5; i++) pushes += g_began_with[i];
+    int64_t pushes = 0, began[5]; /* before gpu_piece_us's own pushes */
+    for (int i = 0; i < 5; i++) pushes += began[i] = g_began_with[i];
     double gpu_us = gpu_piece_us(MFC, dx, small, 48);
     printf("device-resident map+filter+count scan, 2^28 rows: 2^26-row batches %.2f ms (%.1f us "
            "a push), 2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
            t_large, pu_large, t_small, pu_small, t_large / t_small);
     printf("  2^20-row pushes (warm-up and timed runs) that began with 0/1/2/3/4+ batches in "
-           "flight: %lld/%lld/%lld/%lld/%lld of %lld (3 at the default depth: the push waits for "
-           "the GPU)\n", (long long)g_began_with[0], (long long)g_began_with[1],
-           (long long)g_began_with[2], (long long)g_began_with[3], (long long)g_began_with[4],
-           (long long)pushes);
+           "flight: %lld/%lld/%lld/%lld/%lld of %lld (3 at the default depth: the push first waits "
+           "for the oldest)\n", (long long)began[0], (long long)began[1], (long long)began[2],
+           (long long)began[3], (long long)began[4], (long long)pushes);
     printf("  host time with the GPU idle (median of 64): push %.1f us, pull while it runs %.1f "
            "us, pull of the complete batch %.1f us, sluice_batch_free %.1f us\n", idle_us[0],
            idle_us[1], idle_us[2], idle_us[3]);
