@@ -890,9 +890,12 @@ static sluice_status merge_runs(sluice_session *s, int gi) {
 sluice_status sl_exec_push(sluice_session *s, const sl_input *input) {
     sl_input in = *input;
     /* No poll before the push's work: txn_end polls once, after it (a failure found in
-     * flight then rejects this push with the failed one, reject_failed). */
+     * flight then rejects this push with the failed one, reject_failed). Except before a
+     * check of device offsets, which waits on the device: a failure in flight (a sticky CUDA
+     * error, say) is found first and named as the earlier push's, not as this check's. */
     sluice_status st = SLUICE_OK;
-    if (s->backend->check_input) st = s->backend->check_input(s, &in);
+    if (in.on_device && s->plan.offsets_input >= 0) st = wait_pieces(s, s->exec->pieces - 1, 0);
+    if (st == SLUICE_OK && s->backend->check_input) st = s->backend->check_input(s, &in);
     if (st == SLUICE_OK) st = spill_over_budget(s); /* complete rows only: nothing to undo */
     if (st == SLUICE_OK) {
         txn_begin(s);
