@@ -593,6 +593,14 @@ __device__ __forceinline__ void start_tiles(tile_queue<STAGES> &queue, const typ
     __syncthreads();
 }
 
+/* Waits for the k-th tile of the block's run (started by start_tiles or next_tile); its stage. */
+template <int STAGES>
+__device__ __forceinline__ int wait_tile(tile_queue<STAGES> &queue, long long k) {
+    const int s = (int)(k % STAGES);
+    queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+    return s;
+}
+
 /* After the block's work on `tile` (in stage s): once every thread is done with the stage,
  * thread 0 starts the copies of the tile STAGES later into it. */
 template <class K, int STAGES>
@@ -693,9 +701,7 @@ __device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args
         SL_DYNAMIC_SMEM(uint4, sl_smem);
         start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
         for (long long tile = lo; tile < hi; tile++) {
-            const long long k = tile - lo;
-            const int s = (int)(k % STAGES);
-            queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+            const int s = wait_tile(queue, tile - lo);
             typename K::Tile t(params);
             t.at(rows, tile, K::tile);
             t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
@@ -909,9 +915,7 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     if (lo == 0) running = carry;
     else if constexpr (P::BATCH_CONSTANTS) P::batch_constants(running, carry);
     for (long long tile = lo; tile < hi; tile++) {
-        const long long k = tile - lo;
-        const int s = (int)(k % STAGES);
-        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+        const int s = wait_tile(queue, tile - lo);
         typename K::Tile t(params);
         t.at(rows, tile, K::tile);
         t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
@@ -1065,9 +1069,7 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     }
     long long tile_base = base;
     for (long long tile = lo; tile < hi; tile++) {
-        const long long k = tile - lo;
-        const int s = (int)(k % STAGES);
-        queue_wait(queue, s, (unsigned)(k / STAGES) & 1u);
+        const int s = wait_tile(queue, tile - lo);
         const bool staged = queue.bulk[s] != 0;
         const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
         typename K::Tile t(params);
