@@ -61,6 +61,16 @@
 #define STAGING_DEFAULT_SLOTS 4
 #define STAGING_DEFAULT_MB 32
 
+/* A piece whose last kernel writes its kept-row count into the lane's mapped word starts
+ * with this there (count_unwritten): the kernel writes the count near its end, so while the
+ * word still holds it the piece is certainly not complete, and a poll need not ask the
+ * driver. Only for COUNT_WATCH_NS after the launch: a kernel that never gets that far (a
+ * fault) is then found by the event, as every other piece's. */
+#define COUNT_UNWRITTEN INT64_MIN
+#define COUNT_WATCH_NS ((int64_t)1000000)
+
+static int64_t clock_ns(void);
+
 /* The smallest arena of zeroed scratch for fused runs (take_zeroed). */
 #define ZEROED_MIN_BYTES ((size_t)4 << 20)
 
@@ -106,6 +116,8 @@ typedef struct lane {
     bool sized_late;        /* the host batch gets its columns when the count is known */
     bool device_input;      /* the piece reads the caller's device memory */
     bool fault_check;       /* the fault word is read back (sl_cuda_fault_at_piece) */
+    bool count_watch;       /* count[0] held COUNT_UNWRITTEN at the launch (count_unwritten) */
+    int64_t launched_ns;    /* ... and when (clock_ns) */
     const void **src;       /* per output: the device column the batch is copied from */
     cudaEvent_t loaded, computed, copied;
 } lane;
@@ -828,6 +840,13 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     bool defer = L->compacts && gi + 1 == cs->ngroups;
     int64_t *out_rows = defer && ln->count_mapped && piece->rows > 0 ? ln->count_mapped
                                                                       : (int64_t *)ln->dev_count;
+    if (out_rows == ln->count_mapped) {
+        /* The lane's last piece is complete (the executor waited for it): nothing writes the
+         * word until this piece's kernel does. */
+        *(volatile int64_t *)&ln->count[0] = COUNT_UNWRITTEN;
+        ln->count_watch = true;
+        ln->launched_ns = clock_ns();
+    }
     if (st == SLUICE_OK) {
         /* Generation gen + 1 of the carry: from the committed one at the call's first piece,
          * in place after that (a batch cut into pieces). */
@@ -1002,6 +1021,15 @@ static sluice_status copy_out(sluice_session *s, cuda_session *cs, lane *ln) {
     return SLUICE_OK;
 }
 
+/* Whether lane ln's piece is certainly not complete without asking the driver: its kernel
+ * has not written its kept-row count yet, and it was launched less than COUNT_WATCH_NS ago
+ * (see COUNT_UNWRITTEN). Polls use it; waits never do. */
+static bool count_unwritten(const lane *ln) {
+    return ln->count_watch && ln->count_pending &&
+           *(const volatile int64_t *)&ln->count[0] == COUNT_UNWRITTEN &&
+           clock_ns() - ln->launched_ns < COUNT_WATCH_NS;
+}
+
 /* Sets a result batch's row count (the kept rows of a compaction, known late). */
 static void set_rows(sluice_batch *b, int64_t rows) {
     b->rows = rows;
@@ -1052,7 +1080,7 @@ static void issue_ready_copies(sluice_session *s, cuda_session *cs) {
         lane *ln = &cs->lanes[k];
         if (ln->seq < 0 || ln->computed_seen || !ln->copy_pending ||
             (!ln->pinned_out && !ln->sized_late) || !ln->batch || ln->fault_check ||
-            cudaEventQuery(ln->computed) != cudaSuccess)
+            count_unwritten(ln) || cudaEventQuery(ln->computed) != cudaSuccess)
             continue;
         sluice_batch *b = ln->batch;
         if (ln->sized_late && !size_late(s, ln, ln->count[0])) continue;
@@ -1286,7 +1314,7 @@ static void lane_clear(lane *L) {
     L->batch = NULL;
     L->count_pending = L->copy_pending = L->computed_recorded = false;
     L->computed_seen = L->copy_issued = L->device_input = L->fault_check = false;
-    L->pinned_out = L->sized_late = false;
+    L->pinned_out = L->sized_late = L->count_watch = false;
 }
 
 /* Waits until the device no longer works for pieces from `first` on, and forgets them: the
@@ -1390,6 +1418,7 @@ static sluice_status lane_advance(sluice_session *s, cuda_session *cs, lane *ln,
     bool ready;
     *complete = false;
     if (!ln->computed_seen) {
+        if (deadline == 0 && count_unwritten(ln)) return SLUICE_OK; /* a poll: not yet */
         cudaError_t e = wait_event(ln->computed, deadline, &ready);
         if (e != cudaSuccess) return cuda_status(ctx, e, "running a batch");
         if (!ready) return SLUICE_OK;
