@@ -119,10 +119,10 @@ static void check_sizes(const char *yaml, uint64_t seed) {
     check_pipeline(yaml, 1000003, seed + 101);
 }
 
-/* The loops without look-back (sl_tile.cuh aggregate_loop, segments_aggregate_loop) give each
- * block a run of tiles only when a batch has more tiles than the grid has blocks (a few
- * hundred on an H200, a million rows and more): then a block's running state crosses its own
- * tiles and its first segment starts blocks before it. */
+/* The loops without look-back (sl_tile.cuh aggregate_loop, segments_aggregate_loop,
+ * runs_aggregate_loop) give each block a run of tiles only when a batch has more tiles than
+ * the grid has blocks (a few hundred on an H200, a million rows and more): then a block's
+ * running state crosses its own tiles and its first segment starts blocks before it. */
 static void check_sizes_many_tiles(const char *yaml, uint64_t seed) {
     check_sizes(yaml, seed);
     if (!g_small) check_pipeline(yaml, ((int64_t)1 << 23) + 5, seed + 102);

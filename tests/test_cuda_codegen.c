@@ -500,6 +500,45 @@ START_TEST(kernel_shapes) {
     ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
+    /* a whole-batch sum: the commutative aggregate loop reads global memory, no stages */
+    cg = generate_for(ctx,
+                      "sluice: 1\nname: r\ninput:\n  x: f32\nstages:\n"
+                      "  - reduce: {values: [{op: sum, of: x, into: s}]}\noutput: [s]\n",
+                      &p, 0, 90);
+    ck_assert(cg.aggregate_loop && !cg.block_records && !cg.lookback_warp);
+    ck_assert_uint_eq(cg.dynamic_smem, 0);
+    ck_assert_ptr_nonnull(strstr(cg.source, "commutative = true"));
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* runs of an input key: the runs' loop (block records, a run state, the key's change
+       test); the same key made by a map, or after a filter: the loop with a look-back warp */
+    static const char *const keyed[] = {
+        "sluice: 1\nname: k1\ninput:\n  x: f32\n  k: i32\nstages:\n"
+        "  - map: {y: x * 2.0}\n"
+        "  - reduce: {segments: {key: k}, values: [{op: sum, of: y, into: s}]}\n"
+        "output: [k, s]\n",
+        "sluice: 1\nname: k2\ninput:\n  x: f32\n  k: i32\nstages:\n"
+        "  - map: {g: k / 2}\n"
+        "  - reduce: {segments: {key: g}, values: [{op: sum, of: x, into: s}]}\n"
+        "output: [g, s]\n",
+        "sluice: 1\nname: k3\ninput:\n  x: f32\n  k: i32\nstages:\n"
+        "  - filter: x > 0.0\n"
+        "  - reduce: {segments: {key: k}, values: [{op: sum, of: x, into: s}]}\n"
+        "output: [k, s]\n",
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(keyed); i++) {
+        cg = generate_for(ctx, keyed[i], &p, 0, 90);
+        ck_assert_msg(cg.block_records == (i == 0), "%s", keyed[i]);
+        ck_assert(cg.aggregate_loop == (i == 0));
+        ck_assert(cg.lookback_warp == (i != 0));
+        ck_assert((strstr(cg.source, "struct RunKeys") != NULL) == (i == 0));
+        if (i + 1 < SL_ARRAY_LEN(keyed)) {
+            sl_cuda_codegen_free(ctx, &cg);
+            sluice_pipeline_free(p);
+        }
+    }
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
 END_TEST
