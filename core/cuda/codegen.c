@@ -445,11 +445,6 @@ static bool reduce_commutative(const sl_reduce *r) {
     return true;
 }
 
-/* Whether the group is a reduce over rows that nothing else scans, without segments or over
- * offsets segments: then no row's output depends on an earlier tile (an offsets segment's
- * place is its ordinal), only the batch's total and the segments crossing blocks do, and
- * the kernel is kernels/sl_tile.cuh's aggregate_loop or segments_aggregate_loop (no
- * look-back). */
 static int compactions_before(const cg *g, int stage);
 static int input_of(const cg *g, int column);
 
@@ -463,6 +458,12 @@ static bool runs_countable(const cg *g) {
            compactions_before(g, g->last) == 0;
 }
 
+/* Whether the group is a reduce over rows that nothing else scans, without segments, over
+ * offsets segments or over countable runs of keys: then no row's output depends on an earlier
+ * tile (an offsets segment's place is its ordinal, a run's the key changes before it, which
+ * each block counts first), only the batch's total and the segments crossing blocks do, and
+ * the kernel is kernels/sl_tile.cuh's aggregate_loop, segments_aggregate_loop or
+ * runs_aggregate_loop (no look-back). */
 static bool aggregate_only(const cg *g) {
     if (!g->reduce || g->phases != 1) return false;
     if (g->reduce->segments != SL_SEGMENTS_NONE && g->reduce->segments != SL_SEGMENTS_OFFSETS &&
