@@ -663,8 +663,9 @@ static const struct host_case {
     const char *segments;
     bool scan;
     bool narrow; /* one i32 sum: a state narrow enough for one 16-byte word in the look-back */
-    bool plain;  /* no filter, and the bool input kb: over runs of an input key, the runs'
-                    aggregate loop (long runs of kb: a byte is 0 one time in 256) */
+    bool plain;  /* no filter, and the inputs kb (bool) and kf (f32): over runs of an input
+                    key, the runs' aggregate loop (long runs of kb: a byte is 0 one time in
+                    256; kf: random bits, NaNs and negative zeros among them) */
 } host_cases[] = {
     {"      segments: {key: g}\n", true, false, false},
     {"      segments: {key: big}\n", true, false, false},
@@ -685,6 +686,7 @@ static const struct host_case {
     {"      segments: {key: kb}\n      per: batch\n", false, false, true},
     {"      segments: {key: k}\n", false, false, true},
     {"      segments: {key: kb}\n", true, false, true},
+    {"      segments: {key: kf}\n", false, false, true},
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
@@ -724,7 +726,7 @@ START_TEST(reduce_on_host) {
              "        - {op: sum, of: %s, into: s}\n"
              "%s",
              _i, offsets ? "  rows: {type: i64, role: offsets}\n" : "",
-             host_cases[_i].plain ? "  kb: bool\n" : "",
+             host_cases[_i].plain ? "  kb: bool\n  kf: f32\n" : "",
              offsets || host_cases[_i].plain ? "" : "  - filter: x % 5 != 0\n",
              host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
              host_cases[_i].segments,
