@@ -1496,6 +1496,18 @@ static void emit_run_state(cg *g) {
                      ph, ph, ph, ph, ph);
 }
 
+/* `dst.fV = src.fV;` for every value field of phase `ph`'s reduce (the run state and the
+ * phase state name them alike). */
+static void emit_value_copies(cg *g, int ph, const char *dst, const char *src) {
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
+        for (int f = 0; f < slot->sc->nfields; f++)
+            sl_strbuf_printf(&g->sb, "        %s.f%d = %s.f%d;\n", dst, slot->value_field[f], src,
+                             slot->value_field[f]);
+    }
+}
+
 /* Kernel::run_state (the carry's open run as a run state) and Kernel::run_carry (the carry
  * after the batch: the key reduce's state from the runs' loop's total over the batch, the
  * carry before it and the batch's key changes). */
@@ -1506,12 +1518,7 @@ static void emit_run_carry(cg *g) {
     sl_strbuf_printf(sb, "    __device__ static __forceinline__ R%d run_state(const S%d &c) {\n"
                          "        R%d r = r%d_identity();\n",
                      ph, ph, ph, ph);
-    for (int si = 0; si < g->nslots; si++) {
-        const cg_slot *slot = &g->slots[si];
-        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
-        for (int f = 0; f < slot->sc->nfields; f++)
-            sl_strbuf_printf(sb, "        r.f%d = c.f%d;\n", slot->value_field[f], slot->value_field[f]);
-    }
+    emit_value_copies(g, ph, "r", "c");
     sl_strbuf_printf(sb, "        r.f%d = c.f%d;\n        r.f%d = c.f%d;\n        return r;\n    }\n",
                      rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
     const int key = input_of(g, g->reduce->segment_column);
@@ -1519,12 +1526,7 @@ static void emit_run_carry(cg *g) {
                      "    __device__ static __forceinline__ S%d run_carry(const R%d &t, const S%d &c, "
                      "long long changes, const SlArgs &a) {\n        S%d s = c;\n",
                      ph, ph, ph, ph);
-    for (int si = 0; si < g->nslots; si++) {
-        const cg_slot *slot = &g->slots[si];
-        if (slot->phase != ph || slot->kind != SLOT_SCAN) continue;
-        for (int f = 0; f < slot->sc->nfields; f++)
-            sl_strbuf_printf(sb, "        s.f%d = t.f%d;\n", slot->value_field[f], slot->value_field[f]);
-    }
+    emit_value_copies(g, ph, "s", "t");
     sl_strbuf_printf(sb,
                      "        s.f%d = c.f%d + changes;\n        s.f%d = c.f%d + changes;\n"
                      "        s.f%d = (sl_bool)((c.f%d && c.f%d) || changes > 0);\n"
