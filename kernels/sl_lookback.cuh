@@ -50,6 +50,14 @@ __device__ __forceinline__ void load_volatile_v4(const uint32_t *p, uint32_t (&w
     const unsigned __int128 x = __atomic_load_n(SL_HOST_WORD_(unsigned __int128, p), __ATOMIC_SEQ_CST);
     memcpy(w, &x, sizeof x);
 }
+__device__ __forceinline__ void store_volatile_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
+    __atomic_store_n(p, a, __ATOMIC_SEQ_CST);
+    __atomic_store_n(p + 1, b, __ATOMIC_SEQ_CST);
+}
+__device__ __forceinline__ void load_volatile_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
+    a = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    b = __atomic_load_n(p + 1, __ATOMIC_SEQ_CST);
+}
 __device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
 }
@@ -81,6 +89,14 @@ __device__ __forceinline__ void load_volatile_v4(const uint32_t *p, uint32_t (&w
                  : "l"(p)
                  : "memory");
 }
+/* Two 8-byte words in one 16-byte access; each word is indivisible (what the tagged
+ * states rely on), the pair need not be. */
+__device__ __forceinline__ void store_volatile_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+__device__ __forceinline__ void load_volatile_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
 __device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
     asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -101,14 +117,30 @@ __device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gp
 
 /* Only a state's payload (sl_device.cuh, payload_of) travels through the tile states, so a
  * padded state still fits one 16-byte word with its status. (The scratch is sized by
- * sizeof(T): never too small.) */
+ * sizeof(T): never too small.) The layouts (sl_scratch.h):
+ *   PACKING 8, 16  status and payload in one 8- or 16-byte word;
+ *   PACKING 32     tagged words: payload word k in the low half of 8-byte word k, the status
+ *                  in every high half. A reader that sees different statuses among a
+ *                  state's words (its inclusive prefix half written over its aggregate)
+ *                  takes it as unpublished and reads again. One round trip and no fence for
+ *                  states of 13 to 32 bytes (a count beside a kept-row count, a segmented
+ *                  sum with its flags, a small recurrence);
+ *   PACKING 0      a status array, then one array of aggregates and one of inclusive
+ *                  prefixes; the status is written after the state, behind a release. */
 
 /* The tile states of one look-back phase, carved from scratch (see sl_scratch.h). */
 template <typename T> struct tile_states {
     static constexpr int PAYLOAD = payload_of<T>::value;
-    static constexpr int PACKING = PAYLOAD <= 4 ? 8 : PAYLOAD <= 12 ? 16 : 0;
+    static constexpr int PACKING = PAYLOAD <= 4 ? 8 : PAYLOAD <= 12 ? 16 : PAYLOAD <= 32 ? 32 : 0;
     static constexpr int W = words_of<T>::value;
     static constexpr int PW = (PAYLOAD + 3) / 4; /* words that carry data */
+    static constexpr int TW = (PW + 1) / 2 * 2;  /* PACKING 32: tagged words a tile */
+    /* States a lane reads in the look-back's first window and in each one after it
+       (lookback_exclusive). Tagged states take 2 as the separate arrays do: at 4 the
+       look-back spilled under the overlapped loop's 56-register cap and measured slower
+       (bench/RESULTS.md, eleventh session). */
+    static constexpr int K_FIRST = PACKING == 8 || PACKING == 16 ? 4 : 2;
+    static constexpr int K_NEXT = PACKING == 8 ? 8 : PACKING == 16 ? 4 : 2;
     unsigned char *base;
     int64_t ntiles;
 
@@ -125,6 +157,14 @@ template <typename T> struct tile_states {
 #pragma unroll
             for (int k = 0; k < PW; k++) w[1 + k] = vw[k];
             store_volatile_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
+        } else if constexpr (PACKING == 32) {
+            uint32_t vw[W];
+            to_words(v, vw);
+            uint64_t *at = reinterpret_cast<uint64_t *>(base) + (int64_t)TW * tile;
+            const uint64_t tag = (uint64_t)status << 32;
+#pragma unroll
+            for (int k = 0; k < TW; k += 2)
+                store_volatile_v2u64(at + k, tag | vw[k], tag | (k + 1 < PW ? vw[k + 1] : 0u));
         } else {
             uint32_t *status_words = reinterpret_cast<uint32_t *>(base);
             uint32_t *values = values_of(status);
@@ -173,6 +213,20 @@ template <typename T> struct tile_states {
             uint32_t vw[W] = {};
 #pragma unroll
             for (int k = 0; k < PW; k++) vw[k] = w[1 + k];
+            v = from_words<T>(vw);
+        } else if constexpr (PACKING == 32) {
+            const uint64_t *at = reinterpret_cast<const uint64_t *>(base) + (int64_t)TW * tile;
+            uint64_t x[TW];
+#pragma unroll
+            for (int k = 0; k < TW; k += 2) load_volatile_v2u64(at + k, x[k], x[k + 1]);
+            status = (uint32_t)(x[0] >> 32);
+            bool same = true;
+#pragma unroll
+            for (int k = 1; k < TW; k++) same = same && (uint32_t)(x[k] >> 32) == status;
+            if (!same) status = SL_STATUS_INVALID; /* half written over: read again */
+            uint32_t vw[W] = {};
+#pragma unroll
+            for (int k = 0; k < PW; k++) vw[k] = (uint32_t)x[k];
             v = from_words<T>(vw);
         } else {
             status = read_status(tile);
@@ -265,16 +319,15 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
  * tens of tiles taken per microsecond) the look-back must fold the aggregates of the last
  * hundreds of tiles, and each window costs one L2 round trip (1-2 microseconds when memory
  * is busy). So the windows are wide: 4 states per lane, then 8 (128, then 256 tiles per
- * round trip); fewer for states that need a 16-byte word (4, then 4) or more (2, then 2).
+ * round trip); fewer for states that need a 16-byte word (4, then 4) and for larger ones (2,
+ * then 2), for the registers their loads hold: tile_states::K_FIRST and K_NEXT.
  * Narrower windows read state by state made the look-back the bottleneck on the H200, and
  * twice these widths for the look-back warp measured worse: the round trips are not the
  * whole cost of an iteration (bench/RESULTS.md, runs 10-11). */
 template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64_t tile,
                                              T identity, Op op) {
-    constexpr int P = tile_states<T>::PACKING;
-    constexpr int K_FIRST = P == 8 ? 4 : P == 16 ? 4 : 2;
-    constexpr int K_NEXT = P == 8 ? 8 : P == 16 ? 4 : 2;
+    constexpr int K_FIRST = tile_states<T>::K_FIRST, K_NEXT = tile_states<T>::K_NEXT;
     T exclusive = identity;
     int64_t window_end = tile - 1;
     if (lookback_window<K_FIRST>(states, window_end, identity, op, exclusive)) return exclusive;
@@ -336,9 +389,7 @@ __device__ __forceinline__ T fold_window_ordered(const uint32_t (&status)[K], co
 template <typename T, typename Op>
 __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
                                                      T identity, Op op) {
-    constexpr int P = tile_states<T>::PACKING;
-    constexpr int K_FIRST = P == 8 ? 4 : P == 16 ? 4 : 2;
-    constexpr int K_NEXT = P == 8 ? 8 : P == 16 ? 4 : 2;
+    constexpr int K_FIRST = tile_states<T>::K_FIRST, K_NEXT = tile_states<T>::K_NEXT;
     uint32_t status1[K_FIRST];
     T v1[K_FIRST];
     read_window<K_FIRST>(states, tile - 1, identity, status1, v1);

@@ -15,8 +15,12 @@
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
- * states of at most 12 bytes one 16-byte word, so one access publishes both; larger states
- * keep the status word apart, written after the value behind a memory fence. */
+ * states of at most 12 bytes one 16-byte word, so one access publishes both. States of up to
+ * 32 bytes are tagged words: each 4-byte word of the state travels in an 8-byte word beside
+ * a copy of the status (an even number of them, so 16-byte accesses move two at a time), and
+ * a reader takes the state only when every word carries the same status: still one round
+ * trip, no fence. Larger states keep the status word apart, written after the value behind
+ * a memory fence. */
 #ifndef SL_SCRATCH_H
 #define SL_SCRATCH_H
 
@@ -30,14 +34,23 @@ static inline unsigned long long sl_scratch_align(unsigned long long x) {
     return (x + SL_SCRATCH_ALIGN - 1) / SL_SCRATCH_ALIGN * SL_SCRATCH_ALIGN;
 }
 
-/* 8: status and state in one 8-byte word; 16: in one 16-byte word; 0: separate arrays. */
+/* 8: status and state in one 8-byte word; 16: in one 16-byte word; 32: tagged words (8
+ * bytes for each 4 of the state, an even number); 0: separate arrays. A kernel decides by
+ * the bytes of its state that carry data (sl_lookback.cuh), the host by the whole state's
+ * size: never fewer bytes than the kernel uses. */
 static inline int sl_tile_state_packing(unsigned long long state_size) {
-    return state_size <= 4 ? 8 : state_size <= 12 ? 16 : 0;
+    return state_size <= 4 ? 8 : state_size <= 12 ? 16 : state_size <= 32 ? 32 : 0;
+}
+
+/* The tagged words of one tile's state (packing 32). */
+static inline unsigned long long sl_tile_state_tagged_words(unsigned long long state_size) {
+    return ((state_size + 3ull) / 4ull + 1ull) / 2ull * 2ull;
 }
 
 static inline unsigned long long sl_tile_states_bytes(unsigned long long state_size,
                                                       unsigned long long ntiles) {
     int packing = sl_tile_state_packing(state_size);
+    if (packing == 32) return sl_scratch_align(ntiles * 8ull * sl_tile_state_tagged_words(state_size));
     if (packing) return sl_scratch_align(ntiles * (unsigned long long)packing);
     return sl_scratch_align(ntiles * 4ull) + 2ull * sl_scratch_align(ntiles * state_size);
 }
