@@ -22,17 +22,23 @@ typedef struct sl_tuning {
                                  small groups (live columns x items <= 32), one fewer up to
                                  48, none for larger groups or phase states over 32 bytes
                                  (core/cuda/codegen.c), so they do not spill */
+    int records_block_threads; /* threads per block of the reduce loops without look-back
+                                  (block records: per offsets segment, per run of an input
+                                  key); 0: block_threads */
 } sl_tuning;
 
 /* Rows in ascending arch; the last row whose arch <= the device's is used. */
 static const sl_tuning sl_tuning_table[] = {
-    /* arch  threads  bytes  min  max  register budget  min blocks/SM */
-    {70, 256, 32, 2, 16, 96, 4},
-    {80, 256, 64, 2, 16, 128, 5},
+    /* arch  threads  bytes  min  max  register budget  min blocks/SM  records' threads */
+    {70, 256, 32, 2, 16, 96, 4, 0},
+    {80, 256, 64, 2, 16, 128, 5, 0},
     /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; 256 threads x 16
        items was the fastest shape measured for the scan and linrec kernels, and a smaller
-       register budget made the six-stage group slower (the sweeps: bench/RESULTS.md). */
-    {90, 256, 64, 2, 16, 128, 5},
+       register budget made the six-stage group slower. The block-record loops wait at two
+       barriers a tile for the segment heads and the key changes: 128 threads a block (more,
+       smaller blocks) beat 256 on every reduce job of gpu_bench, and 64 or 32 items a thread
+       lost (the sweeps: bench/RESULTS.md). */
+    {90, 256, 64, 2, 16, 128, 5, 128},
 };
 
 static inline const sl_tuning *sl_tuning_for(int arch) {

@@ -1755,8 +1755,9 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.items = choose_items(&g);
         out->block_threads = g.tuning->block_threads;
         int threads, items, min_blocks = 0;
-        if (tuning_override(&threads, &items, &min_blocks)) {
-            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks};
+        const bool overridden = tuning_override(&threads, &items, &min_blocks);
+        if (overridden) {
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks, 0};
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
             g.items = items;
@@ -1773,6 +1774,12 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
         out->block_records = block_records_loop(&g);
+        if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
+            g.override = *g.tuning;
+            g.override.block_threads = g.tuning->records_block_threads;
+            g.tuning = &g.override;
+            out->block_threads = g.tuning->block_threads;
+        }
         if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
         out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
