@@ -155,6 +155,13 @@ template <class K> __device__ __forceinline__ void segment_index(const typename 
     ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = (unsigned long long)lo;
 }
 
+/* Marks the row at `offset` in a tile's head bitmap, when it lies in the tile. */
+template <class K>
+__device__ __forceinline__ void set_head(uint32_t *heads, long long offset, long long tile_first) {
+    const long long r = offset - tile_first;
+    if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
+}
+
 /* The segment heads of a tile (offsets segments): a bitmap of TILE bits in shared memory set
  * from the offsets inside the tile. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
@@ -167,10 +174,7 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
         const long long *offs = (const long long *)a.in[K::offsets_input];
         const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
         const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
-        for (long long j = j0 + threadIdx.x; j < j1; j += K::block) {
-            const long long r = offs[j] - tile_first;
-            if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
-        }
+        for (long long j = j0 + threadIdx.x; j < j1; j += K::block) set_head<K>(heads, offs[j], tile_first);
     }
     block_sync<BAR, K::block>();
 }
@@ -219,8 +223,7 @@ template <class K> struct heads_ahead {
         }
         long long j = cj0 + threadIdx.x;
         for (long long o = coff; j < cj1; j += K::block) {
-            const long long r = o - tile_first;
-            if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
+            set_head<K>(heads, o, tile_first);
             if (j + K::block < cj1) o = offs[j + K::block];
         }
         __syncthreads();
