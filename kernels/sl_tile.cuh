@@ -155,13 +155,6 @@ template <class K> __device__ __forceinline__ void segment_index(const typename 
     ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = (unsigned long long)lo;
 }
 
-/* Marks the row at `offset` in a tile's head bitmap, when it lies in the tile. */
-template <class K>
-__device__ __forceinline__ void set_head(uint32_t *heads, long long offset, long long tile_first) {
-    const long long r = offset - tile_first;
-    if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
-}
-
 /* The segment heads of a tile (offsets segments): a bitmap of TILE bits in shared memory set
  * from the offsets inside the tile. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
@@ -174,64 +167,13 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
         const long long *offs = (const long long *)a.in[K::offsets_input];
         const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
         const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
-        for (long long j = j0 + threadIdx.x; j < j1; j += K::block) set_head<K>(heads, offs[j], tile_first);
+        for (long long j = j0 + threadIdx.x; j < j1; j += K::block) {
+            const long long r = offs[j] - tile_first;
+            if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
+        }
     }
     block_sync<BAR, K::block>();
 }
-
-/* The segment heads of the tiles a block runs in order (segments_aggregate_loop): the
- * same bitmap as build_heads, but each tile's entries in the segment index and each thread's
- * first offset among them are loaded while the tile before it runs, so no tile waits for the
- * index and then the offsets before its barrier; and the bitmaps alternate between two
- * buffers, each cleared while the other is in use, so one barrier a tile publishes them.
- * The profile of the offsets reduce had its whole block waiting at build_heads' two barriers
- * for those two dependent loads (bench/RESULTS.md, eleventh session, run 4). */
-template <class K> struct heads_ahead {
-    uint32_t (*bitmaps)[K::tile / 32]; /* two, in shared memory */
-    const long long *offs;
-    const unsigned long long *segidx;
-    long long nseg;
-    long long j0, j1; /* the next tile's offsets entries [j0, j1) */
-    long long off;    /* offs[j0 + threadIdx.x], loaded when that is an entry */
-
-    /* Clears both bitmaps and loads the first tile's entries; ends with a barrier. */
-    __device__ __forceinline__ void start(uint32_t (*b)[K::tile / 32], const typename K::Args &a,
-                                          long long first_tile) {
-        bitmaps = b;
-        offs = (const long long *)a.in[K::offsets_input];
-        segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
-        nseg = a.nsegments;
-        for (int w = threadIdx.x; w < K::tile / 32; w += K::block) b[0][w] = b[1][w] = 0;
-        j0 = (long long)segidx[first_tile];
-        j1 = (long long)segidx[first_tile + 1];
-        off = j0 + threadIdx.x < nseg ? offs[j0 + threadIdx.x] : 0;
-        __syncthreads();
-    }
-
-    /* The heads of the block's k-th tile `tile` (of the block's tiles before `hi`): sets its
-     * bits from the entries loaded before, starts loading the next tile's, ends with a
-     * barrier and returns the bitmap; the other one, which the previous tile used, is cleared
-     * after the barrier (the barrier before the next tile orders it before that tile's bits). */
-    __device__ __forceinline__ const uint32_t *build(long long k, long long tile, long long tile_first,
-                                                     long long hi) {
-        uint32_t *heads = bitmaps[k & 1];
-        const long long cj0 = j0, cj1 = j1, coff = off;
-        if (tile + 1 < hi) {
-            j0 = cj1;
-            j1 = (long long)segidx[tile + 2];
-            off = cj1 + threadIdx.x < nseg ? offs[cj1 + threadIdx.x] : 0;
-        }
-        long long j = cj0 + threadIdx.x;
-        for (long long o = coff; j < cj1; j += K::block) {
-            set_head<K>(heads, o, tile_first);
-            if (j + K::block < cj1) o = offs[j + K::block];
-        }
-        __syncthreads();
-        uint32_t *other = bitmaps[(k + 1) & 1];
-        for (int w = threadIdx.x; w < K::tile / 32; w += K::block) other[w] = 0;
-        return heads;
-    }
-};
 
 /* Runs of keys (runs_aggregate_loop): the thread's head bits and ending items (tile_rows)
  * from its keys `c` and the keys of the rows around them: the row before its first (the
@@ -963,10 +905,8 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
     uint32_t *const mine = block_record<S>(records, blockIdx.x);
     __shared__ block_scan_storage<S, K::block> scan_storage;
     __shared__ tile_queue<STAGES> queue;
-    __shared__ uint32_t heads[2][K::tile / 32];
+    __shared__ uint32_t heads[K::tile / 32];
     SL_DYNAMIC_SMEM(uint4, sl_smem);
-    heads_ahead<K> ahead;
-    ahead.start(heads, a, lo);
     start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
     /* the carry (per-batch resets applied) and the block's running state: every thread
        holds the same one */
@@ -979,11 +919,12 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         typename K::Tile t(params);
         t.at(rows, tile, K::tile);
         t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
-        t.use_heads(ahead.build(tile - lo, tile, t.tile_first, hi));
+        build_heads<K, 0>(heads, a, tile, t.tile_first);
+        t.use_heads(heads);
         t.segments_at(a, K::offsets_input);
         t.maps(0);
         close_tile_segments<K, P>(t, a, carry, scan_storage, mine, lo == 0, running);
-        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
+        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
     if (threadIdx.x == 0) store_state(mine, running);
     if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
