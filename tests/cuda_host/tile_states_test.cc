@@ -1,0 +1,172 @@
+/* tile_states_test.cc — the look-back's tile states (kernels/sl_lookback.cuh, tile_states) on
+ * the host, for every way a state travels with its status (8- and 16-byte words, tagged
+ * words, separate arrays) and for states whose payload is shorter than their size:
+ *   - an unpublished state reads as such; an aggregate and then an inclusive prefix read
+ *     back with their values;
+ *   - every tile's state lies inside the bytes the host reserves for it
+ *     (sl_tile_states_bytes, kernels/sl_scratch.h): guard bytes after them stay untouched;
+ *   - a tagged state whose words carry different statuses (an inclusive prefix half written
+ *     over an aggregate) reads as unpublished, never as a mix of the two;
+ *   - with a writer publishing while readers read the tiles it is at (host threads;
+ *     host_device.h makes the state words host atomics, indivisible one 8-byte word at a time
+ *     as on the device), a reader sees a tile unpublished, or its whole aggregate, or its
+ *     whole inclusive prefix.
+ * Prints one line per state shape and exits 1 on the first failure. Needs no GPU. */
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "host_device.h"
+#include "sl_lookback.cuh"
+
+namespace {
+
+/* A state of N words whose first PAYLOAD bytes carry data (all of them when PAYLOAD is 0). */
+template <int N, int PAYLOAD = 0> struct state {
+    uint32_t w[N];
+};
+template <int N, int P> struct with_payload : state<N> {
+    static constexpr int PAYLOAD_BYTES = P;
+};
+
+int g_failures = 0;
+
+void fail(const char *what, int bytes, long long tile, const char *why) {
+    fprintf(stderr, "tile_states_test: %s (%d-byte state), tile %lld: %s\n", what, bytes, tile, why);
+    g_failures++;
+}
+
+/* The value a tile publishes: distinct per tile, status and word. */
+uint32_t word_of(long long tile, uint32_t status, int k) {
+    uint64_t x = (uint64_t)tile * 0x9e3779b97f4a7c15ull + status * 0x632be59bd9b4e019ull + (uint64_t)k;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return (uint32_t)(x >> 32) | 1u; /* never 0: a zeroed word is not a value */
+}
+
+template <class S> S value_of(long long tile, uint32_t status) {
+    S v;
+    memset(&v, 0, sizeof v);
+    const int pw = (sl::payload_of<S>::value + 3) / 4;
+    for (int k = 0; k < pw; k++) v.w[k] = word_of(tile, status, k);
+    return v;
+}
+
+template <class S> bool same_payload(const S &a, const S &b) {
+    return memcmp(&a, &b, (size_t)sl::payload_of<S>::value) == 0;
+}
+
+template <class S> void check_shape(const char *what) {
+    typedef sl::tile_states<S> states_t;
+    const long long ntiles = 1000;
+    const int bytes = (int)sizeof(S);
+    const size_t region = (size_t)sl_tile_states_bytes(sizeof(S), (unsigned long long)ntiles);
+    const size_t guard = 256;
+    /* 16-byte aligned, as the scratch is (256-byte aligned on the device) */
+    std::vector<uint4> mem((region + guard + 15) / 16);
+    unsigned char *base = reinterpret_cast<unsigned char *>(mem.data());
+    memset(base, 0, region);
+    memset(base + region, 0xab, guard);
+    const states_t states = {base, ntiles};
+
+    /* one thread: unpublished, aggregate, inclusive prefix */
+    for (long long t = 0; t < ntiles; t++) {
+        uint32_t status = 99;
+        S v;
+        states.read(t, status, v);
+        if (status != SL_STATUS_INVALID) fail(what, bytes, t, "an unpublished state reads as published");
+        states.publish(t, SL_STATUS_AGGREGATE, value_of<S>(t, SL_STATUS_AGGREGATE));
+        states.read(t, status, v);
+        if (status != SL_STATUS_AGGREGATE || !same_payload(v, value_of<S>(t, SL_STATUS_AGGREGATE)))
+            fail(what, bytes, t, "the aggregate does not read back");
+    }
+    for (long long t = 0; t < ntiles; t++) {
+        states.publish(t, SL_STATUS_INCLUSIVE, value_of<S>(t, SL_STATUS_INCLUSIVE));
+        uint32_t status;
+        S v;
+        states.read(t, status, v);
+        if (status != SL_STATUS_INCLUSIVE || !same_payload(v, value_of<S>(t, SL_STATUS_INCLUSIVE)))
+            fail(what, bytes, t, "the inclusive prefix does not read back");
+    }
+    for (size_t i = 0; i < guard; i++)
+        if (base[region + i] != 0xab) {
+            fail(what, bytes, ntiles - 1, "a state was written past the bytes the host reserves");
+            break;
+        }
+
+    /* a tagged state half written over: its first word says inclusive, the rest aggregate */
+    if constexpr (states_t::PACKING == 32) {
+        memset(base, 0, region);
+        const long long t = 7;
+        states.publish(t, SL_STATUS_AGGREGATE, value_of<S>(t, SL_STATUS_AGGREGATE));
+        uint64_t *word0 = reinterpret_cast<uint64_t *>(base) + (long long)states_t::TW * t;
+        *word0 = ((uint64_t)SL_STATUS_INCLUSIVE << 32) | word_of(t, SL_STATUS_INCLUSIVE, 0);
+        uint32_t status;
+        S v;
+        states.read(t, status, v);
+        if (status != SL_STATUS_INVALID) fail(what, bytes, t, "a half-written tagged state is taken");
+    }
+
+    /* a writer publishing while readers read the tiles it is at (a fresh region each round:
+       the device never clears states while a kernel reads them) */
+    std::atomic<long long> seen_aggregate{0}, seen_inclusive{0};
+    for (int round = 0; round < 30; round++) {
+        memset(base, 0, region);
+        std::atomic<bool> done{false};
+        std::atomic<long long> cursor{0};
+        std::vector<std::thread> readers;
+        for (int r = 0; r < 3; r++)
+            readers.emplace_back([&, r] {
+                uint64_t x = 0x1234567ull + (uint64_t)(round * 3 + r);
+                while (!done.load(std::memory_order_acquire)) {
+                    x = x * 6364136223846793005ull + 1442695040888963407ull;
+                    long long t = cursor.load(std::memory_order_relaxed) - (long long)((x >> 33) % 3);
+                    if (t < 0) t = 0;
+                    uint32_t status;
+                    S v;
+                    states.read(t, status, v);
+                    if (status == SL_STATUS_INVALID) continue;
+                    if (status != SL_STATUS_AGGREGATE && status != SL_STATUS_INCLUSIVE)
+                        fail(what, bytes, t, "a status that was never published");
+                    else if (!same_payload(v, value_of<S>(t, status)))
+                        fail(what, bytes, t, "a state read with words of another status or tile");
+                    else
+                        (status == SL_STATUS_AGGREGATE ? seen_aggregate : seen_inclusive)++;
+                }
+            });
+        for (long long t = 0; t < ntiles; t++) {
+            cursor.store(t, std::memory_order_relaxed);
+            states.publish(t, SL_STATUS_AGGREGATE, value_of<S>(t, SL_STATUS_AGGREGATE));
+            for (volatile int spin = 0; spin < 50; spin++) {
+            }
+            states.publish(t, SL_STATUS_INCLUSIVE, value_of<S>(t, SL_STATUS_INCLUSIVE));
+        }
+        done.store(true, std::memory_order_release);
+        for (auto &th : readers) th.join();
+    }
+    printf("%-40s %2d bytes, payload %2d, packing %2d: %lld aggregates and %lld inclusive prefixes read while written\n",
+           what, bytes, sl::payload_of<S>::value, states_t::PACKING, seen_aggregate.load(),
+           seen_inclusive.load());
+}
+
+} /* namespace */
+
+int main() {
+    check_shape<state<1>>("one word");
+    check_shape<state<2>>("two words");
+    check_shape<state<3>>("three words");
+    check_shape<with_payload<4, 12>>("four words, 12 carry data");
+    check_shape<state<4>>("four words (tagged)");
+    check_shape<state<5>>("five words (tagged, odd)");
+    check_shape<state<8>>("eight words (tagged)");
+    check_shape<with_payload<10, 28>>("ten words, 28 carry data (tagged)");
+    check_shape<state<9>>("nine words (separate arrays)");
+    check_shape<state<16>>("sixteen words (separate arrays)");
+    if (g_failures) {
+        fprintf(stderr, "tile_states_test: %d failures\n", g_failures);
+        return 1;
+    }
+    return 0;
+}
