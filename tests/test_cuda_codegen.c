@@ -21,6 +21,7 @@
 #include "cuda/codegen.h"
 #include "cuda/kcache.h"
 #include "cuda/nvrtc.h"
+#include "tuning.h"
 #include "plan/plan.h"
 #include "cuda_host/emulator.h"
 
@@ -532,11 +533,40 @@ START_TEST(kernel_shapes) {
         ck_assert(cg.aggregate_loop == (i == 0));
         ck_assert(cg.lookback_warp == (i != 0));
         ck_assert((strstr(cg.source, "struct RunKeys") != NULL) == (i == 0));
+        /* the block-record loops take their own block size from the tuning table */
+        const sl_tuning *tu = sl_tuning_for(90);
+        ck_assert_int_eq(cg.block_threads, i == 0 ? tu->records_block_threads : tu->block_threads + 32);
+        ck_assert_int_eq((cg.block_threads - (cg.lookback_warp ? 32 : 0)) * cg.items_per_thread,
+                         (int)cg.tile_rows);
         if (i + 1 < SL_ARRAY_LEN(keyed)) {
             sl_cuda_codegen_free(ctx, &cg);
             sluice_pipeline_free(p);
         }
     }
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* an offsets reduce: block records at the table's block size on sm_90, the general one on
+       sm_80 (no row of its own there), and SLUICE_CUDA_TUNING's when that is set */
+    const char *offsets_reduce = "sluice: 1\nname: o\ninput:\n  rows: {type: i64, role: offsets}\n"
+                                 "  x: f32\nstages:\n"
+                                 "  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\n"
+                                 "output: [s]\n";
+    cg = generate_for(ctx, offsets_reduce, &p, 0, 90);
+    ck_assert(cg.block_records);
+    ck_assert_int_eq(cg.block_threads, sl_tuning_for(90)->records_block_threads);
+    ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    cg = generate_for(ctx, offsets_reduce, &p, 0, 80);
+    ck_assert(cg.block_records);
+    ck_assert_int_eq(cg.block_threads, sl_tuning_for(80)->block_threads);
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    setenv("SLUICE_CUDA_TUNING", "256:16", 1);
+    cg = generate_for(ctx, offsets_reduce, &p, 0, 90);
+    unsetenv("SLUICE_CUDA_TUNING");
+    ck_assert_int_eq(cg.block_threads, 256);
+    ck_assert_int_eq((int)cg.tile_rows, 256 * 16);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
