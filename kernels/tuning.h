@@ -34,10 +34,12 @@ static const sl_tuning sl_tuning_table[] = {
     {80, 256, 64, 2, 16, 128, 5, 0},
     /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; 256 threads x 16
        items was the fastest shape measured for the scan and linrec kernels, and a smaller
-       register budget made the six-stage group slower. The block-record loops wait at two
-       barriers a tile for the segment heads and the key changes: 128 threads a block (more,
-       smaller blocks) beat 256 on every reduce job of gpu_bench, and 64 or 32 items a thread
-       lost (the sweeps: bench/RESULTS.md). */
+       register budget made the six-stage group slower. The block-record loops (a reduce per
+       offsets segment or per run of an input key) spend a tile's time in block-wide steps
+       (the segment heads or the key changes, then a block scan) that keep every thread of
+       the block waiting: 128 threads a block (more, smaller blocks) beat 256 on all four of
+       gpu_bench's jobs of that kind, and 32 items a thread (128:32, 64:32) lost (the sweeps:
+       bench/RESULTS.md, eleventh session). */
     {90, 256, 64, 2, 16, 128, 5, 128},
 };
 
