@@ -10,8 +10,15 @@
  *   - with a writer publishing while readers read the tiles it is at (host threads;
  *     host_device.h makes the state words host atomics, indivisible one 8-byte word at a time
  *     as on the device), a reader sees a tile unpublished, or its whole aggregate, or its
- *     whole inclusive prefix.
- * Prints one line per state shape and exits 1 on the first failure. Needs no GPU. */
+ *     whole inclusive prefix;
+ *   - the look-back itself (lookback_exclusive, and lookback_exclusive_ordered for
+ *     determinism: run_to_run), run by 32 host threads as one warp while other threads
+ *     publish the predecessors' aggregates and some inclusive prefixes in random order and
+ *     timing, returns exactly the left fold of the predecessors, for targets inside the first
+ *     window, at window edges and several windows back. The states are affine maps (exact
+ *     modular arithmetic, associative, not commutative), so a state combined out of order or
+ *     a window folded twice or skipped shows.
+ * Prints one line per state shape and exits 1 if anything failed. Needs no GPU. */
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -151,6 +158,121 @@ template <class S> void check_shape(const char *what) {
            seen_inclusive.load());
 }
 
+/* ---- the look-back against racing publishers -------------------------------------------- */
+
+/* Word pairs (a, b) are the map x -> a*x + b mod 2^32, combined left then right; an odd last
+ * word is a sum. */
+template <int N> struct affine_op {
+    state<N> operator()(const state<N> &l, const state<N> &r) const {
+        state<N> o;
+        for (int k = 0; k + 1 < N; k += 2) {
+            o.w[k] = l.w[k] * r.w[k];
+            o.w[k + 1] = r.w[k] * l.w[k + 1] + r.w[k + 1];
+        }
+        if (N % 2) o.w[N - 1] = l.w[N - 1] + r.w[N - 1];
+        return o;
+    }
+};
+template <int N> state<N> affine_identity() {
+    state<N> v;
+    for (int k = 0; k < N; k++) v.w[k] = (k % 2 == 0 && k + 1 < N) ? 1u : 0u;
+    return v;
+}
+
+/* Runs `warp` as the 32 threads of one warp (host_device.h's exchange and barriers). */
+template <class F> void run_warp(F warp) {
+    host_block b;
+    pthread_barrier_init(&b.all, nullptr, 32);
+    pthread_barrier_init(&b.named, nullptr, 32);
+    b.named_threads = 32;
+    pthread_barrier_init(&b.warp[0], nullptr, 32);
+    g_block = &b;
+    std::vector<std::thread> ts;
+    for (int x = 0; x < 32; x++)
+        ts.emplace_back([&warp, x] {
+            threadIdx = {(unsigned)x, 0, 0};
+            blockDim = {32, 1, 1};
+            warp();
+        });
+    for (std::thread &t : ts) t.join();
+    g_block = nullptr;
+    pthread_barrier_destroy(&b.all);
+    pthread_barrier_destroy(&b.named);
+    pthread_barrier_destroy(&b.warp[0]);
+}
+
+template <int N, bool ORDERED> void check_lookback(const char *what) {
+    typedef state<N> S;
+    typedef sl::tile_states<S> states_t;
+    const affine_op<N> op;
+    const S identity = affine_identity<N>();
+    const long long ntiles = 700;
+    std::vector<S> agg((size_t)ntiles), prefix((size_t)ntiles);
+    uint64_t x = 0x5eed0000ull + (uint64_t)N * 2 + ORDERED;
+    auto next = [&x] {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        return (uint32_t)(x >> 32);
+    };
+    for (long long j = 0; j < ntiles; j++) {
+        for (int k = 0; k < N; k++) agg[(size_t)j].w[k] = next() | (k % 2 == 0 ? 1u : 0u);
+        prefix[(size_t)j] = j == 0 ? agg[0] : op(prefix[(size_t)j - 1], agg[(size_t)j]);
+    }
+    const size_t region = (size_t)sl_tile_states_bytes(sizeof(S), (unsigned long long)ntiles);
+    std::vector<uint4> mem((region + 15) / 16);
+    unsigned char *base = reinterpret_cast<unsigned char *>(mem.data());
+    const states_t states = {base, ntiles};
+    /* in the first window, at its edge, after it, several windows back */
+    const long long targets[] = {1, 2, 31, 2 * 32, 2 * 32 + 1, 4 * 32, 4 * 32 + 1, 300, 699};
+    for (int some_inclusive = 0; some_inclusive < 2; some_inclusive++)
+    for (long long target : targets) {
+        memset(base, 0, region);
+        /* two publishers, each over every other predecessor in a shuffled order: an
+           aggregate, then (in the second pass) for some an inclusive prefix; tile 0
+           publishes its prefix only. With aggregates alone the look-back walks back window
+           after window to tile 0. */
+        std::vector<long long> order;
+        for (long long j = 0; j < target; j++) order.push_back(j);
+        for (size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[next() % i]);
+        std::vector<std::thread> publishers;
+        for (int p = 0; p < 2; p++)
+            publishers.emplace_back([&, p] {
+                uint64_t y = 0xabcdefull + (uint64_t)p + (uint64_t)target * 7;
+                for (size_t i = (size_t)p; i < order.size(); i += 2) {
+                    const long long j = order[i];
+                    y = y * 6364136223846793005ull + 1442695040888963407ull;
+                    for (volatile unsigned spin = 0; spin < (unsigned)(y >> 56); spin++) {
+                    }
+                    if (j == 0) {
+                        states.publish(0, SL_STATUS_INCLUSIVE, prefix[0]);
+                        continue;
+                    }
+                    states.publish(j, SL_STATUS_AGGREGATE, agg[(size_t)j]);
+                    if (some_inclusive && (y >> 40) % 3 == 0)
+                        states.publish(j, SL_STATUS_INCLUSIVE, prefix[(size_t)j]);
+                }
+            });
+        std::vector<S> got(32);
+        run_warp([&] {
+            const S r = ORDERED ? sl::lookback_exclusive_ordered(states, target, identity, op)
+                                : sl::lookback_exclusive(states, target, identity, op);
+            got[threadIdx.x] = r;
+        });
+        for (auto &t : publishers) t.join();
+        for (int lane = 0; lane < 32; lane++)
+            if (memcmp(&got[(size_t)lane], &prefix[(size_t)target - 1], sizeof(S)) != 0) {
+                fail(what, (int)sizeof(S), target, "the look-back's prefix is not the left fold of the predecessors");
+                break;
+            }
+    }
+    printf("%-40s %2d bytes, packing %2d, %s look-back: %zu targets, twice\n", what, (int)sizeof(S),
+           states_t::PACKING, ORDERED ? "ordered" : "fast", sizeof targets / sizeof targets[0]);
+}
+
+template <int N> void check_lookbacks(const char *what) {
+    check_lookback<N, false>(what);
+    check_lookback<N, true>(what);
+}
+
 } /* namespace */
 
 int main() {
@@ -164,6 +286,13 @@ int main() {
     check_shape<with_payload<10, 28>>("ten words, 28 carry data (tagged)");
     check_shape<state<9>>("nine words (separate arrays)");
     check_shape<state<16>>("sixteen words (separate arrays)");
+    check_lookbacks<1>("one word");
+    check_lookbacks<2>("two words");
+    check_lookbacks<3>("three words");
+    check_lookbacks<4>("four words (tagged)");
+    check_lookbacks<5>("five words (tagged, odd)");
+    check_lookbacks<8>("eight words (tagged)");
+    check_lookbacks<9>("nine words (separate arrays)");
     if (g_failures) {
         fprintf(stderr, "tile_states_test: %d failures\n", g_failures);
         return 1;
