@@ -180,29 +180,69 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
  * tile's stage, or global memory at the tile's edge and in tiles not staged; for the batch's
  * row 0 the carry's open run) and the row after its last. KY is the generated RunKeys: the key
  * column's input, type, stage offset, and its change test as the state's combine makes it. */
+/* A key that maps make (KY::made): the keys a warp's edge lanes need from outside the warp,
+ * made from the inputs at those rows: lane 0's row before its first, lane 31's row after its
+ * last (the tile's edges among them). Called before the tile's stage is waited for, so that
+ * these loads overlap the wait. (An input key's neighbours come from the stage: unused.) */
+template <class KY> struct run_edges {
+    typename KY::key_t before, after;
+};
+
+template <class KY, int ITEMS, class A, class P>
+__device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &params, long long rows,
+                                                       long long tile_first) {
+    run_edges<KY> e = {};
+    if constexpr (KY::made) {
+        const int lane = (int)(threadIdx.x & 31);
+        const long long first = tile_first + (long long)threadIdx.x * ITEMS;
+        if (lane == 0 && first > 0 && first < rows) e.before = KY::at(a, params, first - 1);
+        if (lane == 31 && first + ITEMS < rows) e.after = KY::at(a, params, first + ITEMS);
+    } else {
+        (void)a;
+        (void)params;
+        (void)rows;
+        (void)tile_first;
+    }
+    return e;
+}
+
 template <class KY, int ITEMS, class A, class S>
 __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
                                           const A &a, bool staged, const uint4 *tile_buf,
-                                          const S &carry) {
+                                          const S &carry, const run_edges<KY> &edges) {
     typedef typename KY::key_t T;
-    const T *col = static_cast<const T *>(a.in[KY::input]);
-    const T *stage = reinterpret_cast<const T *>(reinterpret_cast<const unsigned char *>(tile_buf) +
-                                                 KY::stage_offset);
-    const bool in_stage = KY::staged && staged;
     const int r0 = (int)threadIdx.x * ITEMS, live = t.live_items;
+    /* the keys of the rows before and after the thread's items */
+    T before, after;
+    if constexpr (KY::made) {
+        /* made by maps: the neighbouring lanes' keys (every lane shuffles); the warp's edges
+           from run_edge_keys */
+        const int lane = (int)(threadIdx.x & 31);
+        before = shfl_up<T, words_of<T>::value>(c[ITEMS - 1], 1);
+        after = shfl_idx<T>(c[0], (lane + 1) & 31);
+        if (lane == 0) before = edges.before;
+        if (lane == 31) after = edges.after;
+        (void)a;
+        (void)staged;
+        (void)tile_buf;
+    } else {
+        (void)edges;
+        const T *col = static_cast<const T *>(a.in[KY::input]);
+        const T *stage = reinterpret_cast<const T *>(
+            reinterpret_cast<const unsigned char *>(tile_buf) + KY::stage_offset);
+        const bool in_stage = KY::staged && staged;
+        if (live > 0 && t.first > 0) before = in_stage && r0 > 0 ? stage[r0 - 1] : col[t.first - 1];
+        if (live > ITEMS)
+            after = in_stage && r0 + ITEMS < (int)t.tile_len ? stage[r0 + ITEMS] : col[t.first + ITEMS];
+    }
     unsigned long long h = 0;
     if (live > 0) {
         if (t.first == 0) h = KY::carry_differs(carry, c[0]);
-        else h = KY::differs(in_stage && r0 > 0 ? stage[r0 - 1] : col[t.first - 1], c[0]);
+        else h = KY::differs(before, c[0]);
 #pragma unroll
         for (int i = 1; i < ITEMS; i++) h |= (unsigned long long)KY::differs(c[i - 1], c[i]) << i;
-        if (live > ITEMS) {
-            const T next = in_stage && r0 + ITEMS < (int)t.tile_len ? stage[r0 + ITEMS]
-                                                                    : col[t.first + ITEMS];
-            h |= (unsigned long long)KY::differs(c[ITEMS - 1], next) << ITEMS;
-        } else {
-            h &= (1ull << live) - 1; /* rows past the batch change nothing */
-        }
+        if (live > ITEMS) h |= (unsigned long long)KY::differs(c[ITEMS - 1], after) << ITEMS;
+        else h &= (1ull << live) - 1; /* rows past the batch change nothing */
     }
     t.head_window = h;
     t.ending = h >> 1; /* the batch's last run stays open: the close kernel writes it */
@@ -629,6 +669,10 @@ template <class S> __device__ __forceinline__ S load_state(const uint32_t *at) {
     return from_words<S>(w);
 }
 
+/* Records the last block reads at once per thread: their loads go out together, one round
+ * trip for RECORDS_IN_FLIGHT records instead of one each. */
+constexpr int RECORDS_IN_FLIGHT = 2;
+
 /* In the last block: the blocks [p0, p1) this thread takes (a contiguous run, so the block
  * scan over the threads keeps block order) and its fold of their states, block b's at
  * `base` + b * `stride` bytes. */
@@ -636,13 +680,21 @@ template <class K, class P>
 __device__ __forceinline__ typename P::S fold_blocks(const unsigned char *base,
                                                      unsigned long long stride, long long nblocks,
                                                      long long &p0, long long &p1) {
+    typedef typename P::S S;
+    constexpr int U = RECORDS_IN_FLIGHT;
     const typename P::Op op;
     p0 = nblocks * (long long)threadIdx.x / K::block;
     p1 = nblocks * ((long long)threadIdx.x + 1) / K::block;
-    typename P::S fold = P::identity();
-    for (long long b = p0; b < p1; b++)
-        fold = op(fold,
-                  load_state<typename P::S>(reinterpret_cast<const uint32_t *>(base + b * stride)));
+    S fold = P::identity();
+    for (long long b = p0; b < p1; b += U) {
+        S v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (b + u < p1) v[u] = load_state<S>(reinterpret_cast<const uint32_t *>(base + (b + u) * stride));
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (b + u < p1) fold = op(fold, v[u]);
+    }
     return fold;
 }
 
@@ -876,16 +928,31 @@ __device__ __forceinline__ typename P::S join_block_records(const typename K::Ar
     const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)), nblocks, p0, p1);
     S thread_excl, total;
     block_exclusive_scan<S, K::block, 0>(storage, fold, P::identity(), op, thread_excl, total);
+    constexpr int U = RECORDS_IN_FLIGHT;
     S prefix = thread_excl;
-    for (long long b = p0; b < p1; b++) {
-        const uint32_t *rec = block_record<S>(records, b);
-        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
-            const unsigned long long lo32 = load_volatile_u32(rec + 2 * W);
-            const unsigned long long hi32 = load_volatile_u32(rec + 2 * W + 1);
-            close_segment<K, P>(a, op(prefix, load_state<S>(rec + W)), carry,
-                                (long long)(lo32 | (hi32 << 32)));
+    for (long long b0 = p0; b0 < p1; b0 += U) {
+        /* U records' totals, flags, ordinals and partial states, loaded together */
+        S agg[U], partial[U];
+        uint32_t held[U], k_lo[U], k_hi[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (b0 + u >= p1) break;
+            const uint32_t *rec = block_record<S>(records, b0 + u);
+            agg[u] = load_state<S>(rec);
+            held[u] = load_volatile_u32(rec + 2 * W + 2);
+            k_lo[u] = load_volatile_u32(rec + 2 * W);
+            k_hi[u] = load_volatile_u32(rec + 2 * W + 1);
+            partial[u] = load_state<S>(rec + W);
         }
-        prefix = op(prefix, load_state<S>(rec));
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (b0 + u >= p1) break;
+            if (held[u] != 0u)
+                close_segment<K, P>(a, op(prefix, partial[u]), carry,
+                                    (long long)((unsigned long long)k_lo[u] |
+                                                ((unsigned long long)k_hi[u] << 32)));
+            prefix = op(prefix, agg[u]);
+        }
     }
     return total;
 }
@@ -954,51 +1021,78 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
  * column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
  * flight; the key before each vector is a second, cached load. */
 template <class K, class C>
-__device__ __forceinline__ long long count_key_changes(const typename K::Args &a, long long r0,
-                                                       long long r1, const C &carry) {
+__device__ __forceinline__ long long count_key_changes(const typename K::Args &a,
+                                                       const typename K::Params &params,
+                                                       long long r0, long long r1, const C &carry) {
     typedef typename K::Keys KY;
     typedef typename KY::key_t T;
     constexpr int V = 16 / (int)sizeof(T), U = 8;
-    const T *col = static_cast<const T *>(a.in[KY::input]);
     long long n = 0;
     if (r0 == 0) {
-        if (threadIdx.x == 0 && r1 > 0 && KY::carry_differs(carry, col[0])) n = 1;
+        if (threadIdx.x == 0 && r1 > 0 && KY::carry_differs(carry, KY::at(a, params, 0))) n = 1;
         r0 = 1;
     }
     if (r0 >= r1) return n;
-    /* rows before the first 16-byte boundary, one a thread (all of them for a column not
-       aligned to its type) */
-    const unsigned long long addr = (unsigned long long)(uintptr_t)(col + r0);
-    long long head = addr % sizeof(T) != 0 ? r1 - r0 : (long long)((16 - addr % 16) % 16 / sizeof(T));
-    if (head > r1 - r0) head = r1 - r0;
-    const long long v0 = r0 + head, nvec = (r1 - v0) / V;
-    for (long long r = r0 + threadIdx.x; r < v0; r += K::block) n += KY::differs(col[r - 1], col[r]);
-    const uint4 *vec = reinterpret_cast<const uint4 *>(col + v0);
-    for (long long j0 = threadIdx.x; j0 < nvec; j0 += (long long)U * K::block) {
-        uint4 v[U];
-        T before[U];
+    if constexpr (KY::made) {
+        /* keys made by maps: each thread makes the keys of R consecutive rows and the one
+           before them from the inputs (scalar loads; a warp's rows are contiguous, so its
+           lines are read once from L2), U runs in flight */
+        constexpr int R = 8;
+        const long long runs = (r1 - r0 + R - 1) / R;
+        for (long long j0 = threadIdx.x; j0 < runs; j0 += (long long)U * K::block) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const long long j = j0 + (long long)u * K::block;
-            if (j < nvec) {
-                v[u] = __ldg(vec + j);
-                before[u] = col[v0 + j * V - 1];
+            for (int u = 0; u < U; u++) {
+                const long long j = j0 + (long long)u * K::block;
+                if (j >= runs) break;
+                const long long lo = r0 + j * R, hi = lo + R < r1 ? lo + R : r1;
+                T prev = KY::at(a, params, lo - 1);
+#pragma unroll
+                for (int q = 0; q < R; q++) {
+                    if (lo + q >= hi) break;
+                    const T x = KY::at(a, params, lo + q);
+                    n += KY::differs(prev, x);
+                    prev = x;
+                }
             }
         }
+        return n;
+    } else {
+        const T *col = static_cast<const T *>(a.in[KY::input]);
+        /* rows before the first 16-byte boundary, one a thread (all of them for a column not
+           aligned to its type) */
+        const unsigned long long addr = (unsigned long long)(uintptr_t)(col + r0);
+        long long head =
+            addr % sizeof(T) != 0 ? r1 - r0 : (long long)((16 - addr % 16) % 16 / sizeof(T));
+        if (head > r1 - r0) head = r1 - r0;
+        const long long v0 = r0 + head, nvec = (r1 - v0) / V;
+        for (long long r = r0 + threadIdx.x; r < v0; r += K::block) n += KY::differs(col[r - 1], col[r]);
+        const uint4 *vec = reinterpret_cast<const uint4 *>(col + v0);
+        for (long long j0 = threadIdx.x; j0 < nvec; j0 += (long long)U * K::block) {
+            uint4 v[U];
+            T before[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            if (j0 + (long long)u * K::block >= nvec) break;
-            T x[V];
-            memcpy(&x[0], &v[u], sizeof x);
-            int d = KY::differs(before[u], x[0]);
+            for (int u = 0; u < U; u++) {
+                const long long j = j0 + (long long)u * K::block;
+                if (j < nvec) {
+                    v[u] = __ldg(vec + j);
+                    before[u] = col[v0 + j * V - 1];
+                }
+            }
 #pragma unroll
-            for (int k = 1; k < V; k++) d += KY::differs(x[k - 1], x[k]);
-            n += d;
+            for (int u = 0; u < U; u++) {
+                if (j0 + (long long)u * K::block >= nvec) break;
+                T x[V];
+                memcpy(&x[0], &v[u], sizeof x);
+                int d = KY::differs(before[u], x[0]);
+#pragma unroll
+                for (int k = 1; k < V; k++) d += KY::differs(x[k - 1], x[k]);
+                n += d;
+            }
         }
+        for (long long r = v0 + nvec * V + threadIdx.x; r < r1; r += K::block)
+            n += KY::differs(col[r - 1], col[r]);
+        return n;
     }
-    for (long long r = v0 + nvec * V + threadIdx.x; r < r1; r += K::block)
-        n += KY::differs(col[r - 1], col[r]);
-    return n;
 }
 
 /* Block p's key changes from its record, once it has published them. */
@@ -1042,7 +1136,7 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     long long excl, changes, base = 0;
     {
         const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
-        const long long mine_n = count_key_changes<K>(a, lo * K::tile, r1, carry);
+        const long long mine_n = count_key_changes<K>(a, params, lo * K::tile, r1, carry);
         block_exclusive_scan<long long, K::block, 0>(count_storage, mine_n, 0ll, plus, excl, changes);
         if (threadIdx.x == 0)
             store_volatile_u64(reinterpret_cast<uint64_t *>(mine + 2 * W + 4),
@@ -1062,13 +1156,13 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     if (lo == 0) {
         running = carry_run;
         /* row 0 of another key closes the carry's open run: place 0 */
-        if (threadIdx.x == 0 && rows > 0 &&
-            K::Keys::carry_differs(carry, static_cast<const typename K::Keys::key_t *>(
-                                              a.in[K::Keys::input])[0]))
+        if (threadIdx.x == 0 && rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
             close_segment<K, R>(a, carry_run, carry, 0);
     }
     long long tile_base = base;
     for (long long tile = lo; tile < hi; tile++) {
+        const run_edges<typename K::Keys> edges =
+            run_edge_keys<typename K::Keys, K::items>(a, params, rows, tile * K::tile);
         const int s = wait_tile(queue, tile - lo);
         const bool staged = queue.bulk[s] != 0;
         const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
@@ -1076,7 +1170,7 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
         t.at(rows, tile, K::tile);
         t.load_inputs(a, staged, tile_buf);
         t.maps(0);
-        t.runs_at(a, staged, tile_buf, carry);
+        t.runs_at(a, staged, tile_buf, carry, edges);
         long long tile_changes;
         block_exclusive_scan<long long, K::block, 0>(count_storage, (long long)t.run_changes(), 0ll,
                                                      plus, excl, tile_changes);

@@ -254,6 +254,28 @@ START_TEST(test_input_key_runs) {
 }
 END_TEST
 
+/* Runs of a key that maps make from inputs (no filter before the reduce: still the runs'
+ * loop, which makes each key from the inputs at its row to count the changes, RunKeys::at):
+ * kk / 2 merges neighbouring runs of kk (2k and 2k + 1), kk * 0.5 keeps them (f32), per
+ * stream and per batch. _i: key × per. */
+START_TEST(test_made_key_runs) {
+    static const char *const keys[] = {"kk / 2", "f32(kk) * 0.5", "(kk & 1) == 0"};
+    const char *key = keys[_i / 2];
+    bool per_batch = _i % 2 == 1;
+    snprintf(g_yaml, sizeof g_yaml,
+             "sluice: 1\nname: made-runs-%d\ninput: {x: f32, i: i32, kk: i32}\nstages:\n"
+             "  - map: {g: '%s', y: x * 2.0}\n"
+             "  - reduce:\n      segments: {key: g}\n      index: seg\n%s      values:\n"
+             "        - {op: sum, of: y, into: s}\n        - {op: count, into: n}\n"
+             "        - {op: min, of: i, into: lo}\n"
+             "output: [g, seg, s, n, lo]\n",
+             _i, key, per_batch ? "      per: batch\n" : "");
+    g_shape = shape_key_runs;
+    check_sizes_many_tiles(g_yaml, 9000 + (uint64_t)_i * 16);
+    g_shape = NULL;
+}
+END_TEST
+
 static Suite *gpu_reduce_suite(void) {
     Suite *s = suite_create("gpu_reduce");
     TCase *tc = tcase_create("reduce");
@@ -262,6 +284,7 @@ static Suite *gpu_reduce_suite(void) {
     tcase_add_loop_test(tc, test_offsets, 0, 1);
     tcase_add_loop_test(tc, test_stages_after, 0, 3);
     tcase_add_loop_test(tc, test_input_key_runs, 0, 10);
+    tcase_add_loop_test(tc, test_made_key_runs, 0, 6);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -44,7 +44,8 @@
 static const struct carry_case {
     const char *segments;
     bool scan;
-    bool plain; /* no filter: over runs of the input k, the runs' aggregate loop */
+    bool plain; /* no filter: over runs of k (or of g, made from k by the map), the runs'
+                   aggregate loop */
 } cases[] = {
     {"      segments: {key: g}\n", true, false},
     {"      segments: {key: big}\n", true, false},
@@ -58,6 +59,7 @@ static const struct carry_case {
     {"      per: batch\n", false, false},
     {"      segments: {key: k}\n", false, true},
     {"      segments: {key: k}\n      per: batch\n", false, true},
+    {"      segments: {key: g}\n", false, true}, /* the key made by a map: RunKeys::at */
 };
 
 /* Rows out, each output's value as the emulation prints them (kernel output order). */

@@ -511,8 +511,9 @@ START_TEST(kernel_shapes) {
     ck_assert_ptr_nonnull(strstr(cg.source, "commutative = true"));
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
-    /* runs of an input key: the runs' loop (block records, a run state, the key's change
-       test); the same key made by a map, or after a filter: the loop with a look-back warp */
+    /* runs of an input key, or of a key maps make from inputs: the runs' loop (block
+       records, a run state, the key's change test, RunKeys::at making the key at a row);
+       after a filter: the loop with a look-back warp */
     static const char *const keyed[] = {
         "sluice: 1\nname: k1\ninput:\n  x: f32\n  k: i32\nstages:\n"
         "  - map: {y: x * 2.0}\n"
@@ -529,13 +530,16 @@ START_TEST(kernel_shapes) {
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(keyed); i++) {
         cg = generate_for(ctx, keyed[i], &p, 0, 90);
-        ck_assert_msg(cg.block_records == (i == 0), "%s", keyed[i]);
-        ck_assert(cg.aggregate_loop == (i == 0));
-        ck_assert(cg.lookback_warp == (i != 0));
-        ck_assert((strstr(cg.source, "struct RunKeys") != NULL) == (i == 0));
+        const bool runs = i != 2;
+        ck_assert_msg(cg.block_records == runs, "%s", keyed[i]);
+        ck_assert(cg.aggregate_loop == runs);
+        ck_assert(cg.lookback_warp == !runs);
+        ck_assert((strstr(cg.source, "struct RunKeys") != NULL) == runs);
+        if (runs)
+            ck_assert(strstr(cg.source, i == 1 ? "made = true" : "made = false") != NULL);
         /* the block-record loops take their own block size from the tuning table */
         const sl_tuning *tu = sl_tuning_for(90);
-        ck_assert_int_eq(cg.block_threads, i == 0 ? tu->records_block_threads : tu->block_threads + 32);
+        ck_assert_int_eq(cg.block_threads, runs ? tu->records_block_threads : tu->block_threads + 32);
         ck_assert_int_eq((cg.block_threads - (cg.lookback_warp ? 32 : 0)) * cg.items_per_thread,
                          (int)cg.tile_rows);
         if (i + 1 < SL_ARRAY_LEN(keyed)) {
@@ -694,8 +698,9 @@ static const struct host_case {
     bool scan;
     bool narrow; /* one i32 sum: a state narrow enough for one 16-byte word in the look-back */
     bool plain;  /* no filter, and the inputs kb (bool) and kf (f32): over runs of an input
-                    key, the runs' aggregate loop (long runs of kb: a byte is 0 one time in
-                    256; kf: random bits, NaNs and negative zeros among them) */
+                    key, or of a key the map makes from inputs (g, big), the runs' aggregate
+                    loop (long runs of kb: a byte is 0 one time in 256; kf: random bits, NaNs
+                    and negative zeros among them) */
 } host_cases[] = {
     {"      segments: {key: g}\n", true, false, false},
     {"      segments: {key: big}\n", true, false, false},
@@ -717,6 +722,8 @@ static const struct host_case {
     {"      segments: {key: k}\n", false, false, true},
     {"      segments: {key: kb}\n", true, false, true},
     {"      segments: {key: kf}\n", false, false, true},
+    {"      segments: {key: g}\n", false, false, true},   /* keys made by the map: */
+    {"      segments: {key: big}\n", false, false, true}, /* RunKeys::at (bool: big) */
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */

@@ -448,14 +448,64 @@ static bool reduce_commutative(const sl_reduce *r) {
 static int compactions_before(const cg *g, int stage);
 static int input_of(const cg *g, int column);
 
+/* The live map entry of the group (before its reduce) that makes column c: its stage and
+ * index, or false when no map of the group makes it. */
+static bool map_making(const cg *g, int c, int *stage, int *entry) {
+    for (int s = g->first; s < g->last && s < g->reduce_stage; s++) {
+        const sl_stage *st = &g->p->stages[s];
+        if (st->kind != SL_STAGE_MAP) continue;
+        for (int k = 0; k < st->map.count; k++)
+            if (st->map.columns[k] == c && g->plan->map_entry_live[s][k]) {
+                *stage = s;
+                *entry = k;
+                return true;
+            }
+    }
+    return false;
+}
+
+typedef struct row_visit {
+    const cg *g;
+    bool *needed; /* the columns a row's key reads, inputs and maps (may be NULL) */
+    int depth;
+    bool ok;
+} row_visit;
+
+static void visit_row_column(void *payload, int column);
+
+/* Whether column c at a row is computable from the kernel's inputs at that row alone: an
+ * input, or made by a map of the group from such columns (a scan's or a flag's column is
+ * not). Marks what it reads in v->needed. */
+static bool row_computable(row_visit *v, int c) {
+    if (v->needed && v->needed[c]) return true;
+    if (input_of(v->g, c) >= 0) {
+        if (v->needed) v->needed[c] = true;
+        return true;
+    }
+    int s, k;
+    if (v->depth > 64 || !map_making(v->g, c, &s, &k)) return false;
+    v->depth++;
+    sl_expr_visit_columns(v->g->p->stages[s].map.exprs[k], visit_row_column, v);
+    v->depth--;
+    if (v->ok && v->needed) v->needed[c] = true;
+    return v->ok;
+}
+
+static void visit_row_column(void *payload, int column) {
+    row_visit *v = payload;
+    if (v->ok && !row_computable(v, column)) v->ok = false;
+}
+
 /* Whether a reduce over runs of keys can run without look-back (sl_tile.cuh
- * runs_aggregate_loop): each block counts the key changes in its rows from the key column
- * before anything else, so the key must be one of the kernel's inputs (not made by a map in
- * the group) and every row must count (no compaction before the reduce in the group). */
+ * runs_aggregate_loop): each block counts the key changes in its rows before anything else,
+ * so every row must count (no compaction before the reduce in the group) and the key must be
+ * readable or computable at any row from the kernel's inputs at that row: an input, or made
+ * by the group's maps from inputs (RunKeys::at computes it). */
 static bool runs_countable(const cg *g) {
     const sl_reduce *r = g->reduce;
-    return r->segments == SL_SEGMENTS_KEY && input_of(g, r->segment_column) >= 0 &&
-           compactions_before(g, g->last) == 0;
+    if (r->segments != SL_SEGMENTS_KEY || compactions_before(g, g->last) != 0) return false;
+    row_visit v = {g, NULL, 0, true};
+    return row_computable(&v, r->segment_column);
 }
 
 /* Whether the group is a reduce over rows that nothing else scans, without segments, over
@@ -1230,10 +1280,8 @@ static void emit_stores(cg *g) {
     sl_strbuf_append(sb, "    }\n");
 }
 
-/* GroupParams (the pipeline's params, read once per block) and GroupTile (one thread's rows
- * of a tile: a register array per column the kernel reads, makes or writes, and the
- * per-group pieces of the tile loop as member functions). */
-static void emit_tile(cg *g) {
+/* GroupParams: the pipeline's params, read once per block. */
+static void emit_params(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sluice_pipeline *p = g->p;
     sl_strbuf_append(sb, "struct GroupParams {\n");
@@ -1244,7 +1292,13 @@ static void emit_tile(cg *g) {
     for (int k = 0; k < p->nparams; k++)
         sl_strbuf_printf(sb, "        memcpy(&p%d, &a.params[%d], sizeof p%d);\n", k, k, k);
     sl_strbuf_append(sb, "    }\n};\n");
+}
 
+/* GroupTile: one thread's rows of a tile: a register array per column the kernel reads,
+ * makes or writes, and the per-group pieces of the tile loop as member functions. */
+static void emit_tile(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sluice_pipeline *p = g->p;
     sl_strbuf_append(sb, "struct GroupTile : GroupParams, sl::tile_rows<ITEMS> {\n");
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
@@ -1261,8 +1315,9 @@ static void emit_tile(cg *g) {
     if (runs_aggregate(g))
         sl_strbuf_printf(sb,
                          "    template <class S> __device__ __forceinline__ void runs_at(const SlArgs &a, "
-                         "bool staged, const uint4 *tile_buf, const S &carry) {\n"
-                         "        sl::run_heads<RunKeys>(*this, c%d, a, staged, tile_buf, carry);\n    }\n",
+                         "bool staged, const uint4 *tile_buf, const S &carry, "
+                         "const sl::run_edges<RunKeys> &edges) {\n"
+                         "        sl::run_heads<RunKeys>(*this, c%d, a, staged, tile_buf, carry, edges);\n    }\n",
                          g->reduce->segment_column);
     for (int ph = 1; ph <= g->phases; ph++) {
         emit_element(g, ph, false);
@@ -1276,7 +1331,7 @@ static void emit_tile(cg *g) {
 }
 
 static void emit_reduce_close(cg *g);
-static void emit_run_keys(cg *g);
+static sluice_status emit_run_keys(cg *g);
 static void emit_run_state(cg *g);
 static void emit_run_carry(cg *g);
 static void emit_reduce_row(cg *g, const char *st, const char *at, const char *index,
@@ -1330,9 +1385,10 @@ static sluice_status emit_kernel(cg *g) {
                      o->ninputs ? o->ninputs : 1, o->noutputs ? o->noutputs : 1,
                      p->nparams ? p->nparams : 1);
     for (int ph = 1; ph <= g->phases; ph++) emit_struct(g, ph);
+    emit_params(g);
     if (runs_aggregate(g)) {
         emit_run_state(g);
-        emit_run_keys(g);
+        SL_TRY(emit_run_keys(g));
     }
     emit_tile(g);
 
@@ -1394,27 +1450,73 @@ static int input_of(const cg *g, int column) {
     return -1;
 }
 
-/* RunKeys (runs_aggregate_loop): the key column's input, type and stage, and its change test,
- * the one the reduce's combine makes (emit_reduce_combine): between two rows, and between
- * the carry's open run and a row. */
-static void emit_run_keys(cg *g) {
+/* RunKeyRow and RunKeys (runs_aggregate_loop). RunKeyRow::at is the key at one row from the
+ * kernel's inputs at that row: the key input itself, or the group's maps that make the key
+ * from inputs (runs_countable), evaluated for that row alone. RunKeys: the key's type, its
+ * input (-1 when maps make it: `made`) and stage, its change test (the one the reduce's
+ * combine makes, emit_reduce_combine) between two rows and between the carry's open run and
+ * a row, and `at`. */
+static sluice_status emit_run_keys(cg *g) {
     sl_strbuf *sb = &g->sb;
+    const sluice_pipeline *p = g->p;
     const sl_reduce *r = g->reduce;
     const cg_slot *rs = &g->slots[g->reduce_slot];
-    const int k = input_of(g, r->segment_column);
-    const sluice_type type = g->p->columns[r->segment_column].type;
-    const char *kr = key_read(g, r->segment_column), *tn = type_name(type);
+    const int key = r->segment_column, k = input_of(g, key);
+    const bool staged = k >= 0 && g->staged[k];
+    const sluice_type type = p->columns[key].type;
+    const char *kr = key_read(g, key), *tn = type_name(type);
+    bool *needed = sl_calloc(g->ctx, (size_t)p->ncolumns, sizeof *needed);
+    if (!needed) return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    row_visit v = {g, needed, 0, true};
+    if (!row_computable(&v, key)) {
+        sl_free(g->ctx, needed);
+        return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT, "internal: a run key not computable per row");
+    }
+    sl_strbuf_append(sb, "struct RunKeyRow : GroupParams {\n");
+    for (int c = 0; c < p->ncolumns; c++)
+        if (needed[c]) sl_strbuf_printf(sb, "    %s c%d[1];\n", ctype(p->columns[c].type), c);
+    sl_strbuf_printf(sb,
+                     "    __device__ __forceinline__ explicit RunKeyRow(const GroupParams &p) : "
+                     "GroupParams(p) {}\n"
+                     "    __device__ __forceinline__ %s at(const SlArgs &a, long long r) {\n"
+                     "        const int i = 0;\n        (void)i;\n",
+                     ctype(type));
+    for (int in = 0; in < g->out->ninputs; in++) {
+        const int c = g->out->inputs[in];
+        if (in == g->out->offsets_input || !needed[c]) continue;
+        sl_strbuf_printf(sb, "        c%d[0] = ((const %s *)a.in[%d])[r];\n", c,
+                         ctype(p->columns[c].type), in);
+    }
+    for (int st = g->first; st < g->last && st < g->reduce_stage; st++) {
+        const sl_stage *stage = &p->stages[st];
+        if (stage->kind != SL_STAGE_MAP) continue;
+        for (int e = 0; e < stage->map.count; e++) {
+            const int c = stage->map.columns[e];
+            int ms, me;
+            if (!needed[c] || input_of(g, c) >= 0 || !map_making(g, c, &ms, &me) || ms != st ||
+                me != e)
+                continue;
+            sl_strbuf_printf(sb, "        c%d[i] = (%s)(", c, ctype(p->columns[c].type));
+            emit_expr(sb, stage->map.exprs[e]);
+            sl_strbuf_append(sb, ");\n");
+        }
+    }
+    sl_strbuf_printf(sb, "        return c%d[0];\n    }\n};\n", key);
+    sl_free(g->ctx, needed);
     sl_strbuf_printf(sb,
                      "struct RunKeys {\n    typedef %s key_t;\n    static constexpr int input = %d;\n"
-                     "    static constexpr bool staged = %s;\n"
+                     "    static constexpr bool made = %s, staged = %s;\n"
                      "    static constexpr unsigned stage_offset = %zu;\n"
                      "    __device__ static __forceinline__ bool differs(key_t x, key_t y) {\n"
                      "        return !sl_key_same_%s(%s(x), %s(y));\n    }\n"
                      "    __device__ static __forceinline__ bool carry_differs(const S%d &c, key_t y) {\n"
-                     "        return c.f%d && !sl_key_same_%s(c.f%d, %s(y));\n    }\n};\n",
-                     ctype(type), k, g->staged[k] ? "true" : "false",
-                     g->staged[k] ? g->stage_offset[k] : (size_t)0, tn, kr, kr, rs->phase,
+                     "        return c.f%d && !sl_key_same_%s(c.f%d, %s(y));\n    }\n"
+                     "    __device__ static __forceinline__ key_t at(const SlArgs &a, const GroupParams &p, "
+                     "long long r) {\n        return RunKeyRow(p).at(a, r);\n    }\n};\n",
+                     ctype(type), k, k < 0 ? "true" : "false", staged ? "true" : "false",
+                     staged ? g->stage_offset[k] : (size_t)0, tn, kr, kr, rs->phase,
                      rs->flag_field, tn, rs->last_field, kr);
+    return SLUICE_OK;
 }
 
 /* The runs' loop state R<phase> (runs_aggregate_loop), its identity and combine, and its
@@ -1521,7 +1623,6 @@ static void emit_run_carry(cg *g) {
     emit_value_copies(g, ph, "r", "c");
     sl_strbuf_printf(sb, "        r.f%d = c.f%d;\n        r.f%d = c.f%d;\n        return r;\n    }\n",
                      rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
-    const int key = input_of(g, g->reduce->segment_column);
     sl_strbuf_printf(sb,
                      "    __device__ static __forceinline__ S%d run_carry(const R%d &t, const S%d &c, "
                      "long long changes, const SlArgs &a) {\n        S%d s = c;\n",
@@ -1530,14 +1631,13 @@ static void emit_run_carry(cg *g) {
     sl_strbuf_printf(sb,
                      "        s.f%d = c.f%d + changes;\n        s.f%d = c.f%d + changes;\n"
                      "        s.f%d = (sl_bool)((c.f%d && c.f%d) || changes > 0);\n"
-                     "        if (!c.f%d && a.rows > 0) s.f%d = %s(((const %s *)a.in[%d])[0]);\n"
+                     "        if (!c.f%d && a.rows > 0) s.f%d = %s(RunKeys::at(a, GroupParams(a), 0));\n"
                      "        if (t.f%d) s.f%d = t.f%d;\n        s.f%d = t.f%d;\n"
                      "        return s;\n    }\n",
                      rs->count_field, rs->count_field, rs->total_field, rs->total_field,
                      rs->restart_field, rs->flag_field, rs->restart_field, rs->flag_field,
-                     rs->first_field, key_read(g, g->reduce->segment_column),
-                     ctype(g->p->columns[g->reduce->segment_column].type), key,
-                     rs->flag_field, rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
+                     rs->first_field, key_read(g, g->reduce->segment_column), rs->flag_field,
+                     rs->last_field, rs->last_field, rs->flag_field, rs->flag_field);
 }
 
 /* Index of column c among the kernel's outputs, -1 when it is not written. */
