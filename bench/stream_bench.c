@@ -23,6 +23,20 @@
  *     a complete batch; sluice_batch_free), and the GPU's own time a piece, measured with
  *     the pieces queued back to back behind a gate on the session's stream (so the host
  *     cannot be what it waits for);
+ * Every result is verified, outside the timings: after a job's timed runs (and after the gated
+ * GPU-time pushes), one more stream through the same session, pushed and pulled as the timed
+ * ones, has each result batch checked as it is pulled, in stream order, against a reference
+ * the host computes from the bytes pushed (device outputs are first copied back with
+ * cudaMemcpy, 4M rows at a time; the reference keeps a running carry, nothing output-sized).
+ * The scans are per stream (a scan's `reset` is `never` by default), so the sum's carry and
+ * the count's slot run on across batches and pieces. The filter's rows and the map's y and
+ * the count slot are exact and compared bit for bit; the f32 sum's association on the GPU is
+ * not the host's, so it is compared within bounds derived from the data that still fail for
+ * a row out of place (check_scan). Every input row must be accounted for. A wrong value
+ * prints the job, the result batch and row, the input row, expected and got, and exits 3
+ * before that job's figure or the table is printed. Each check prints a `checked` line (for
+ * the scan, its largest error as a fraction of each bound). host_costs' calls are not
+ * checked themselves; they run on the session the 2^20-row batches were checked on.
  * With `staging` last, only the bus limit and the malloc rows at the default depth (one piece
  * a push) run, labelled with the staging settings of the environment, for a sweep from a
  * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h). With
@@ -30,6 +44,7 @@
  * Prints one line per measurement and a table last. Benchmarks are programs, never timed
  * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,15 +127,30 @@ static void bus_limit(size_t bytes, size_t chunk, double *h2d_ms, double *duplex
 
 /* ---- sessions ------------------------------------------------------------------------- */
 
+static const char *SCAN =
+    "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
+    "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n";
+static const char *FILTER =
+    "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
+    "  - filter: x > 0\noutput: [x]\n";
+static const char *MFC =
+    "sluice: 1\nname: bench-map-filter-count\ninput: {x: f32}\nstages:\n"
+    "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
+    "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n";
+
+enum { JOB_SCAN, JOB_FILTER, JOB_MFC };
+
 typedef struct job {
     sluice_context *ctx;
     sluice_pipeline *p;
     sluice_session *s;
     int64_t rows_out;
+    int kind; /* JOB_SCAN, JOB_FILTER or JOB_MFC: what verify_stream checks */
 } job;
 
 static void job_open(job *j, const char *yaml, int64_t max_rows, int depth, int device_out) {
     memset(j, 0, sizeof *j);
+    j->kind = yaml == SCAN ? JOB_SCAN : yaml == FILTER ? JOB_FILTER : JOB_MFC;
     if (sluice_context_create(&j->ctx, NULL) != SLUICE_OK) exit(1);
     sluice_status st = sluice_pipeline_load_string(j->ctx, yaml, strlen(yaml), "bench", &j->p);
     if (st != SLUICE_OK) fail_session(j->ctx, st, "loading the pipeline");
@@ -182,12 +212,324 @@ static double run_stream(job *j, const float *src, int64_t stride, int64_t rows,
     return t;
 }
 
-/* Median of g_reps timed streams after one warm-up (which also compiles the kernel). */
+/* ---- verification ----------------------------------------------------------------------
+ * After a job's timed runs, one more stream with the same session (time_stream) is pushed the
+ * same way and every result batch is checked as it is pulled, in stream order, against a host
+ * reference computed from the bytes pushed; the first wrong value ends the program (exit 3),
+ * since a fast wrong answer is no figure. The timed runs themselves check nothing (drain).
+ * The reference runs incrementally over the stream, so nothing the size of the output is held:
+ * SCAN's carry and MFC's count slot continue across batches as a session's scans do (SCHEMA.md:
+ * a scan's `reset` is `never` by default, and results do not depend on how the stream is cut). */
+
+#define CHECK_CHUNK ((int64_t)1 << 22) /* rows of a device column copied back at a time */
+#define SCAN_WINDOW ((int64_t)1 << 17) /* rows behind a row whose sums the step bound covers */
+#define U_F32 0x1p-24                  /* f32's unit roundoff: half an ulp of 1 */
+#define TINY 0x1p-40
+
+typedef struct verifier {
+    const char *what; /* the job, for messages */
+    int kind;
+    const float *ref; /* input row r of the stream is ref[r % period] */
+    int64_t period, pos, lag_pos;
+    int64_t in_rows, push_rows;
+    int64_t at;       /* input rows matched so far */
+    int64_t batch;    /* result batches checked */
+    int64_t out_rows;
+    double sum, abs_sum, win; /* SCAN: sum and |sum| of the rows before `at`; win: |sum| of
+                                 the SCAN_WINDOW rows before it */
+    float prev_got, prev_x;   /* SCAN: the row before `at` */
+    double worst_abs, worst_step; /* SCAN: largest error / bound seen */
+    int64_t kept;             /* MFC: rows kept before `at` */
+    float *hf;                /* host copies of a chunk of device columns */
+    int64_t *hi;
+} verifier;
+
+static double absd(double a) { return a < 0 ? -a : a; }
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* row: the row of result batch v->batch (-1: after the last result batch); in_row: the
+ * input row of the stream it stands for (-1: none). */
+__attribute__((format(printf, 4, 5), noreturn)) static void verify_fail(const verifier *v, int64_t row,
+                                                               int64_t in_row, const char *fmt, ...) {
+    fprintf(stderr, "stream_bench: WRONG RESULT: %s: ", v->what);
+    if (row >= 0)
+        fprintf(stderr, "result batch %lld, row %lld", (long long)v->batch, (long long)row);
+    else
+        fprintf(stderr, "after %lld result batches", (long long)v->batch);
+    if (in_row >= 0)
+        fprintf(stderr, " (input row %lld of the stream: push %lld, row %lld)", (long long)in_row,
+                (long long)(in_row / v->push_rows), (long long)(in_row % v->push_rows));
+    fprintf(stderr, ": ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nstream_bench: stopped; no figure of this run is valid\n");
+    exit(3);
+}
+
+static float next_x(verifier *v) {
+    float x = v->ref[v->pos];
+    if (++v->pos == v->period) v->pos = 0;
+    v->at++;
+    return x;
+}
+
+static void get_column(const verifier *v, const sluice_batch *b, const char *name, sluice_type t,
+                       int64_t rows, sluice_column *c) {
+    sluice_status st = sluice_batch_column_by_name(b, name, c);
+    if (st != SLUICE_OK)
+        verify_fail(v, -1, -1, "result batch %lld has no column %s (%s)", (long long)v->batch,
+                    name, sluice_status_name(st));
+    if (c->type != t || c->length != rows || (rows > 0 && !c->data))
+        verify_fail(v, -1, -1, "result batch %lld: column %s is %s of %lld rows, expected %s of "
+                    "%lld", (long long)v->batch, name, sluice_type_name(c->type),
+                    (long long)c->length, sluice_type_name(t), (long long)rows);
+}
+
+/* SCAN, `s` = the exclusive f32 sum of x. The reference (v->sum, in double) is exact: every
+ * input is a multiple of 2^-20 below 8 in magnitude (main), so a prefix of up to 2^30 rows
+ * fits a double's 53 bits. The GPU adds in f32 in an association of its own (a thread's rows
+ * in order, a tree over the block's threads, 4096-row tiles chained by look-back, pieces and
+ * batches by the session's carry) that no sequential host sum reproduces, so `s` is compared
+ * within bounds, not bit for bit. Each f32 rounding is at most 2^-24 of the partial sum it
+ * rounds, and a partial sum is at most the sum of |x| of the rows it covers; two bounds
+ * follow, each catching what the other cannot:
+ *  - absolute: |got - sum| <= 4 * 2^-24 * (sum of |x| over the prefix). The actual error is
+ *    far smaller (roundings of either sign, of partial sums that are random walks ~sqrt(n),
+ *    not ~n): a host model of the GPU's association over 2^29 rows of this input reached an
+ *    eighth of the bound in the first hundred rows and under 1/200 of it past row 2^14. It
+ *    catches a dropped or doubled batch (off by that batch's sum, ~4.6 sqrt(rows):
+ *    ~38000 for 2^26 rows, against a bound of at most ~512 at row 2^29), but it alone cannot
+ *    fail for one row's worth late in a long stream, as one x is below 8.
+ *  - step: consecutive outputs, across result batches too, differ by the row between them:
+ *    |(got[r] - got[r-1]) - x[r-1]| <= 16 * 2^-24 * (|got[r]| + |got[r-1]|)
+ *                                      + 4 * 2^-24 * (sum of |x| over the 2^17 rows before r).
+ *    The errors both rows share (the carry from further back) cancel; what is left is the
+ *    rounding of the running value between them (first term) and of the tile sums and
+ *    look-back windows that may separate them (second term: 2^17 rows, 32 tiles). The same
+ *    model's step errors reached 0.18 of this bound. The bound is 0.125 plus 2^-19 |s|:
+ *    ~0.3 where |s| is ~10^5, as at the end of a 2^29-row stream, while neighbouring rows
+ *    differ by 5.3 on average (x uniform in [-8, 8)). A shifted row, a carry off by a row,
+ *    an output row dropped or repeated fails here except where the two values it mixes up
+ *    happen to be within the bound (4 to 9 in 100 for bounds of 0.3 to 0.7), so one that
+ *    persists over a few rows, or recurs at every batch's carry, cannot pass. */
+static void check_scan(verifier *v, const float *s, int64_t lo, int64_t m) {
+    if (m > v->in_rows - v->at)
+        verify_fail(v, lo + (v->in_rows - v->at), -1, "s = %.9g: more rows than the %lld pushed",
+                    s[v->in_rows - v->at], (long long)v->in_rows);
+    /* the state in locals: stores through v would alias the float loads every row */
+    const float *ref = v->ref;
+    int64_t period = v->period, pos = v->pos, lag_pos = v->lag_pos, r = v->at;
+    double sum = v->sum, abs_sum = v->abs_sum, win = v->win;
+    double worst_abs = v->worst_abs, worst_step = v->worst_step;
+    float prev_got = v->prev_got, prev_x = v->prev_x;
+    for (int64_t i = 0; i < m; i++, r++) {
+        float x = ref[pos], got = s[i];
+        if (++pos == period) pos = 0;
+        double err = absd((double)got - sum), tol = 4 * U_F32 * abs_sum + TINY;
+        if (!(err <= tol))
+            verify_fail(v, lo + i, r, "s: expected %.17g (the exact sum of the rows before it), "
+                        "got %.9g: off by %.3g, bound %.3g", sum, got, err, tol);
+        if (err > worst_abs * tol) worst_abs = err / tol; /* no division a row */
+        if (r > 0) {
+            double step = (double)got - (double)prev_got;
+            double serr = absd(step - (double)prev_x);
+            double stol = 16 * U_F32 * (absd(got) + absd(prev_got)) + 4 * U_F32 * win + TINY;
+            if (!(serr <= stol))
+                verify_fail(v, lo + i, r, "s: %.9g after %.9g on the row before, a step of "
+                            "%.9g, expected that row's x = %.9g: off by %.3g, bound %.3g", got,
+                            prev_got, step, prev_x, serr, stol);
+            if (serr > worst_step * stol) worst_step = serr / stol;
+        }
+        prev_got = got;
+        prev_x = x;
+        sum += x;
+        abs_sum += absd(x);
+        win += absd(x);
+        if (r >= SCAN_WINDOW) {
+            win -= absd(ref[lag_pos]);
+            if (++lag_pos == period) lag_pos = 0;
+        }
+    }
+    v->pos = pos;
+    v->lag_pos = lag_pos;
+    v->at = r;
+    v->sum = sum;
+    v->abs_sum = abs_sum;
+    v->win = win;
+    v->worst_abs = worst_abs;
+    v->worst_step = worst_step;
+    v->prev_got = prev_got;
+    v->prev_x = prev_x;
+}
+
+/* FILTER, `x` = the rows with x > 0, bit for bit. */
+static void check_filter(verifier *v, const float *xo, int64_t lo, int64_t m) {
+    for (int64_t i = 0; i < m; i++) {
+        float x;
+        int64_t r;
+        do {
+            if (v->at == v->in_rows)
+                verify_fail(v, lo + i, -1, "x = %.9g: more rows than x > 0 keeps of the %lld "
+                            "pushed", xo[i], (long long)v->in_rows);
+            r = v->at;
+            x = next_x(v);
+        } while (!(x > 0));
+        if (f32_bits(xo[i]) != f32_bits(x))
+            verify_fail(v, lo + i, r, "x: expected %.9g (0x%08x), got %.9g (0x%08x)", x,
+                        f32_bits(x), xo[i], f32_bits(xo[i]));
+    }
+}
+
+/* MFC's y = x * 2 + 1 in f32 for the rows with y > 1, and slot = how many rows the stream
+ * kept before. x * 2 is exact, so contracting the host's x * 2.0f + 1.0f into an FMA cannot
+ * change its bits: it equals the GPU's separately rounded multiply and add. */
+static void check_mfc(verifier *v, const float *y, const int64_t *slot, int64_t lo, int64_t m) {
+    for (int64_t i = 0; i < m; i++) {
+        float want;
+        int64_t r;
+        do {
+            if (v->at == v->in_rows)
+                verify_fail(v, lo + i, -1, "y = %.9g, slot = %lld: more rows than y > 1 keeps "
+                            "of the %lld pushed", y[i], (long long)slot[i], (long long)v->in_rows);
+            r = v->at;
+            float x = next_x(v);
+            want = x * 2.0f + 1.0f;
+        } while (!(want > 1.0f));
+        if (f32_bits(y[i]) != f32_bits(want))
+            verify_fail(v, lo + i, r, "y: expected %.9g (0x%08x), got %.9g (0x%08x)", want,
+                        f32_bits(want), y[i], f32_bits(y[i]));
+        if (slot[i] != v->kept)
+            verify_fail(v, lo + i, r, "slot: expected %lld (rows kept before it in the stream), "
+                        "got %lld", (long long)v->kept, (long long)slot[i]);
+        v->kept++;
+    }
+}
+
+/* Checks one result batch, the next in stream order. Device columns (outputs_on_device) are
+ * complete when pulled; they are copied back a chunk at a time. */
+static void check_batch(verifier *v, const sluice_batch *b) {
+    int64_t rows = sluice_batch_rows(b);
+    sluice_column c0, c1 = {0};
+    get_column(v, b, v->kind == JOB_SCAN ? "s" : v->kind == JOB_FILTER ? "x" : "y", SLUICE_F32,
+               rows, &c0);
+    if (v->kind == JOB_MFC) get_column(v, b, "slot", SLUICE_I64, rows, &c1);
+    int dev = sluice_batch_on_device(b);
+    if (dev && rows > 0 && !v->hf) {
+        v->hf = malloc((size_t)CHECK_CHUNK * sizeof *v->hf);
+        v->hi = malloc((size_t)CHECK_CHUNK * sizeof *v->hi);
+        if (!v->hf || !v->hi) {
+            fprintf(stderr, "stream_bench: out of memory for verification\n");
+            exit(1);
+        }
+    }
+    for (int64_t lo = 0; lo < rows; lo += CHECK_CHUNK) {
+        int64_t m = rows - lo < CHECK_CHUNK ? rows - lo : CHECK_CHUNK;
+        const float *f = (const float *)c0.data + lo;
+        const int64_t *sl = v->kind == JOB_MFC ? (const int64_t *)c1.data + lo : NULL;
+        if (dev) {
+            CK(cudaMemcpy(v->hf, f, (size_t)m * sizeof *f, cudaMemcpyDeviceToHost));
+            f = v->hf;
+            if (sl) {
+                CK(cudaMemcpy(v->hi, sl, (size_t)m * sizeof *sl, cudaMemcpyDeviceToHost));
+                sl = v->hi;
+            }
+        }
+        if (v->kind == JOB_SCAN) check_scan(v, f, lo, m);
+        else if (v->kind == JOB_FILTER) check_filter(v, f, lo, m);
+        else check_mfc(v, f, sl, lo, m);
+    }
+    v->out_rows += rows;
+    v->batch++;
+}
+
+/* After the last result: every input row was accounted for. */
+static void check_end(verifier *v) {
+    if (v->kind == JOB_SCAN) {
+        if (v->at != v->in_rows)
+            verify_fail(v, -1, v->at, "%lld rows out, %lld pushed", (long long)v->out_rows,
+                        (long long)v->in_rows);
+        return;
+    }
+    while (v->at < v->in_rows) {
+        int64_t r = v->at;
+        float x = next_x(v);
+        if (v->kind == JOB_FILTER ? x > 0 : x * 2.0f + 1.0f > 1.0f)
+            verify_fail(v, -1, r, "no output row for x = %.9g, which the filter keeps", x);
+    }
+}
+
+/* Frees every result ready now (wait: every result still to come), checking each first. */
+static void drain_checked(job *j, int wait, verifier *v) {
+    for (;;) {
+        sluice_batch *b = NULL;
+        sluice_status st = wait ? sluice_session_pull_wait(j->s, &b, -1) : sluice_session_pull(j->s, &b);
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pulling (verified stream)");
+        if (!b) return;
+        j->rows_out += sluice_batch_rows(b);
+        check_batch(v, b);
+        sluice_batch_free(b);
+    }
+}
+
+/* One untimed stream as run_stream pushes it, every result checked. `ref` and `period`: the
+ * host bytes of the input, row r of the stream at ref[r % period] (the batches are
+ * contiguous: src + k * rows). */
+static void verify_stream(job *j, const float *src, int64_t stride, int64_t rows, int nb,
+                          int on_device, const float *ref, int64_t period, const char *what) {
+    if (stride != rows) {
+        fprintf(stderr, "stream_bench: %s: verification needs contiguous batches\n", what);
+        exit(1);
+    }
+    verifier v;
+    memset(&v, 0, sizeof v);
+    v.what = what;
+    v.kind = j->kind;
+    v.ref = ref;
+    v.period = period;
+    v.in_rows = rows * nb;
+    v.push_rows = rows > 0 ? rows : 1;
+    j->rows_out = 0;
+    for (int k = 0; k < nb; k++) {
+        sluice_column c = {"x", SLUICE_F32, src + (size_t)k * (size_t)stride, rows};
+        sluice_status st = on_device ? sluice_cuda_session_push_device(j->s, &c, 1)
+                                     : sluice_session_push(j->s, &c, 1);
+        if (st != SLUICE_OK) fail_session(j->ctx, st, "pushing (verified stream)");
+        drain_checked(j, 0, &v);
+    }
+    sluice_status st = sluice_session_flush(j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "flushing (verified stream)");
+    drain_checked(j, 1, &v);
+    check_end(&v);
+    st = sluice_session_reset(j->s);
+    if (st != SLUICE_OK) fail_session(j->ctx, st, "resetting");
+    free(v.hf);
+    free(v.hi);
+    if (v.kind == JOB_SCAN)
+        printf("checked %s: %lld rows out in %lld result batches, largest error %.2g of the "
+               "absolute bound and %.2g of the step bound\n", what, (long long)v.out_rows,
+               (long long)v.batch, v.worst_abs, v.worst_step);
+    else
+        printf("checked %s: %lld rows out of %lld in %lld result batches, bit for bit\n", what,
+               (long long)v.out_rows, (long long)v.in_rows, (long long)v.batch);
+}
+
+/* Median of g_reps timed streams after one warm-up (which also compiles the kernel), then
+ * one more stream, untimed, whose results are checked (verify_stream; ref, period, what are
+ * its arguments). */
 static double time_stream(job *j, const float *src, int64_t stride, int64_t rows, int nb,
-                          int on_device, double *push_us) {
+                          int on_device, double *push_us, const float *ref, int64_t period,
+                          const char *what) {
     double t[16], pu[16];
     run_stream(j, src, stride, rows, nb, on_device, NULL);
     for (int r = 0; r < g_reps; r++) t[r] = run_stream(j, src, stride, rows, nb, on_device, &pu[r]);
+    verify_stream(j, src, stride, rows, nb, on_device, ref, period, what);
     if (push_us) *push_us = median(pu, g_reps);
     return median(t, g_reps);
 }
@@ -252,8 +594,10 @@ static void CUDART_CB gate_hold(void *arg) {
 
 /* The GPU's time a piece of `rows` device rows with the host out of the way: `n` pushes
  * queued behind the gate in a session of depth 64, events around them; median over g_reps
- * of the elapsed time / n, in us. */
-static double gpu_piece_us(const char *yaml, const float *dx, int64_t rows, int n) {
+ * of the elapsed time / n, in us. Then one stream of the same pushes, checked (verify_stream:
+ * dx's rows are ref[r % period]). */
+static double gpu_piece_us(const char *yaml, const float *dx, int64_t rows, int n,
+                           const float *ref, int64_t period, const char *what) {
     job j;
     job_open(&j, yaml, rows, 64, 1);
     if (n > 48) n = 48; /* below the depth: no push waits */
@@ -282,20 +626,12 @@ static double gpu_piece_us(const char *yaml, const float *dx, int64_t rows, int 
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
+    sluice_status st = sluice_session_reset(j.s); /* the gated streams were never flushed */
+    if (st != SLUICE_OK) fail_session(j.ctx, st, "resetting");
+    verify_stream(&j, dx, rows, rows, n, 1, ref, period, what);
     job_close(&j);
     return median(t, g_reps);
 }
-
-static const char *SCAN =
-    "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
-    "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n";
-static const char *FILTER =
-    "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
-    "  - filter: x > 0\noutput: [x]\n";
-static const char *MFC =
-    "sluice: 1\nname: bench-map-filter-count\ninput: {x: f32}\nstages:\n"
-    "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
-    "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n";
 
 typedef struct row {
     char name[160], sluice[64], bar[64];
@@ -390,7 +726,10 @@ int main(int argc, char **argv) {
                     j = j8;
                 }
                 double pu;
-                double t = time_stream(&j, srcs[m], n, n, nb, 0, &pu);
+                char what[200];
+                snprintf(what, sizeof what, "%s, %d host batches of 2^%d f32 from %s, depth %s",
+                         names[pl], nb, lg, mem[m], how);
+                double t = time_stream(&j, srcs[m], n, n, nb, 0, &pu, srcs[m], n * nb, what);
                 printf("%s, %d host batches of 2^%d f32 from %s, depth %s: %.1f ms (%.2fx the "
                        "limit), %.0f us in push, %lld rows out\n", names[pl], nb, lg, mem[m],
                        how, t, t / limit, pu, (long long)j.rows_out);
@@ -422,15 +761,19 @@ small_batches:;
     {
         job j;
         job_open(&j, MFC, large, 0, 1);
-        t_large = time_stream(&j, dx, large, large, (int)(all / large), 1, &pu_large);
+        /* dx holds hmalloc's first n rows over and over: row r is hmalloc[r % n] */
+        t_large = time_stream(&j, dx, large, large, (int)(all / large), 1, &pu_large, hmalloc, n,
+                              "device-resident map+filter+count, 2^26-row batches");
         memset(g_began_with, 0, sizeof g_began_with);
-        t_small = time_stream(&j, dx, small, small, (int)(all / small), 1, &pu_small);
+        t_small = time_stream(&j, dx, small, small, (int)(all / small), 1, &pu_small, hmalloc, n,
+                              "device-resident map+filter+count, 2^20-row batches");
         host_costs(&j, dx, small, 64, idle_us);
         job_close(&j);
     }
     int64_t pushes = 0, began[5]; /* before gpu_piece_us's own pushes */
     for (int i = 0; i < 5; i++) pushes += began[i] = g_began_with[i];
-    double gpu_us = gpu_piece_us(MFC, dx, small, 48);
+    double gpu_us = gpu_piece_us(MFC, dx, small, 48, hmalloc, n,
+                                 "device-resident map+filter+count, 2^20-row batches at depth 64");
     printf("device-resident map+filter+count scan, 2^28 rows: 2^26-row batches %.2f ms (%.1f us "
            "a push), 2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
            t_large, pu_large, t_small, pu_small, t_large / t_small);
@@ -464,8 +807,10 @@ small_batches:;
         sluice_status ast = sluice_cuda_host_alloc(j.ctx, (size_t)hall * 4, (void **)&own);
         if (ast != SLUICE_OK) fail_session(j.ctx, ast, "sluice_cuda_host_alloc");
         memcpy(own, hmalloc, (size_t)hall * 4);
-        t_large = time_stream(&j, own, large, large, (int)(hall / large), 0, &pu_large);
-        t_small = time_stream(&j, own, small, small, (int)(hall / small), 0, &pu_small);
+        t_large = time_stream(&j, own, large, large, (int)(hall / large), 0, &pu_large, own, hall,
+                              "host-resident scan from sluice_cuda_host_alloc, 2^26-row batches");
+        t_small = time_stream(&j, own, small, small, (int)(hall / small), 0, &pu_small, own, hall,
+                              "host-resident scan from sluice_cuda_host_alloc, 2^20-row batches");
         job_close(&j);
         printf("host-resident scan, %lld pinned rows: 2^26-row batches %.2f ms (%.1f us a push), "
                "2^20-row batches %.2f ms (%.1f us a push): %.2f of the throughput\n",
