@@ -557,17 +557,26 @@ int main(int argc, char **argv) {
         double t_cub = time_ms([&] {
             CK(cub::DeviceReduce::ReduceByKey(tmp, b, dkeys, ukeys, x, out, nruns, cuda::std::plus<>(), n, g_stream));
         });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-reducebykey\ninput: {k: i32, x: f32}\nstages:\n"
-                           "  - reduce: {segments: {key: k}, values: [{op: sum, of: x, into: s}], per: batch}\n"
-                           "output: [k, s]\n", n)) {
-            std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
-            if (j.failed) t_sl = -1;
-            if (!j.failed && j.out_rows != nseg) printf("sluice reduce by key gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
-            sluice_close(j);
-        } else printf("sluice reduce by key: %s\n", j.why.c_str());
+        /* sluice's time for a reduce by key over k and x; -1 when it failed or gave the wrong
+           number of runs */
+        auto time_sluice = [&](const char *yaml, const char *what) {
+            double t = -1;
+            sluice_job j;
+            if (sluice_open(j, yaml, n)) {
+                std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
+                t = time_ms([&] { sluice_step(j, c); });
+                if (j.failed) t = -1;
+                if (!j.failed && j.out_rows != nseg) {
+                    printf("sluice %s gave %lld rows, want %lld\n", what, (long long)j.out_rows, (long long)nseg);
+                    t = -1;
+                }
+                sluice_close(j);
+            } else printf("sluice %s: %s\n", what, j.why.c_str());
+            return t;
+        };
+        const double t_sl = time_sluice("sluice: 1\nname: bench-reducebykey\ninput: {k: i32, x: f32}\nstages:\n"
+                                        "  - reduce: {segments: {key: k}, values: [{op: sum, of: x, into: s}], per: batch}\n"
+                                        "output: [k, s]\n", "reduce by key");
         double jb = 8.0 * n + 8.0 * nseg;
         printf("reducebykey avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey %8.3f ms (%5.1f%% copy)\n",
                avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -575,17 +584,10 @@ int main(int argc, char **argv) {
                           fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
         /* the key made by a map in the same pass (k + 1: the same runs); CUB is given the
            keys ready made, so this is sluice's fused map against CUB's bare reduce */
-        double t_made = -1;
-        if (sluice_open(j, "sluice: 1\nname: bench-reducebykey-made\ninput: {k: i32, x: f32}\nstages:\n"
-                           "  - map: {g: k + 1}\n"
-                           "  - reduce: {segments: {key: g}, values: [{op: sum, of: x, into: s}], per: batch}\n"
-                           "output: [g, s]\n", n)) {
-            std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
-            t_made = time_ms([&] { sluice_step(j, c); });
-            if (j.failed) t_made = -1;
-            if (!j.failed && j.out_rows != nseg) printf("sluice reduce by a made key gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
-            sluice_close(j);
-        } else printf("sluice reduce by a made key: %s\n", j.why.c_str());
+        const double t_made = time_sluice("sluice: 1\nname: bench-reducebykey-made\ninput: {k: i32, x: f32}\nstages:\n"
+                                          "  - map: {g: k + 1}\n"
+                                          "  - reduce: {segments: {key: g}, values: [{op: sum, of: x, into: s}], per: batch}\n"
+                                          "output: [g, s]\n", "reduce by a made key");
         printf("reducebykey made avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey (keys given) %8.3f ms\n",
                avg, t_made, pct(jb, t_made), t_cub);
         g_rows.push_back({std::string("reduce: sum per run of a key a map makes, avg ") + std::to_string(avg) + " (% of copy)",
