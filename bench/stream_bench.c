@@ -45,6 +45,7 @@
  * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,7 +240,7 @@ typedef struct verifier {
                                  the SCAN_WINDOW rows before it */
     float prev_got, prev_x;   /* SCAN: the row before `at` */
     double worst_abs, worst_step; /* SCAN: largest error / bound seen */
-    int64_t kept;             /* MFC: rows kept before `at` */
+    int64_t kept;             /* FILTER, MFC: rows kept before `at` */
     float *hf;                /* host copies of a chunk of device columns */
     int64_t *hi;
 } verifier;
@@ -369,43 +370,43 @@ static void check_scan(verifier *v, const float *s, int64_t lo, int64_t m) {
     v->prev_x = prev_x;
 }
 
-/* FILTER, `x` = the rows with x > 0, bit for bit. */
-static void check_filter(verifier *v, const float *xo, int64_t lo, int64_t m) {
-    for (int64_t i = 0; i < m; i++) {
-        float x;
-        int64_t r;
-        do {
-            if (v->at == v->in_rows)
-                verify_fail(v, lo + i, -1, "x = %.9g: more rows than x > 0 keeps of the %lld "
-                            "pushed", xo[i], (long long)v->in_rows);
-            r = v->at;
-            x = next_x(v);
-        } while (!(x > 0));
-        if (f32_bits(xo[i]) != f32_bits(x))
-            verify_fail(v, lo + i, r, "x: expected %.9g (0x%08x), got %.9g (0x%08x)", x,
-                        f32_bits(x), xo[i], f32_bits(xo[i]));
+/* FILTER and MFC: whether input x makes an output row, and that row's value in *out (FILTER:
+ * x itself, kept when x > 0; MFC: y = x * 2 + 1 in f32, kept when y > 1). x * 2 is exact, so
+ * contracting the host's x * 2.0f + 1.0f into an FMA cannot change its bits: it equals the
+ * GPU's separately rounded multiply and add. */
+static bool kept_value(int kind, float x, float *out) {
+    if (kind == JOB_FILTER) {
+        *out = x;
+        return x > 0;
+    }
+    *out = x * 2.0f + 1.0f;
+    return *out > 1.0f;
+}
+
+/* The value of the next input row the job keeps, for output row `row` of the batch (`got`
+ * its value, for the message); *r: that input row. Fails when no input row is left. */
+static float next_kept(verifier *v, int64_t row, float got, int64_t *r) {
+    float want;
+    for (;;) {
+        if (v->at == v->in_rows)
+            verify_fail(v, row, -1, "%.9g: more rows out than the job keeps of the %lld pushed",
+                        got, (long long)v->in_rows);
+        *r = v->at;
+        if (kept_value(v->kind, next_x(v), &want)) return want;
     }
 }
 
-/* MFC's y = x * 2 + 1 in f32 for the rows with y > 1, and slot = how many rows the stream
- * kept before. x * 2 is exact, so contracting the host's x * 2.0f + 1.0f into an FMA cannot
- * change its bits: it equals the GPU's separately rounded multiply and add. */
-static void check_mfc(verifier *v, const float *y, const int64_t *slot, int64_t lo, int64_t m) {
+/* FILTER's x and MFC's y bit for bit (kept_value); MFC's slot = how many rows the stream kept
+ * before. */
+static void check_kept(verifier *v, const float *got, const int64_t *slot, int64_t lo, int64_t m) {
+    const char *name = v->kind == JOB_FILTER ? "x" : "y";
     for (int64_t i = 0; i < m; i++) {
-        float want;
         int64_t r;
-        do {
-            if (v->at == v->in_rows)
-                verify_fail(v, lo + i, -1, "y = %.9g, slot = %lld: more rows than y > 1 keeps "
-                            "of the %lld pushed", y[i], (long long)slot[i], (long long)v->in_rows);
-            r = v->at;
-            float x = next_x(v);
-            want = x * 2.0f + 1.0f;
-        } while (!(want > 1.0f));
-        if (f32_bits(y[i]) != f32_bits(want))
-            verify_fail(v, lo + i, r, "y: expected %.9g (0x%08x), got %.9g (0x%08x)", want,
-                        f32_bits(want), y[i], f32_bits(y[i]));
-        if (slot[i] != v->kept)
+        const float want = next_kept(v, lo + i, got[i], &r);
+        if (f32_bits(got[i]) != f32_bits(want))
+            verify_fail(v, lo + i, r, "%s: expected %.9g (0x%08x), got %.9g (0x%08x)", name, want,
+                        f32_bits(want), got[i], f32_bits(got[i]));
+        if (slot && slot[i] != v->kept)
             verify_fail(v, lo + i, r, "slot: expected %lld (rows kept before it in the stream), "
                         "got %lld", (long long)v->kept, (long long)slot[i]);
         v->kept++;
@@ -442,8 +443,7 @@ static void check_batch(verifier *v, const sluice_batch *b) {
             }
         }
         if (v->kind == JOB_SCAN) check_scan(v, f, lo, m);
-        else if (v->kind == JOB_FILTER) check_filter(v, f, lo, m);
-        else check_mfc(v, f, sl, lo, m);
+        else check_kept(v, f, sl, lo, m);
     }
     v->out_rows += rows;
     v->batch++;
@@ -459,9 +459,9 @@ static void check_end(verifier *v) {
     }
     while (v->at < v->in_rows) {
         int64_t r = v->at;
-        float x = next_x(v);
-        if (v->kind == JOB_FILTER ? x > 0 : x * 2.0f + 1.0f > 1.0f)
-            verify_fail(v, -1, r, "no output row for x = %.9g, which the filter keeps", x);
+        float x = next_x(v), want;
+        if (kept_value(v->kind, x, &want))
+            verify_fail(v, -1, r, "no output row for x = %.9g, which the job keeps", x);
     }
 }
 
