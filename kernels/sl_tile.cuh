@@ -175,11 +175,6 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
     block_sync<BAR, K::block>();
 }
 
-/* Runs of keys (runs_aggregate_loop): the thread's head bits and ending items (tile_rows)
- * from its keys `c` and the keys of the rows around them: the row before its first (the
- * tile's stage, or global memory at the tile's edge and in tiles not staged; for the batch's
- * row 0 the carry's open run) and the row after its last. KY is the generated RunKeys: the key
- * column's input, type, stage offset, and its change test as the state's combine makes it. */
 /* A key that maps make (KY::made): the keys a warp's edge lanes need from outside the warp,
  * made from the inputs at those rows: lane 0's row before its first, lane 31's row after its
  * last (the tile's edges among them). Called before the tile's stage is waited for, so that
@@ -206,6 +201,13 @@ __device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &para
     return e;
 }
 
+/* Runs of keys (runs_aggregate_loop): the thread's head bits and ending items (tile_rows)
+ * from its keys `c` and the keys of the rows around them: the row before its first and the
+ * row after its last (for the batch's row 0 the carry's open run). An input key takes them
+ * from the tile's stage, or global memory at the tile's edge and in tiles not staged; a key
+ * that maps make from the neighbouring lanes by shuffles, and at the warp's edges from
+ * `edges` (run_edge_keys). KY is the generated RunKeys: the key's input (or `made`), type,
+ * stage offset, change test as the state's combine makes it, and `at`. */
 template <class KY, int ITEMS, class A, class S>
 __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
                                           const A &a, bool staged, const uint4 *tile_buf,
@@ -1017,9 +1019,10 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
  * carry's open run of another key) closes the carry's run at place 0, written by block 0. */
 
 /* The key changes among the batch's rows [r0, r1), this thread's share: rows r >= 1 whose
- * key differs from row r - 1's, and row 0 when the carry's open run has another key. The key
- * column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
- * flight; the key before each vector is a second, cached load. */
+ * key differs from row r - 1's, and row 0 when the carry's open run has another key. An input
+ * key column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
+ * flight; the key before each vector is a second, cached load. A key that maps make is made
+ * from the inputs at each row (RunKeys::at), eight consecutive rows a thread. */
 template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a,
                                                        const typename K::Params &params,
