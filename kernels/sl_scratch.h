@@ -10,8 +10,9 @@
  *                                tile's first row (only with an offsets-segmented scan)
  *   phase 1 .. phase P states    one tile-state array per chained look-back; a reduce over
  *                                offsets or runs of keys without look-back (sl_tile.cuh
- *                                segments_aggregate_loop, runs_aggregate_loop) has a block record
- *                                per tile instead (a block has one tile at least)
+ *                                segments_aggregate_loop, segments_warp_loop,
+ *                                runs_aggregate_loop) has a record per block (per warp in the
+ *                                warp loop) instead: one per tile at most, SL_MAX_RECORDS
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -26,6 +27,11 @@
 
 #define SL_SCRATCH_ALIGN 256ull
 #define SL_SCRATCH_FINISHED 8ull /* byte offset of the key-run loop's finished-block counter */
+/* Most records a loop without look-back leaves (one per block, or per warp in the segments'
+ * warp loop): scratch, cleared before every launch, holds no more, and the loops never use
+ * more units than this (sl_tile.cuh, record_units). 16384 covers every resident block or
+ * warp of today's GPUs (an H200: 132 SMs x 64 warps = 8448). */
+#define SL_MAX_RECORDS 16384ull
 #define SL_STATUS_INVALID 0u
 #define SL_STATUS_AGGREGATE 1u
 #define SL_STATUS_INCLUSIVE 2u
@@ -69,14 +75,14 @@ static inline unsigned long long sl_block_record_bytes(unsigned long long state_
 }
 
 /* One phase's part of scratch: its tile states, or for a kernel with block records
- * (segments_aggregate_loop, runs_aggregate_loop) whichever is larger: a block has one tile
- * at least. */
+ * (segments_aggregate_loop, segments_warp_loop, runs_aggregate_loop) its records: a unit has
+ * one tile at least, and there are SL_MAX_RECORDS units at most. */
 static inline unsigned long long sl_phase_scratch_bytes(unsigned long long state_size,
                                                         unsigned long long ntiles,
                                                         int block_records) {
-    unsigned long long states = sl_tile_states_bytes(state_size, ntiles);
-    unsigned long long records = sl_scratch_align(ntiles * sl_block_record_bytes(state_size));
-    return block_records && records > states ? records : states;
+    const unsigned long long units = ntiles < SL_MAX_RECORDS ? ntiles : SL_MAX_RECORDS;
+    if (block_records) return sl_scratch_align(units * sl_block_record_bytes(state_size));
+    return sl_tile_states_bytes(state_size, ntiles);
 }
 
 #endif

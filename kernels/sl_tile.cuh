@@ -15,7 +15,9 @@
  *                           outputs(a, i, before, run, e, tile_excl) per phase, store<BAR>;
  *                           sl::tile_rows supplies rows/tile/first and head_bit(i)
  *   struct Kernel           the instantiation: block, items, tile, buf and stages; phases,
- *                           compacts, offsets and offsets_input; the phase_list; and
+ *                           the loop's shape (overlapped, aggregate, commutative, runs,
+ *                           warp_tiles: a tile per warp), compacts, offsets and
+ *                           offsets_input; the phase_list; and
  *                           issue_loads (thread 0 starts a tile's input copies into a stage)
  *   sl_fused / sl_fused_segindex   one-line kernels calling fused_kernel<Kernel> and
  *                           segment_index<Kernel>
@@ -60,7 +62,7 @@ template <int ITEMS> struct tile_rows {
     __device__ __forceinline__ bool head_bit(int i) const { return (head_window >> i) & 1ull; }
     /* This thread's window of the tile's head bitmap `h` (built by build_heads). */
     __device__ __forceinline__ void use_heads(const uint32_t *h) {
-        const int r0 = (int)threadIdx.x * ITEMS, w0 = r0 >> 5, shift = r0 & 31;
+        const int r0 = slot * ITEMS, w0 = r0 >> 5, shift = r0 & 31;
         const int words = (int)(tile_len >> 5);
         const unsigned long long lo = h[w0];
         const unsigned long long mid = w0 + 1 < words ? h[w0 + 1] : 0u;
@@ -72,12 +74,21 @@ template <int ITEMS> struct tile_rows {
        batch when i < live_items and is its last row when i == live_items - 1, so the per-row
        tests compare a small int, not 64-bit row numbers */
     int live_items = 0;
+    /* the thread's place among the threads sharing the tile: its rows start ITEMS * slot rows
+       into the tile (threadIdx.x where a block shares a tile, the lane where a warp has its
+       own: segments_warp_loop) */
+    int slot = 0;
     __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_) {
+        at(rows_, tile_, tile_rows_, (int)threadIdx.x);
+    }
+    __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_,
+                                       int slot_) {
         rows = rows_;
         tile = tile_;
         tile_len = tile_rows_;
         tile_first = tile_ * tile_rows_;
-        first = tile_first + (long long)threadIdx.x * ITEMS;
+        slot = slot_;
+        first = tile_first + (long long)slot_ * ITEMS;
         const long long left = rows_ - first;
         live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
     }
@@ -89,15 +100,22 @@ template <int ITEMS> struct tile_rows {
        and which of the thread's items end one (after use_heads) */
     template <class A>
     __device__ __forceinline__ void segments_at(const A &a, int offsets_input) {
-        offs = (const long long *)a.in[offsets_input];
-        nseg = a.nsegments;
         const unsigned long long *segidx =
             (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
-        seg_lo = (long long)segidx[tile];
-        seg_hi = (long long)segidx[tile + 1];
+        segments_at(a, offsets_input, (long long)segidx[tile], (long long)segidx[tile + 1]);
+    }
+    /* ... given the tile's offsets entries [lo, hi) (the segment index at the tile and the
+       next one) */
+    template <class A>
+    __device__ __forceinline__ void segments_at(const A &a, int offsets_input, long long lo,
+                                                long long hi) {
+        offs = (const long long *)a.in[offsets_input];
+        nseg = a.nsegments;
+        seg_lo = lo;
+        seg_hi = hi;
         constexpr unsigned long long ALL = (1ull << ITEMS) - 1;
         unsigned long long m = (head_window >> 1) & ALL;
-        if ((int)threadIdx.x * ITEMS + ITEMS >= (int)tile_len) {
+        if (slot * ITEMS + ITEMS >= (int)tile_len) {
             m &= ~(1ull << (ITEMS - 1));
             if (seg_hi < nseg && offs[seg_hi] == first + ITEMS) m |= 1ull << (ITEMS - 1);
         }
@@ -612,9 +630,16 @@ struct block_tiles {
     long long nblocks, lo, hi;
 };
 
+/* How many of `units` (blocks or warps) that could take tiles do: one tile each at least, and
+ * no more than scratch has records for (sl_scratch.h, SL_MAX_RECORDS). */
+__device__ __forceinline__ long long record_units(long long units, long long ntiles) {
+    const long long n = units < ntiles ? units : ntiles;
+    return n < (long long)SL_MAX_RECORDS ? n : (long long)SL_MAX_RECORDS;
+}
+
 __device__ __forceinline__ block_tiles tiles_of_block(long long ntiles) {
     block_tiles bt;
-    bt.nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    bt.nblocks = record_units((long long)gridDim.x, ntiles);
     bt.lo = ntiles * (long long)blockIdx.x / bt.nblocks;
     bt.hi = ntiles * ((long long)blockIdx.x + 1) / bt.nblocks;
     return bt;
@@ -886,32 +911,57 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
 }
 
 /* One tile of the loops over segments without look-back, after its inputs, maps and ending
- * items: the thread's fold writes the segments closing after a head among its items, the
- * block scan gives each thread its prefix, the thread's first closing segment is written
- * from it (and, begun before the block, recorded in the block's record `mine` as pending);
- * `running`, the block's state, moves past the tile. */
-template <class K, class P, class C>
+ * items: the thread's fold writes the segments closing after a head among its items, `scan`
+ * gives each thread its prefix among the threads sharing the tile and the tile's aggregate
+ * (scan(fold, prefix, aggregate): a block scan, or a warp's in segments_warp_loop), the
+ * thread's first closing segment is written from it (and, begun before the unit's first
+ * tile, recorded in the unit's record `mine` as pending); `running`, the unit's state,
+ * moves past the tile. `first_unit`: the unit starts at the batch's row 0 (its running
+ * state began from the carry, so nothing it closes is pending). */
+template <class K, class P, class C, class SCAN>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
                                                     const typename K::Args &a, const C &carry,
-                                                    block_scan_storage<typename P::S, K::block> &storage,
-                                                    uint32_t *mine, bool first_block,
-                                                    typename P::S &running) {
+                                                    const SCAN &scan, uint32_t *mine,
+                                                    bool first_unit, typename P::S &running) {
     typedef typename P::S S;
     const typename P::Op op;
     S first = P::identity();
     long long first_k = -1;
     const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
                                    : close_items<K, P, false>(t, a, carry, first, first_k);
-    S thread_excl, block_agg;
-    scan_thread_folds<K, P, 0>(storage, agg, thread_excl, block_agg);
+    S thread_excl, tile_agg;
+    scan(agg, thread_excl, tile_agg);
     if (first_k >= 0) {
         const S whole = op(op(running, thread_excl), first);
-        /* no head since the block's start: the block's first segment, begun before it */
-        if (!first_block && !K::restarted(whole)) hold_pending(mine, whole, first_k);
+        /* no head since the unit's start: its first segment, begun before it */
+        if (!first_unit && !K::restarted(whole)) hold_pending(mine, whole, first_k);
         close_segment<K, P>(a, whole, carry, first_k);
     }
-    running = op(running, block_agg);
+    running = op(running, tile_agg);
 }
+
+/* The scans close_tile_segments takes: the block's (a barrier) and the warp's (shuffles only).
+ * Both move only the folds' payload words (scan_thread_folds). */
+template <class K, class P> struct block_fold_scan {
+    block_scan_storage<typename P::S, K::block> &storage;
+    __device__ __forceinline__ void operator()(const typename P::S &fold, typename P::S &excl,
+                                               typename P::S &agg) const {
+        scan_thread_folds<K, P, 0>(storage, fold, excl, agg);
+    }
+};
+
+template <class P> struct warp_fold_scan {
+    __device__ __forceinline__ void operator()(const typename P::S &fold, typename P::S &excl,
+                                               typename P::S &agg) const {
+        typedef typename P::S S;
+        constexpr int WORDS = payload_words_of<S>::value;
+        const int lane = (int)(threadIdx.x & 31);
+        const S incl = warp_inclusive_scan<S, typename P::Op, WORDS>(fold, lane, typename P::Op());
+        excl = shfl_up<S, WORDS>(incl, 1);
+        if (lane == 0) excl = P::identity();
+        agg = shfl_idx<S, WORDS>(incl, 31);
+    }
+};
 
 /* The last block to finish, in the loops over segments without look-back: the blocks'
  * exclusive prefixes in block order (each thread a contiguous run of blocks, the block scan
@@ -992,12 +1042,93 @@ __device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &
         t.use_heads(heads);
         t.segments_at(a, K::offsets_input);
         t.maps(0);
-        close_tile_segments<K, P>(t, a, carry, scan_storage, mine, lo == 0, running);
+        close_tile_segments<K, P>(t, a, carry, block_fold_scan<K, P>{scan_storage}, mine, lo == 0,
+                                  running);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
     }
     if (threadIdx.x == 0) store_state(mine, running);
     if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
     S out = join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
+    if (threadIdx.x == 0) {
+        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+    }
+}
+
+/* ---- the segments' warp loop -------------------------------------------------------------
+ * segments_aggregate_loop with the warp, not the block, as the unit that owns rows
+ * (codegen.c, warp_tiles): a tile is 32 * ITEMS rows, ITEMS a lane, and warp w of the W
+ * warps that have tiles takes the contiguous tiles [ntiles*w/W, ntiles*(w+1)/W) in order.
+ * A lane reads its rows straight from global memory, the warp builds its tile's heads in its
+ * own corner of shared memory (only where the tile has a segment head: most tiles have none
+ * when segments are long) and scans its lanes' folds by shuffles, so nothing inside the loop
+ * waits for another warp: no shared-memory stages, no block barrier, no tile the block must
+ * finish together. Why: in the block loop each tile holds all of the block's threads at two
+ * barriers and behind the heads' two dependent loads, which kept the offsets reduce at about
+ * 40% of copy where a plain reduce streams at copy speed (bench/RESULTS.md). A warp leaves a
+ * record as a block does in segments_aggregate_loop, and the last block to finish joins the
+ * records in warp order (the association is fixed by the grid, as there). */
+
+/* The heads of a warp's tile: a bitmap of TILE bits in the warp's `heads`, set from the tile's
+ * offsets entries [j0, j1). The warp's lanes only: __syncwarp orders them. */
+template <class K>
+__device__ __forceinline__ void warp_heads(uint32_t *heads, const typename K::Args &a,
+                                           long long tile_first, long long j0, long long j1) {
+    const int lane = (int)(threadIdx.x & 31);
+    __syncwarp(); /* every lane has read the previous tile's heads */
+    for (int w = lane; w < (int)(K::tile / 32); w += 32) heads[w] = 0;
+    __syncwarp();
+    const long long *offs = (const long long *)a.in[K::offsets_input];
+    for (long long j = j0 + lane; j < j1; j += 32) {
+        const long long r = offs[j] - tile_first;
+        atomicOr(&heads[r >> 5], 1u << (r & 31)); /* [j0, j1) lie inside the tile */
+    }
+    __syncwarp();
+}
+
+template <class K> __device__ __forceinline__ void segments_warp_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P;
+    typedef typename P::S S;
+    constexpr int WARPS = K::block / 32;
+    static_assert(K::tile == 32 * K::items, "the warp loop's tile is a warp's rows");
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const long long nwarps = record_units((long long)gridDim.x * WARPS, ntiles);
+    const long long nblocks = (nwarps + WARPS - 1) / WARPS;
+    if ((long long)blockIdx.x >= nblocks) return;
+    const int lane = (int)(threadIdx.x & 31), warp_in_block = (int)(threadIdx.x >> 5);
+    const long long warp = (long long)blockIdx.x * WARPS + warp_in_block;
+    unsigned char *const records =
+        a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, (unsigned long long)ntiles);
+    const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+    __shared__ block_scan_storage<S, K::block> scan_storage; /* the records' join */
+    __shared__ uint32_t heads[WARPS][K::tile / 32];
+    const S carry = carry_in<K, P>(a, true);
+    if (warp < nwarps) {
+        const long long lo = ntiles * warp / nwarps, hi = ntiles * (warp + 1) / nwarps;
+        const typename K::Params params(a);
+        uint32_t *const mine = block_record<S>(records, warp);
+        /* the warp's running state: every lane holds the same one */
+        S running = P::identity();
+        if (lo == 0) running = carry;
+        else if constexpr (P::BATCH_CONSTANTS) P::batch_constants(running, carry);
+        for (long long tile = lo; tile < hi; tile++) {
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile, lane);
+            t.load_inputs(a, false, nullptr);
+            const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
+            if (j0 < j1) { /* the same in every lane */
+                warp_heads<K>(heads[warp_in_block], a, t.tile_first, j0, j1);
+                t.use_heads(heads[warp_in_block]);
+            }
+            t.segments_at(a, K::offsets_input, j0, j1);
+            t.maps(0);
+            close_tile_segments<K, P>(t, a, carry, warp_fold_scan<P>{}, mine, lo == 0, running);
+        }
+        if (lane == 0) store_state(mine, running);
+    }
+    if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
+    S out = join_block_records<K, P>(a, records, nwarps, carry, scan_storage);
     if (threadIdx.x == 0) {
         if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
         memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
@@ -1118,7 +1249,7 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     typedef typename R::S S;
     constexpr int STAGES = K::stages, W = words_of<S>::value;
     const long long rows = a.rows, ntiles = a.ntiles;
-    const long long nblocks = (long long)gridDim.x < ntiles ? (long long)gridDim.x : ntiles;
+    const long long nblocks = record_units((long long)gridDim.x, ntiles);
     __shared__ long long ticket;
     if (threadIdx.x == 0) ticket = take_tile(a.scratch);
     __syncthreads();
@@ -1179,7 +1310,8 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
                                                      plus, excl, tile_changes);
         t.run_base = tile_base + excl;
         tile_base += tile_changes;
-        close_tile_segments<K, R>(t, a, carry, scan_storage, mine, lo == 0, running);
+        close_tile_segments<K, R>(t, a, carry, block_fold_scan<K, R>{scan_storage}, mine, lo == 0,
+                                  running);
         next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
     }
     if (threadIdx.x == 0) store_state(mine, running);
@@ -1198,7 +1330,8 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
-    if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
+    if constexpr (K::aggregate && K::offsets && K::warp_tiles) segments_warp_loop<K>(a);
+    else if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
     else if constexpr (K::aggregate && K::runs) runs_aggregate_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K>(a);

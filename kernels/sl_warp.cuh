@@ -24,11 +24,14 @@ __device__ __forceinline__ T shfl_up(const T &v, int delta) {
     return from_words<T>(w);
 }
 
-template <typename T> __device__ __forceinline__ T shfl_idx(const T &v, int lane) {
+/* The state of lane `lane`. WORDS: as shfl_up. */
+template <typename T, int WORDS = words_of<T>::value>
+__device__ __forceinline__ T shfl_idx(const T &v, int lane) {
+    static_assert(WORDS >= 1 && WORDS <= words_of<T>::value, "words to move");
     uint32_t w[words_of<T>::value];
     to_words(v, w);
 #pragma unroll
-    for (int k = 0; k < words_of<T>::value; k++) w[k] = __shfl_sync(FULL_MASK, w[k], lane);
+    for (int k = 0; k < WORDS; k++) w[k] = __shfl_sync(FULL_MASK, w[k], lane);
     return from_words<T>(w);
 }
 

@@ -87,6 +87,7 @@ typedef struct cg {
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
+    bool warp_tiles;  /* segments_aggregate with a tile per warp: sl::segments_warp_loop */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -540,6 +541,9 @@ static bool runs_aggregate(const cg *g) {
 /* Either loop over segments without look-back: rows written by Kernel::write_row, blocks
  * leaving records in scratch. */
 static bool block_records_loop(const cg *g) { return segments_aggregate(g) || runs_aggregate(g); }
+
+/* The threads that share a tile: the block's, or a warp's (warp_tiles). */
+static int tile_threads(const cg *g) { return g->warp_tiles ? 32 : g->tuning->block_threads; }
 
 /* Whether phase `phase` is the one whose Tile::outputs writes the reduce's rows (and nothing
  * else anything reads: the reduce ends the group, and it is in its last phase), so a thread
@@ -1375,7 +1379,8 @@ static sluice_status emit_kernel(cg *g) {
     sl_strbuf_printf(sb,
                      "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
                      "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
-                     block, items, (long long)block * items, min_blocks, g->buf_bytes, stages_of(g),
+                     block, items, (long long)tile_threads(g) * items, min_blocks, g->buf_bytes,
+                     stages_of(g),
                      threads);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
@@ -1402,13 +1407,13 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr unsigned buf = BUF;\n"
                      "    static constexpr int phases = %d;\n"
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
-                     "compacts = %s, offsets = %s, runs = %s;\n"
+                     "compacts = %s, offsets = %s, runs = %s, warp_tiles = %s;\n"
                      "    static constexpr int offsets_input = %d;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input);
+                     g->warp_tiles ? "true" : "false", o->offsets_input);
     emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -1775,7 +1780,7 @@ static void emit_reduce_close(cg *g) {
 static sluice_status plan_stages(cg *g) {
     const sluice_pipeline *p = g->p;
     sl_codegen *o = g->out;
-    const size_t tile = (size_t)g->items * (size_t)g->tuning->block_threads;
+    const size_t tile = (size_t)g->items * (size_t)tile_threads(g);
     int n = o->ninputs ? o->ninputs : 1;
     g->staged = sl_calloc(g->ctx, (size_t)n, sizeof *g->staged);
     g->stage_offset = sl_calloc(g->ctx, (size_t)n, sizeof *g->stage_offset);
@@ -1801,8 +1806,9 @@ static sluice_status plan_stages(cg *g) {
     }
     size_t buf = tile * widest > end ? tile * widest : end;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    /* the commutative aggregate loop reads its rows from global memory (no stages) */
-    o->dynamic_smem = g->commutative ? 0 : (size_t)stages_of(g) * g->buf_bytes;
+    /* the commutative aggregate loop and the segments' warp loop read their rows from global
+       memory (no stages) */
+    o->dynamic_smem = g->commutative || g->warp_tiles ? 0 : (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
 
@@ -1874,6 +1880,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
         out->block_records = block_records_loop(&g);
+        /* SLUICE_CUDA_WARP_SEGMENTS=0 keeps the offsets reduce on the block loop (for
+           measurements that compare the two) */
+        const char *warp_env = getenv("SLUICE_CUDA_WARP_SEGMENTS");
+        g.warp_tiles = segments_aggregate(&g) && !(warp_env && strcmp(warp_env, "0") == 0);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
             g.override = *g.tuning;
             g.override.block_threads = g.tuning->records_block_threads;
@@ -1882,7 +1892,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         }
         if (g.overlapped) out->block_threads += 32;
         out->items_per_thread = g.items;
-        out->tile_rows = (int64_t)g.items * g.tuning->block_threads;
+        out->tile_rows = (int64_t)g.items * tile_threads(&g);
         out->phases = g.phases;
         out->nparams = p->nparams;
         out->arg_slots = SL_CG_FIXED_SLOTS + (size_t)(out->ninputs ? out->ninputs : 1) +
