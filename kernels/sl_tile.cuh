@@ -203,11 +203,11 @@ template <class KY> struct run_edges {
 
 template <class KY, int ITEMS, class A, class P>
 __device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &params, long long rows,
-                                                       long long tile_first) {
+                                                       long long tile_first, int slot) {
     run_edges<KY> e = {};
     if constexpr (KY::made) {
         const int lane = (int)(threadIdx.x & 31);
-        const long long first = tile_first + (long long)threadIdx.x * ITEMS;
+        const long long first = tile_first + (long long)slot * ITEMS;
         if (lane == 0 && first > 0 && first < rows) e.before = KY::at(a, params, first - 1);
         if (lane == 31 && first + ITEMS < rows) e.after = KY::at(a, params, first + ITEMS);
     } else {
@@ -215,6 +215,7 @@ __device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &para
         (void)params;
         (void)rows;
         (void)tile_first;
+        (void)slot;
     }
     return e;
 }
@@ -231,7 +232,7 @@ __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY
                                           const A &a, bool staged, const uint4 *tile_buf,
                                           const S &carry, const run_edges<KY> &edges) {
     typedef typename KY::key_t T;
-    const int r0 = (int)threadIdx.x * ITEMS, live = t.live_items;
+    const int r0 = t.slot * ITEMS, live = t.live_items;
     /* the keys of the rows before and after the thread's items */
     T before, after;
     if constexpr (KY::made) {
@@ -1112,16 +1113,26 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
         S running = P::identity();
         if (lo == 0) running = carry;
         else if constexpr (P::BATCH_CONSTANTS) P::batch_constants(running, carry);
+        /* the next tile's rows and segment index are loaded before this tile is worked on,
+           so a warp always has a tile's bytes in flight */
+        typename K::Tile next(params);
+        next.at(rows, lo, K::tile, lane);
+        next.load_inputs(a, false, nullptr);
+        long long j0 = (long long)segidx[lo], j1 = (long long)segidx[lo + 1];
         for (long long tile = lo; tile < hi; tile++) {
-            typename K::Tile t(params);
-            t.at(rows, tile, K::tile, lane);
-            t.load_inputs(a, false, nullptr);
-            const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
-            if (j0 < j1) { /* the same in every lane */
-                warp_heads<K>(heads[warp_in_block], a, t.tile_first, j0, j1);
+            typename K::Tile t = next;
+            const long long tj0 = j0, tj1 = j1;
+            if (tile + 1 < hi) {
+                next.at(rows, tile + 1, K::tile, lane);
+                next.load_inputs(a, false, nullptr);
+                j0 = j1;
+                j1 = (long long)segidx[tile + 2];
+            }
+            if (tj0 < tj1) { /* the same in every lane */
+                warp_heads<K>(heads[warp_in_block], a, t.tile_first, tj0, tj1);
                 t.use_heads(heads[warp_in_block]);
             }
-            t.segments_at(a, K::offsets_input, j0, j1);
+            t.segments_at(a, K::offsets_input, tj0, tj1);
             t.maps(0);
             close_tile_segments<K, P>(t, a, carry, warp_fold_scan<P>{}, mine, lo == 0, running);
         }
@@ -1149,7 +1160,8 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
  * does, each tile's key changes scanned over the threads for the places; row 0's change (the
  * carry's open run of another key) closes the carry's run at place 0, written by block 0. */
 
-/* The key changes among the batch's rows [r0, r1), this thread's share: rows r >= 1 whose
+/* The key changes among the batch's rows [r0, r1), the share of thread `thread` of the
+ * `threads` counting them (a block's or a warp's): rows r >= 1 whose
  * key differs from row r - 1's, and row 0 when the carry's open run has another key. An input
  * key column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
  * flight; the key before each vector is a second, cached load. A key that maps make is made
@@ -1157,13 +1169,14 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
 template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a,
                                                        const typename K::Params &params,
-                                                       long long r0, long long r1, const C &carry) {
+                                                       long long r0, long long r1, const C &carry,
+                                                       int thread, int threads) {
     typedef typename K::Keys KY;
     typedef typename KY::key_t T;
     constexpr int V = 16 / (int)sizeof(T), U = 8;
     long long n = 0;
     if (r0 == 0) {
-        if (threadIdx.x == 0 && r1 > 0 && KY::carry_differs(carry, KY::at(a, params, 0))) n = 1;
+        if (thread == 0 && r1 > 0 && KY::carry_differs(carry, KY::at(a, params, 0))) n = 1;
         r0 = 1;
     }
     if (r0 >= r1) return n;
@@ -1173,10 +1186,10 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
            lines are read once from L2), U runs in flight */
         constexpr int R = 8;
         const long long runs = (r1 - r0 + R - 1) / R;
-        for (long long j0 = threadIdx.x; j0 < runs; j0 += (long long)U * K::block) {
+        for (long long j0 = thread; j0 < runs; j0 += (long long)U * threads) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const long long j = j0 + (long long)u * K::block;
+                const long long j = j0 + (long long)u * threads;
                 if (j >= runs) break;
                 const long long lo = r0 + j * R, hi = lo + R < r1 ? lo + R : r1;
                 T prev = KY::at(a, params, lo - 1);
@@ -1199,14 +1212,14 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
             addr % sizeof(T) != 0 ? r1 - r0 : (long long)((16 - addr % 16) % 16 / sizeof(T));
         if (head > r1 - r0) head = r1 - r0;
         const long long v0 = r0 + head, nvec = (r1 - v0) / V;
-        for (long long r = r0 + threadIdx.x; r < v0; r += K::block) n += KY::differs(col[r - 1], col[r]);
+        for (long long r = r0 + thread; r < v0; r += threads) n += KY::differs(col[r - 1], col[r]);
         const uint4 *vec = reinterpret_cast<const uint4 *>(col + v0);
-        for (long long j0 = threadIdx.x; j0 < nvec; j0 += (long long)U * K::block) {
+        for (long long j0 = thread; j0 < nvec; j0 += (long long)U * threads) {
             uint4 v[U];
             T before[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const long long j = j0 + (long long)u * K::block;
+                const long long j = j0 + (long long)u * threads;
                 if (j < nvec) {
                     v[u] = __ldg(vec + j);
                     before[u] = col[v0 + j * V - 1];
@@ -1214,7 +1227,7 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                if (j0 + (long long)u * K::block >= nvec) break;
+                if (j0 + (long long)u * threads >= nvec) break;
                 T x[V];
                 memcpy(&x[0], &v[u], sizeof x);
                 int d = KY::differs(before[u], x[0]);
@@ -1223,7 +1236,7 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
                 n += d;
             }
         }
-        for (long long r = v0 + nvec * V + threadIdx.x; r < r1; r += K::block)
+        for (long long r = v0 + nvec * V + thread; r < r1; r += threads)
             n += KY::differs(col[r - 1], col[r]);
         return n;
     }
@@ -1270,7 +1283,8 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     long long excl, changes, base = 0;
     {
         const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
-        const long long mine_n = count_key_changes<K>(a, params, lo * K::tile, r1, carry);
+        const long long mine_n =
+            count_key_changes<K>(a, params, lo * K::tile, r1, carry, (int)threadIdx.x, K::block);
         block_exclusive_scan<long long, K::block, 0>(count_storage, mine_n, 0ll, plus, excl, changes);
         if (threadIdx.x == 0)
             store_volatile_u64(reinterpret_cast<uint64_t *>(mine + 2 * W + 4),
@@ -1296,7 +1310,8 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     long long tile_base = base;
     for (long long tile = lo; tile < hi; tile++) {
         const run_edges<typename K::Keys> edges =
-            run_edge_keys<typename K::Keys, K::items>(a, params, rows, tile * K::tile);
+            run_edge_keys<typename K::Keys, K::items>(a, params, rows, tile * K::tile,
+                                                      (int)threadIdx.x);
         const int s = wait_tile(queue, tile - lo);
         const bool staged = queue.bulk[s] != 0;
         const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
@@ -1327,11 +1342,122 @@ template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typ
     }
 }
 
+/* ---- the runs' warp loop -----------------------------------------------------------------
+ * runs_aggregate_loop with the warp as the unit that owns rows, as segments_warp_loop is to
+ * segments_aggregate_loop: warp w of the W warps that have tiles takes the contiguous tiles
+ * [ntiles*w/W, ntiles*(w+1)/W) of 32 * ITEMS rows. Blocks still take tickets in the order
+ * they start, so a warp only waits for blocks already running: the warps of a block count
+ * the key changes in their rows, the block scans the counts once (the warps' places within
+ * the block) and publishes its total in its first warp's record, and adds up the totals of
+ * the blocks before it. Then each warp runs its tiles with no block barrier: its rows read
+ * straight from global memory (the next tile's while this one is worked on), the tile's key
+ * changes and folds scanned over the lanes by shuffles. The records are the warps', joined in
+ * warp order by the last block to finish. */
+template <class K> __device__ __forceinline__ void runs_warp_loop(const typename K::Args &a) {
+    typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
+    typedef typename K::Run R;                                  /* the loop's (run state) */
+    typedef typename R::S S;
+    constexpr int W = words_of<S>::value, WARPS = K::block / 32;
+    static_assert(K::tile == 32 * K::items, "the warp loop's tile is a warp's rows");
+    const long long rows = a.rows, ntiles = a.ntiles;
+    const long long nwarps = record_units((long long)gridDim.x * WARPS, ntiles);
+    const long long nblocks = (nwarps + WARPS - 1) / WARPS;
+    __shared__ long long ticket;
+    if (threadIdx.x == 0) ticket = take_tile(a.scratch);
+    __syncthreads();
+    const long long b = ticket;
+    if (b >= nblocks) return;
+    const int lane = (int)(threadIdx.x & 31);
+    const long long warp = b * WARPS + (long long)(threadIdx.x >> 5);
+    const bool working = warp < nwarps; /* the last block may have warps without tiles */
+    const long long lo = working ? ntiles * warp / nwarps : 0;
+    const long long hi = working ? ntiles * (warp + 1) / nwarps : 0;
+    const typename K::Params params(a);
+    unsigned char *const records = a.scratch + SL_SCRATCH_ALIGN;
+    /* a block's key changes live in its first warp's record */
+    uint32_t *const block_first = block_record<S>(records, b * WARPS);
+    __shared__ block_scan_storage<S, K::block> scan_storage;
+    __shared__ block_scan_storage<long long, K::block> count_storage;
+    const typename P::S carry = carry_in<K, P>(a, true);
+    const plus_ll plus;
+    /* the key changes in each warp's rows: the warp's place in the block (its first lane's
+       prefix), the block's total published (plus one: zero is "not yet") */
+    long long base;
+    {
+        long long n = 0, excl, changes;
+        if (working) {
+            const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
+            n = count_key_changes<K>(a, params, lo * K::tile, r1, carry, lane, 32);
+        }
+        block_exclusive_scan<long long, K::block, 0>(count_storage, n, 0ll, plus, excl, changes);
+        base = shfl_idx<long long>(excl, 0);
+        if (threadIdx.x == 0)
+            store_volatile_u64(reinterpret_cast<uint64_t *>(block_first + 2 * W + 4),
+                               (unsigned long long)changes + 1ull);
+    }
+    /* the changes before the block: every earlier block's count */
+    {
+        long long before = 0, excl, all_before;
+        for (long long p = threadIdx.x; p < b; p += K::block)
+            before += block_changes<S>(records, p * WARPS);
+        __syncthreads(); /* count_storage is read by the scan above until here */
+        block_exclusive_scan<long long, K::block, 0>(count_storage, before, 0ll, plus, excl, all_before);
+        base += all_before;
+    }
+    if (working) {
+        uint32_t *const mine = block_record<S>(records, warp);
+        const S carry_run = K::run_state(carry);
+        S running = R::identity();
+        if (lo == 0) {
+            running = carry_run;
+            /* row 0 of another key closes the carry's open run: place 0 */
+            if (lane == 0 && rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
+                close_segment<K, R>(a, carry_run, carry, 0);
+        }
+        /* the next tile's rows (and a made key's warp-edge keys) are loaded before this tile
+           is worked on, so a warp always has a tile's bytes in flight */
+        typename K::Tile next(params);
+        next.at(rows, lo, K::tile, lane);
+        next.load_inputs(a, false, nullptr);
+        run_edges<typename K::Keys> next_edges =
+            run_edge_keys<typename K::Keys, K::items>(a, params, rows, lo * K::tile, lane);
+        for (long long tile = lo; tile < hi; tile++) {
+            typename K::Tile t = next;
+            const run_edges<typename K::Keys> edges = next_edges;
+            if (tile + 1 < hi) {
+                next.at(rows, tile + 1, K::tile, lane);
+                next.load_inputs(a, false, nullptr);
+                next_edges = run_edge_keys<typename K::Keys, K::items>(a, params, rows,
+                                                                       (tile + 1) * K::tile, lane);
+            }
+            t.maps(0);
+            t.runs_at(a, false, nullptr, carry, edges);
+            const long long c = (long long)t.run_changes();
+            const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
+            t.run_base = base + incl - c;
+            base += shfl_idx<long long>(incl, 31);
+            close_tile_segments<K, R>(t, a, carry, warp_fold_scan<R>{}, mine, lo == 0, running);
+        }
+        if (lane == 0) store_state(mine, running);
+    }
+    if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
+    const S total = join_block_records<K, R>(a, records, nwarps, carry, scan_storage);
+    /* the batch's key changes: every block's count */
+    long long all = 0, excl, batch_changes;
+    for (long long p = threadIdx.x; p < nblocks; p += K::block) all += block_changes<S>(records, p * WARPS);
+    block_exclusive_scan<long long, K::block, 0>(count_storage, all, 0ll, plus, excl, batch_changes);
+    if (threadIdx.x == 0) {
+        const typename P::S out = K::run_carry(total, carry, batch_changes, a);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+    }
+}
+
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
     if constexpr (K::aggregate && K::offsets && K::warp_tiles) segments_warp_loop<K>(a);
     else if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
+    else if constexpr (K::aggregate && K::runs && K::warp_tiles) runs_warp_loop<K>(a);
     else if constexpr (K::aggregate && K::runs) runs_aggregate_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K>(a);

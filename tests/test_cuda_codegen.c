@@ -552,7 +552,7 @@ START_TEST(kernel_shapes) {
     /* an offsets reduce: block records at the table's block size on sm_90, the general one on
        sm_80 (no row of its own there), and SLUICE_CUDA_TUNING's when that is set; a tile per
        warp (segments_warp_loop: 32 threads' rows), or per block with
-       SLUICE_CUDA_WARP_SEGMENTS=0 */
+       SLUICE_CUDA_WARP_TILES=0 */
     const char *offsets_reduce = "sluice: 1\nname: o\ninput:\n  rows: {type: i64, role: offsets}\n"
                                  "  x: f32\nstages:\n"
                                  "  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\n"
@@ -565,9 +565,9 @@ START_TEST(kernel_shapes) {
     ck_assert_int_eq((int)cg.dynamic_smem, 0);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
-    setenv("SLUICE_CUDA_WARP_SEGMENTS", "0", 1);
+    setenv("SLUICE_CUDA_WARP_TILES", "0", 1);
     cg = generate_for(ctx, offsets_reduce, &p, 0, 90);
-    unsetenv("SLUICE_CUDA_WARP_SEGMENTS");
+    unsetenv("SLUICE_CUDA_WARP_TILES");
     ck_assert(cg.block_records);
     ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
     ck_assert(strstr(cg.source, "warp_tiles = false") != NULL);

@@ -87,7 +87,8 @@ typedef struct cg {
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
-    bool warp_tiles;  /* segments_aggregate with a tile per warp: sl::segments_warp_loop */
+    bool warp_tiles;  /* a block-record loop with a tile per warp: sl::segments_warp_loop,
+                         sl::runs_warp_loop */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -1880,10 +1881,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
         out->block_records = block_records_loop(&g);
-        /* SLUICE_CUDA_WARP_SEGMENTS=0 keeps the offsets reduce on the block loop (for
+        /* SLUICE_CUDA_WARP_TILES=0 keeps the block-record loops on a tile per block (for
            measurements that compare the two) */
-        const char *warp_env = getenv("SLUICE_CUDA_WARP_SEGMENTS");
-        g.warp_tiles = segments_aggregate(&g) && !(warp_env && strcmp(warp_env, "0") == 0);
+        const char *warp_env = getenv("SLUICE_CUDA_WARP_TILES");
+        g.warp_tiles = out->block_records && !(warp_env && strcmp(warp_env, "0") == 0);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
             g.override = *g.tuning;
             g.override.block_threads = g.tuning->records_block_threads;
