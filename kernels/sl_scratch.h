@@ -10,9 +10,8 @@
  *                                tile's first row (only with an offsets-segmented scan)
  *   phase 1 .. phase P states    one tile-state array per chained look-back; a reduce over
  *                                offsets or runs of keys without look-back (sl_tile.cuh
- *                                segments_aggregate_loop, segments_warp_loop,
- *                                runs_aggregate_loop) has a record per block (per warp in the
- *                                warp loop) instead: one per tile at most, SL_MAX_RECORDS
+ *                                segments_warp_loop, runs_warp_loop) has a record per warp
+ *                                instead: one per tile at most, SL_MAX_RECORDS
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -75,7 +74,7 @@ static inline unsigned long long sl_block_record_bytes(unsigned long long state_
 }
 
 /* One phase's part of scratch: its tile states, or for a kernel with block records
- * (segments_aggregate_loop, segments_warp_loop, runs_aggregate_loop) its records: a unit has
+ * (segments_warp_loop, runs_warp_loop) its records: a unit has
  * one tile at least, and there are SL_MAX_RECORDS units at most. */
 static inline unsigned long long sl_phase_scratch_bytes(unsigned long long state_size,
                                                         unsigned long long ntiles,

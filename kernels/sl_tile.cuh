@@ -15,9 +15,8 @@
  *                           outputs(a, i, before, run, e, tile_excl) per phase, store<BAR>;
  *                           sl::tile_rows supplies rows/tile/first and head_bit(i)
  *   struct Kernel           the instantiation: block, items, tile, buf and stages; phases,
- *                           the loop's shape (overlapped, aggregate, commutative, runs,
- *                           warp_tiles: a tile per warp), compacts, offsets and
- *                           offsets_input; the phase_list; and
+ *                           the loop's shape (overlapped, aggregate, commutative, runs),
+ *                           compacts, offsets and offsets_input; the phase_list; and
  *                           issue_loads (thread 0 starts a tile's input copies into a stage)
  *   sl_fused / sl_fused_segindex   one-line kernels calling fused_kernel<Kernel> and
  *                           segment_index<Kernel>
@@ -27,10 +26,12 @@
  * is empty); a kernel of its own (sl_reduce_close, generated) then writes what the batch's
  * end or the flush closes.
  *
- * Two loop shapes: two_stage_loop (any number of chained look-back phases, two shared-memory
- * stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the row-owning
- * threads; why and how, below). Everything is inline, so each kernel is one function after
- * instantiation, as if written out by hand. */
+ * Two loop shapes with look-back: two_stage_loop (any number of chained look-back phases, two
+ * shared-memory stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the
+ * row-owning threads; why and how, below). Three without, for a group that is a reduce and
+ * nothing else: aggregate_loop (no segments), segments_warp_loop (offsets segments) and
+ * runs_warp_loop (runs of keys), the last two with a tile per warp. Everything is inline, so
+ * each kernel is one function after instantiation, as if written out by hand. */
 #ifndef SL_TILE_CUH
 #define SL_TILE_CUH
 
@@ -193,10 +194,9 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
     block_sync<BAR, K::block>();
 }
 
-/* A key that maps make (KY::made): the keys a warp's edge lanes need from outside the warp,
- * made from the inputs at those rows: lane 0's row before its first, lane 31's row after its
- * last (the tile's edges among them). Called before the tile's stage is waited for, so that
- * these loads overlap the wait. (An input key's neighbours come from the stage: unused.) */
+/* The keys a warp's edge lanes need from outside the warp: lane 0's row before its first,
+ * lane 31's row after its last (the tile's edges), read or made from the inputs at those rows
+ * (RunKeys::at). Loaded with the tile's rows, a tile ahead (runs_warp_loop). */
 template <class KY> struct run_edges {
     typename KY::key_t before, after;
 };
@@ -205,57 +205,28 @@ template <class KY, int ITEMS, class A, class P>
 __device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &params, long long rows,
                                                        long long tile_first, int slot) {
     run_edges<KY> e = {};
-    if constexpr (KY::made) {
-        const int lane = (int)(threadIdx.x & 31);
-        const long long first = tile_first + (long long)slot * ITEMS;
-        if (lane == 0 && first > 0 && first < rows) e.before = KY::at(a, params, first - 1);
-        if (lane == 31 && first + ITEMS < rows) e.after = KY::at(a, params, first + ITEMS);
-    } else {
-        (void)a;
-        (void)params;
-        (void)rows;
-        (void)tile_first;
-        (void)slot;
-    }
+    const int lane = (int)(threadIdx.x & 31);
+    const long long first = tile_first + (long long)slot * ITEMS;
+    if (lane == 0 && first > 0 && first < rows) e.before = KY::at(a, params, first - 1);
+    if (lane == 31 && first + ITEMS < rows) e.after = KY::at(a, params, first + ITEMS);
     return e;
 }
 
-/* Runs of keys (runs_aggregate_loop): the thread's head bits and ending items (tile_rows)
- * from its keys `c` and the keys of the rows around them: the row before its first and the
- * row after its last (for the batch's row 0 the carry's open run). An input key takes them
- * from the tile's stage, or global memory at the tile's edge and in tiles not staged; a key
- * that maps make from the neighbouring lanes by shuffles, and at the warp's edges from
- * `edges` (run_edge_keys). KY is the generated RunKeys: the key's input (or `made`), type,
- * stage offset, change test as the state's combine makes it, and `at`. */
-template <class KY, int ITEMS, class A, class S>
+/* Runs of keys (runs_warp_loop): the lane's head bits and ending items (tile_rows) from its
+ * keys `c` and the keys of the rows around them: the row before its first and the row after
+ * its last, from the neighbouring lanes by shuffles (every lane shuffles) and at the warp's
+ * edges from `edges` (run_edge_keys); for the batch's row 0 the carry's open run. KY is the
+ * generated RunKeys: the key's type, its change test as the state's combine makes it, and
+ * `at`. */
+template <class KY, int ITEMS, class S>
 __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
-                                          const A &a, bool staged, const uint4 *tile_buf,
                                           const S &carry, const run_edges<KY> &edges) {
     typedef typename KY::key_t T;
-    const int r0 = t.slot * ITEMS, live = t.live_items;
-    /* the keys of the rows before and after the thread's items */
-    T before, after;
-    if constexpr (KY::made) {
-        /* made by maps: the neighbouring lanes' keys (every lane shuffles); the warp's edges
-           from run_edge_keys */
-        const int lane = (int)(threadIdx.x & 31);
-        before = shfl_up<T, words_of<T>::value>(c[ITEMS - 1], 1);
-        after = shfl_idx<T>(c[0], (lane + 1) & 31);
-        if (lane == 0) before = edges.before;
-        if (lane == 31) after = edges.after;
-        (void)a;
-        (void)staged;
-        (void)tile_buf;
-    } else {
-        (void)edges;
-        const T *col = static_cast<const T *>(a.in[KY::input]);
-        const T *stage = reinterpret_cast<const T *>(
-            reinterpret_cast<const unsigned char *>(tile_buf) + KY::stage_offset);
-        const bool in_stage = KY::staged && staged;
-        if (live > 0 && t.first > 0) before = in_stage && r0 > 0 ? stage[r0 - 1] : col[t.first - 1];
-        if (live > ITEMS)
-            after = in_stage && r0 + ITEMS < (int)t.tile_len ? stage[r0 + ITEMS] : col[t.first + ITEMS];
-    }
+    const int live = t.live_items, lane = (int)(threadIdx.x & 31);
+    T before = shfl_up<T, words_of<T>::value>(c[ITEMS - 1], 1);
+    T after = shfl_idx<T>(c[0], (lane + 1) & 31);
+    if (lane == 0) before = edges.before;
+    if (lane == 31) after = edges.after;
     unsigned long long h = 0;
     if (live > 0) {
         if (t.first == 0) h = KY::carry_differs(carry, c[0]);
@@ -831,21 +802,30 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     }
 }
 
-/* ---- the segments' aggregate loop -------------------------------------------------------
- * A group that is a reduce over offsets segments and nothing else (codegen.c,
- * aggregate_only) needs no look-back either: a segment's row goes to its ordinal, known from
- * the offsets, so only the values of the segments that cross block boundaries depend on other
- * blocks. Block b takes contiguous tiles as in aggregate_loop and runs them in order with its
- * own running state: block 0 from the batch's carry, block b > 0 from the identity (with the
- * carry's batch constants). Inside a tile each thread folds its items once, from the
- * identity: a segment that closes after a head among the thread's own items is complete
- * there and goes straight to its place (close_items). Only the thread's first closing
- * segment, begun before its items, needs what comes before the thread: it is finished after
- * the tile's block scan, from the block's running state and the thread's exclusive prefix.
- * The block's first segment, if it started before the block, is written there partial, and
- * its partial state and ordinal go to the block's record (hold_pending). The last block to
- * finish scans the blocks' totals in block order and writes each recorded segment again,
- * complete: its prefix over the earlier blocks, then its partial; then the carry. */
+/* ---- the loops over segments without look-back ------------------------------------------
+ * A group that is a reduce over offsets segments, or over runs of keys, and nothing else
+ * (codegen.c, aggregate_only) needs no look-back: a segment's row goes to its ordinal, known
+ * from the offsets (for runs: from counting key changes first, runs_warp_loop), so only the
+ * values of the segments that cross from one warp's rows into the next depend on another
+ * warp. The warp is the unit that owns rows (codegen.c, tile_threads): a tile is 32 * ITEMS
+ * rows, ITEMS a lane, and warp w of the W warps that have tiles takes the contiguous tiles
+ * [ntiles*w/W, ntiles*(w+1)/W) in order with its own running state: the batch's first warp
+ * from the carry, the others from the identity (with the carry's batch constants). A lane
+ * reads its rows straight from global memory, the next tile's while one is worked on, and
+ * the lanes' folds are scanned by shuffles, so nothing inside the loop waits for another
+ * warp: no shared-memory stages, no block barrier. (Why not the block: with a tile per block
+ * every tile held all of the block's threads at its barriers and behind its heads' loads, and
+ * both loops ran 1.1-1.4x slower: bench/RESULTS.md, thirteenth session.)
+ *
+ * Inside a tile each lane folds its items once, from the identity: a segment that closes
+ * after a head among the lane's own items is complete there and goes straight to its place
+ * (close_items). Only the lane's first closing segment, begun before its items, needs what
+ * comes before the lane: it is finished after the warp's scan, from the warp's running state
+ * and the lane's exclusive prefix. The warp's first segment, if it started before the warp,
+ * is written there partial, and its partial state and ordinal go to the warp's record
+ * (hold_pending). The last block to finish scans the warps' totals in warp order and writes
+ * each recorded segment again, complete: its prefix over the earlier warps, then its
+ * partial; then the carry. */
 template <class S>
 __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long b) {
     const unsigned long long at = (unsigned long long)b * sl_block_record_bytes(sizeof(S));
@@ -912,65 +892,44 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
 }
 
 /* One tile of the loops over segments without look-back, after its inputs, maps and ending
- * items: the thread's fold writes the segments closing after a head among its items, `scan`
- * gives each thread its prefix among the threads sharing the tile and the tile's aggregate
- * (scan(fold, prefix, aggregate): a block scan, or a warp's in segments_warp_loop), the
- * thread's first closing segment is written from it (and, begun before the unit's first
- * tile, recorded in the unit's record `mine` as pending); `running`, the unit's state,
- * moves past the tile. `first_unit`: the unit starts at the batch's row 0 (its running
- * state began from the carry, so nothing it closes is pending). */
-template <class K, class P, class C, class SCAN>
+ * items: the lane's fold writes the segments closing after a head among its items, the
+ * warp's scan gives each lane its prefix and the tile's aggregate (only the folds' payload
+ * words move: scan_thread_folds), the lane's first closing segment is written from it (and,
+ * begun before the warp's first tile, recorded in the warp's record `mine` as pending);
+ * `running`, the warp's state, moves past the tile. `first_warp`: the warp starts at the
+ * batch's row 0 (its running state began from the carry, so nothing it closes is pending). */
+template <class K, class P, class C>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
                                                     const typename K::Args &a, const C &carry,
-                                                    const SCAN &scan, uint32_t *mine,
-                                                    bool first_unit, typename P::S &running) {
+                                                    uint32_t *mine, bool first_warp,
+                                                    typename P::S &running) {
     typedef typename P::S S;
+    constexpr int WORDS = payload_words_of<S>::value;
     const typename P::Op op;
+    const int lane = (int)(threadIdx.x & 31);
     S first = P::identity();
     long long first_k = -1;
     const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
                                    : close_items<K, P, false>(t, a, carry, first, first_k);
-    S thread_excl, tile_agg;
-    scan(agg, thread_excl, tile_agg);
+    const S incl = warp_inclusive_scan<S, typename P::Op, WORDS>(agg, lane, op);
+    S lane_excl = shfl_up<S, WORDS>(incl, 1);
+    if (lane == 0) lane_excl = P::identity();
     if (first_k >= 0) {
-        const S whole = op(op(running, thread_excl), first);
-        /* no head since the unit's start: its first segment, begun before it */
-        if (!first_unit && !K::restarted(whole)) hold_pending(mine, whole, first_k);
+        const S whole = op(op(running, lane_excl), first);
+        /* no head since the warp's start: its first segment, begun before it */
+        if (!first_warp && !K::restarted(whole)) hold_pending(mine, whole, first_k);
         close_segment<K, P>(a, whole, carry, first_k);
     }
-    running = op(running, tile_agg);
+    running = op(running, shfl_idx<S, WORDS>(incl, 31));
 }
 
-/* The scans close_tile_segments takes: the block's (a barrier) and the warp's (shuffles only).
- * Both move only the folds' payload words (scan_thread_folds). */
-template <class K, class P> struct block_fold_scan {
-    block_scan_storage<typename P::S, K::block> &storage;
-    __device__ __forceinline__ void operator()(const typename P::S &fold, typename P::S &excl,
-                                               typename P::S &agg) const {
-        scan_thread_folds<K, P, 0>(storage, fold, excl, agg);
-    }
-};
-
-template <class P> struct warp_fold_scan {
-    __device__ __forceinline__ void operator()(const typename P::S &fold, typename P::S &excl,
-                                               typename P::S &agg) const {
-        typedef typename P::S S;
-        constexpr int WORDS = payload_words_of<S>::value;
-        const int lane = (int)(threadIdx.x & 31);
-        const S incl = warp_inclusive_scan<S, typename P::Op, WORDS>(fold, lane, typename P::Op());
-        excl = shfl_up<S, WORDS>(incl, 1);
-        if (lane == 0) excl = P::identity();
-        agg = shfl_idx<S, WORDS>(incl, 31);
-    }
-};
-
-/* The last block to finish, in the loops over segments without look-back: the blocks'
- * exclusive prefixes in block order (each thread a contiguous run of blocks, the block scan
- * over the threads), each recorded segment written again, complete. Returns the fold of every
- * block's state (the batch's, from block 0's start), in every thread. `carry` is the phase
+/* The last block to finish, in the loops over segments without look-back: the `nrecords`
+ * warps' exclusive prefixes in warp order (each thread a contiguous run of records, the block
+ * scan over the threads), each recorded segment written again, complete. Returns the fold of
+ * every warp's state (the batch's, from the first warp's start), in every thread. `carry` is the phase
  * state's (the index base); P may be another state's traits (the runs' loop). */
 template <class K, class P, class C>
-__device__ __forceinline__ typename P::S join_block_records(const typename K::Args &a,
+__device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
                                                             unsigned char *records,
                                                             long long nblocks, const C &carry,
                                                             block_scan_storage<typename P::S, K::block> &storage) {
@@ -1010,66 +969,9 @@ __device__ __forceinline__ typename P::S join_block_records(const typename K::Ar
     return total;
 }
 
-template <class K>
-__device__ __forceinline__ void segments_aggregate_loop(const typename K::Args &a) {
-    typedef typename first_phase<typename K::Phases>::type P;
-    typedef typename P::S S;
-    constexpr int STAGES = K::stages;
-    const long long rows = a.rows, ntiles = a.ntiles;
-    const block_tiles bt = tiles_of_block(ntiles);
-    if ((long long)blockIdx.x >= bt.nblocks) return;
-    const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
-    const typename K::Params params(a);
-    unsigned char *const records =
-        a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, (unsigned long long)ntiles);
-    uint32_t *const mine = block_record<S>(records, blockIdx.x);
-    __shared__ block_scan_storage<S, K::block> scan_storage;
-    __shared__ tile_queue<STAGES> queue;
-    __shared__ uint32_t heads[K::tile / 32];
-    SL_DYNAMIC_SMEM(uint4, sl_smem);
-    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi);
-    /* the carry (per-batch resets applied) and the block's running state: every thread
-       holds the same one */
-    const S carry = carry_in<K, P>(a, true);
-    S running = P::identity();
-    if (lo == 0) running = carry;
-    else if constexpr (P::BATCH_CONSTANTS) P::batch_constants(running, carry);
-    for (long long tile = lo; tile < hi; tile++) {
-        const int s = wait_tile(queue, tile - lo);
-        typename K::Tile t(params);
-        t.at(rows, tile, K::tile);
-        t.load_inputs(a, queue.bulk[s] != 0, sl_smem + s * (K::buf / 16));
-        build_heads<K, 0>(heads, a, tile, t.tile_first);
-        t.use_heads(heads);
-        t.segments_at(a, K::offsets_input);
-        t.maps(0);
-        close_tile_segments<K, P>(t, a, carry, block_fold_scan<K, P>{scan_storage}, mine, lo == 0,
-                                  running);
-        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s); /* the heads are free after it too */
-    }
-    if (threadIdx.x == 0) store_state(mine, running);
-    if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
-    S out = join_block_records<K, P>(a, records, nblocks, carry, scan_storage);
-    if (threadIdx.x == 0) {
-        if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
-    }
-}
-
-/* ---- the segments' warp loop -------------------------------------------------------------
- * segments_aggregate_loop with the warp, not the block, as the unit that owns rows
- * (codegen.c, warp_tiles): a tile is 32 * ITEMS rows, ITEMS a lane, and warp w of the W
- * warps that have tiles takes the contiguous tiles [ntiles*w/W, ntiles*(w+1)/W) in order.
- * A lane reads its rows straight from global memory, the warp builds its tile's heads in its
- * own corner of shared memory (only where the tile has a segment head: most tiles have none
- * when segments are long) and scans its lanes' folds by shuffles, so nothing inside the loop
- * waits for another warp: no shared-memory stages, no block barrier, no tile the block must
- * finish together. Why: in the block loop each tile holds all of the block's threads at two
- * barriers and behind the heads' two dependent loads, which kept the offsets reduce at about
- * 40% of copy where a plain reduce streams at copy speed (bench/RESULTS.md). A warp leaves a
- * record as a block does in segments_aggregate_loop, and the last block to finish joins the
- * records in warp order (the association is fixed by the grid, as there). */
+/* ---- the offsets segments' loop ----------------------------------------------------------
+ * A warp builds its tile's heads in its own corner of shared memory, and only where the tile
+ * has an offsets entry (most tiles have none when segments are long). */
 
 /* The heads of a warp's tile: a bitmap of TILE bits in the warp's `heads`, set from the tile's
  * offsets entries [j0, j1). The warp's lanes only: __syncwarp orders them. */
@@ -1134,12 +1036,12 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
             }
             t.segments_at(a, K::offsets_input, tj0, tj1);
             t.maps(0);
-            close_tile_segments<K, P>(t, a, carry, warp_fold_scan<P>{}, mine, lo == 0, running);
+            close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running);
         }
         if (lane == 0) store_state(mine, running);
     }
     if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
-    S out = join_block_records<K, P>(a, records, nwarps, carry, scan_storage);
+    S out = join_records<K, P>(a, records, nwarps, carry, scan_storage);
     if (threadIdx.x == 0) {
         if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
         memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
@@ -1147,18 +1049,19 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
     }
 }
 
-/* ---- the runs' aggregate loop -----------------------------------------------------------
- * A group that is a reduce over runs of equal keys and nothing else (codegen.c,
- * runs_aggregate: the key is one of the kernel's inputs and no compaction comes before the
- * reduce), without look-back: the segments' aggregate loop, once each block knows its runs'
- * places. A run's place is the number of key changes before the row that closes it, so each
- * block first counts the key changes in its rows (the key column alone, read twice in all:
- * the price of never waiting for another block's tiles), publishes the count in its record,
- * and adds up the counts of the blocks before it. Blocks take their place in the order they
- * start (a ticket from the counter at the start of scratch), so a block only ever waits for
- * blocks already running, which wait for nobody. Then it runs its tiles as the segments' loop
- * does, each tile's key changes scanned over the threads for the places; row 0's change (the
- * carry's open run of another key) closes the carry's run at place 0, written by block 0. */
+/* ---- the runs' loop ----------------------------------------------------------------------
+ * Over runs of equal keys (codegen.c, runs_aggregate: a key that is one of the kernel's
+ * inputs or that its maps make from inputs, no compaction before the reduce) a run's place is
+ * the number of key changes before the row that closes it, so each warp first counts the key
+ * changes in its rows (the key column alone, read twice in all: the price of never waiting
+ * for another warp's tiles). The block scans its warps' counts once (each warp's place in the
+ * block), publishes its total in its first warp's record and adds up the totals of the blocks
+ * before it. Blocks take their place in the order they start (a ticket from the counter at
+ * the start of scratch), so a block only ever waits for blocks already running, which wait
+ * for nobody. Then each warp runs its tiles as the offsets loop does, each tile's key changes
+ * (run_heads: a bit per row, the neighbours' keys by shuffles) scanned over the lanes for the
+ * places; row 0's change (the carry's open run of another key) closes the carry's run at
+ * place 0, written by the batch's first warp. */
 
 /* The key changes among the batch's rows [r0, r1), the share of thread `thread` of the
  * `threads` counting them (a block's or a warp's): rows r >= 1 whose
@@ -1256,103 +1159,6 @@ struct plus_ll {
     __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
 };
 
-template <class K> __device__ __forceinline__ void runs_aggregate_loop(const typename K::Args &a) {
-    typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
-    typedef typename K::Run R;                                  /* the loop's (run state) */
-    typedef typename R::S S;
-    constexpr int STAGES = K::stages, W = words_of<S>::value;
-    const long long rows = a.rows, ntiles = a.ntiles;
-    const long long nblocks = record_units((long long)gridDim.x, ntiles);
-    __shared__ long long ticket;
-    if (threadIdx.x == 0) ticket = take_tile(a.scratch);
-    __syncthreads();
-    const long long b = ticket;
-    if (b >= nblocks) return;
-    const long long lo = ntiles * b / nblocks, hi = ntiles * (b + 1) / nblocks;
-    const typename K::Params params(a);
-    unsigned char *const records = a.scratch + SL_SCRATCH_ALIGN;
-    uint32_t *const mine = block_record<S>(records, b);
-    __shared__ block_scan_storage<S, K::block> scan_storage;
-    __shared__ block_scan_storage<long long, K::block> count_storage;
-    __shared__ tile_queue<STAGES> queue;
-    SL_DYNAMIC_SMEM(uint4, sl_smem);
-    start_tiles<K, STAGES>(queue, a, sl_smem, lo, hi); /* in flight while the keys are counted */
-    const typename P::S carry = carry_in<K, P>(a, true);
-    const plus_ll plus;
-    /* the key changes in the block's rows, published (plus one: zero is "not yet") */
-    long long excl, changes, base = 0;
-    {
-        const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
-        const long long mine_n =
-            count_key_changes<K>(a, params, lo * K::tile, r1, carry, (int)threadIdx.x, K::block);
-        block_exclusive_scan<long long, K::block, 0>(count_storage, mine_n, 0ll, plus, excl, changes);
-        if (threadIdx.x == 0)
-            store_volatile_u64(reinterpret_cast<uint64_t *>(mine + 2 * W + 4),
-                               (unsigned long long)changes + 1ull);
-    }
-    /* the changes before the block: every earlier block's count */
-    {
-        long long before = 0;
-        for (long long p = threadIdx.x; p < b; p += K::block)
-            before += block_changes<S>(records, p);
-        __syncthreads(); /* count_storage is read by the scan above until here */
-        block_exclusive_scan<long long, K::block, 0>(count_storage, before, 0ll, plus, excl, base);
-        __syncthreads(); /* and until here: each tile scans its changes in it again */
-    }
-    const S carry_run = K::run_state(carry);
-    S running = R::identity();
-    if (lo == 0) {
-        running = carry_run;
-        /* row 0 of another key closes the carry's open run: place 0 */
-        if (threadIdx.x == 0 && rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
-            close_segment<K, R>(a, carry_run, carry, 0);
-    }
-    long long tile_base = base;
-    for (long long tile = lo; tile < hi; tile++) {
-        const run_edges<typename K::Keys> edges =
-            run_edge_keys<typename K::Keys, K::items>(a, params, rows, tile * K::tile,
-                                                      (int)threadIdx.x);
-        const int s = wait_tile(queue, tile - lo);
-        const bool staged = queue.bulk[s] != 0;
-        const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
-        typename K::Tile t(params);
-        t.at(rows, tile, K::tile);
-        t.load_inputs(a, staged, tile_buf);
-        t.maps(0);
-        t.runs_at(a, staged, tile_buf, carry, edges);
-        long long tile_changes;
-        block_exclusive_scan<long long, K::block, 0>(count_storage, (long long)t.run_changes(), 0ll,
-                                                     plus, excl, tile_changes);
-        t.run_base = tile_base + excl;
-        tile_base += tile_changes;
-        close_tile_segments<K, R>(t, a, carry, block_fold_scan<K, R>{scan_storage}, mine, lo == 0,
-                                  running);
-        next_tile<K, STAGES>(queue, a, sl_smem, tile, hi, s);
-    }
-    if (threadIdx.x == 0) store_state(mine, running);
-    if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
-    const S total = join_block_records<K, R>(a, records, nblocks, carry, scan_storage);
-    /* the batch's key changes: every block's count */
-    long long all = 0, batch_changes;
-    for (long long p = threadIdx.x; p < nblocks; p += K::block) all += block_changes<S>(records, p);
-    block_exclusive_scan<long long, K::block, 0>(count_storage, all, 0ll, plus, excl, batch_changes);
-    if (threadIdx.x == 0) {
-        const typename P::S out = K::run_carry(total, carry, batch_changes, a);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-    }
-}
-
-/* ---- the runs' warp loop -----------------------------------------------------------------
- * runs_aggregate_loop with the warp as the unit that owns rows, as segments_warp_loop is to
- * segments_aggregate_loop: warp w of the W warps that have tiles takes the contiguous tiles
- * [ntiles*w/W, ntiles*(w+1)/W) of 32 * ITEMS rows. Blocks still take tickets in the order
- * they start, so a warp only waits for blocks already running: the warps of a block count
- * the key changes in their rows, the block scans the counts once (the warps' places within
- * the block) and publishes its total in its first warp's record, and adds up the totals of
- * the blocks before it. Then each warp runs its tiles with no block barrier: its rows read
- * straight from global memory (the next tile's while this one is worked on), the tile's key
- * changes and folds scanned over the lanes by shuffles. The records are the warps', joined in
- * warp order by the last block to finish. */
 template <class K> __device__ __forceinline__ void runs_warp_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
     typedef typename K::Run R;                                  /* the loop's (run state) */
@@ -1431,17 +1237,17 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
                                                                        (tile + 1) * K::tile, lane);
             }
             t.maps(0);
-            t.runs_at(a, false, nullptr, carry, edges);
+            t.runs_at(carry, edges);
             const long long c = (long long)t.run_changes();
             const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
             t.run_base = base + incl - c;
             base += shfl_idx<long long>(incl, 31);
-            close_tile_segments<K, R>(t, a, carry, warp_fold_scan<R>{}, mine, lo == 0, running);
+            close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running);
         }
         if (lane == 0) store_state(mine, running);
     }
     if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
-    const S total = join_block_records<K, R>(a, records, nwarps, carry, scan_storage);
+    const S total = join_records<K, R>(a, records, nwarps, carry, scan_storage);
     /* the batch's key changes: every block's count */
     long long all = 0, excl, batch_changes;
     for (long long p = threadIdx.x; p < nblocks; p += K::block) all += block_changes<S>(records, p * WARPS);
@@ -1455,10 +1261,8 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. */
 template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
-    if constexpr (K::aggregate && K::offsets && K::warp_tiles) segments_warp_loop<K>(a);
-    else if constexpr (K::aggregate && K::offsets) segments_aggregate_loop<K>(a);
-    else if constexpr (K::aggregate && K::runs && K::warp_tiles) runs_warp_loop<K>(a);
-    else if constexpr (K::aggregate && K::runs) runs_aggregate_loop<K>(a);
+    if constexpr (K::aggregate && K::offsets) segments_warp_loop<K>(a);
+    else if constexpr (K::aggregate && K::runs) runs_warp_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K>(a);
     else two_stage_loop<K>(a);

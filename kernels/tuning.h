@@ -23,8 +23,8 @@ typedef struct sl_tuning {
                                  48, none for larger groups or phase states over 32 bytes
                                  (core/cuda/codegen.c), so they do not spill */
     int records_block_threads; /* threads per block of the reduce loops without look-back
-                                  (block records: per offsets segment, per run of an input
-                                  key); 0: block_threads */
+                                  over segments (a tile per warp: per offsets segment, per
+                                  run of keys); 0: block_threads */
 } sl_tuning;
 
 /* Rows in ascending arch; the last row whose arch <= the device's is used. */
@@ -34,12 +34,11 @@ static const sl_tuning sl_tuning_table[] = {
     {80, 256, 64, 2, 16, 128, 5, 0},
     /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; 256 threads x 16
        items was the fastest shape measured for the scan and linrec kernels, and a smaller
-       register budget made the six-stage group slower. The block-record loops (a reduce per
-       offsets segment or per run of an input key) spend a tile's time in block-wide steps
-       (the segment heads or the key changes, then a block scan) that keep every thread of
-       the block waiting: 128 threads a block (more, smaller blocks) beat 256 on all four of
-       gpu_bench's jobs of that kind, and 32 items a thread (128:32, 64:32) lost (the sweeps:
-       bench/RESULTS.md, eleventh session). */
+       register budget made the six-stage group slower. The loops over segments without
+       look-back (a reduce per offsets segment or per run of keys) give each warp its own
+       tiles, so a block only groups warps: 128 threads a block (4 resident, registers capped
+       at 128 by codegen.c) matched 64 and beat 256 and 32 on gpu_bench's jobs of that kind,
+       and 8 or 32 items a thread lost (the sweeps: bench/RESULTS.md, thirteenth session). */
     {90, 256, 64, 2, 16, 128, 5, 128},
 };
 

@@ -119,10 +119,11 @@ static void check_sizes(const char *yaml, uint64_t seed) {
     check_pipeline(yaml, 1000003, seed + 101);
 }
 
-/* The loops without look-back (sl_tile.cuh aggregate_loop, segments_aggregate_loop,
- * runs_aggregate_loop) give each block a run of tiles only when a batch has more tiles than
- * the grid has blocks (a few hundred on an H200, a million rows and more): then a block's
- * running state crosses its own tiles and its first segment starts blocks before it. */
+/* The loops without look-back (sl_tile.cuh aggregate_loop, segments_warp_loop,
+ * runs_warp_loop) give each block (each warp: tiles of 512 rows) a run of tiles only when a
+ * batch has more tiles than the grid has blocks or warps (a few hundred blocks, two thousand
+ * warps on an H200: a million rows and more): then a running state crosses its own tiles
+ * and its first segment starts warps before it. */
 static void check_sizes_many_tiles(const char *yaml, uint64_t seed) {
     check_sizes(yaml, seed);
     if (!g_small) check_pipeline(yaml, ((int64_t)1 << 23) + 5, seed + 102);
@@ -207,8 +208,8 @@ START_TEST(test_stages_after) {
 }
 END_TEST
 
-/* Runs of an input key (no filter before the reduce: sl_tile.cuh runs_aggregate_loop, which
- * counts each block's key changes before it writes a row). The key column `kk` is rewritten
+/* Runs of an input key (no filter before the reduce: sl_tile.cuh runs_warp_loop, which
+ * counts each warp's key changes before it writes a row). The key column `kk` is rewritten
  * into runs whose mean length the seed picks: 1 (a change at nearly every row), 8, 1000, or
  * one run over the whole stream (it spans every block of a many-tile batch, and every cut
  * batch continues the carry's run); consecutive runs take consecutive key values (wrapping),

@@ -540,8 +540,15 @@ START_TEST(kernel_shapes) {
         /* the block-record loops take their own block size from the tuning table */
         const sl_tuning *tu = sl_tuning_for(90);
         ck_assert_int_eq(cg.block_threads, runs ? tu->records_block_threads : tu->block_threads + 32);
-        ck_assert_int_eq((cg.block_threads - (cg.lookback_warp ? 32 : 0)) * cg.items_per_thread,
+        /* a tile per warp in the runs' loop (runs_warp_loop), a block's rows otherwise; the
+           warp loop asks for registers for 4 blocks of 128 threads */
+        ck_assert_int_eq((runs ? 32 : cg.block_threads - (cg.lookback_warp ? 32 : 0)) *
+                             cg.items_per_thread,
                          (int)cg.tile_rows);
+        if (runs) {
+            ck_assert_int_eq((int)cg.dynamic_smem, 0);
+            ck_assert(strstr(cg.source, "#define MIN_BLOCKS 4\n") != NULL);
+        }
         if (i + 1 < SL_ARRAY_LEN(keyed)) {
             sl_cuda_codegen_free(ctx, &cg);
             sluice_pipeline_free(p);
@@ -551,8 +558,7 @@ START_TEST(kernel_shapes) {
     sluice_pipeline_free(p);
     /* an offsets reduce: block records at the table's block size on sm_90, the general one on
        sm_80 (no row of its own there), and SLUICE_CUDA_TUNING's when that is set; a tile per
-       warp (segments_warp_loop: 32 threads' rows), or per block with
-       SLUICE_CUDA_WARP_TILES=0 */
+       warp (segments_warp_loop: 32 threads' rows) and no shared-memory stages */
     const char *offsets_reduce = "sluice: 1\nname: o\ninput:\n  rows: {type: i64, role: offsets}\n"
                                  "  x: f32\nstages:\n"
                                  "  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\n"
@@ -561,16 +567,7 @@ START_TEST(kernel_shapes) {
     ck_assert(cg.block_records);
     ck_assert_int_eq(cg.block_threads, sl_tuning_for(90)->records_block_threads);
     ck_assert_int_eq(32 * cg.items_per_thread, (int)cg.tile_rows);
-    ck_assert(strstr(cg.source, "warp_tiles = true") != NULL);
     ck_assert_int_eq((int)cg.dynamic_smem, 0);
-    sl_cuda_codegen_free(ctx, &cg);
-    sluice_pipeline_free(p);
-    setenv("SLUICE_CUDA_WARP_TILES", "0", 1);
-    cg = generate_for(ctx, offsets_reduce, &p, 0, 90);
-    unsetenv("SLUICE_CUDA_WARP_TILES");
-    ck_assert(cg.block_records);
-    ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
-    ck_assert(strstr(cg.source, "warp_tiles = false") != NULL);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     cg = generate_for(ctx, offsets_reduce, &p, 0, 80);

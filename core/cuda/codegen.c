@@ -87,8 +87,6 @@ typedef struct cg {
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
-    bool warp_tiles;  /* a block-record loop with a tile per warp: sl::segments_warp_loop,
-                         sl::runs_warp_loop */
     size_t staged_bytes, buf_bytes;
 
     sl_strbuf sb;
@@ -499,7 +497,7 @@ static void visit_row_column(void *payload, int column) {
 }
 
 /* Whether a reduce over runs of keys can run without look-back (sl_tile.cuh
- * runs_aggregate_loop): each block counts the key changes in its rows before anything else,
+ * runs_warp_loop): each warp counts the key changes in its rows before anything else,
  * so every row must count (no compaction before the reduce in the group) and the key must be
  * readable or computable at any row from the kernel's inputs at that row: an input, or made
  * by the group's maps from inputs (RunKeys::at computes it). */
@@ -513,9 +511,9 @@ static bool runs_countable(const cg *g) {
 /* Whether the group is a reduce over rows that nothing else scans, without segments, over
  * offsets segments or over countable runs of keys: then no row's output depends on an earlier
  * tile (an offsets segment's place is its ordinal, a run's the key changes before it, which
- * each block counts first), only the batch's total and the segments crossing blocks do, and
- * the kernel is kernels/sl_tile.cuh's aggregate_loop, segments_aggregate_loop or
- * runs_aggregate_loop (no look-back). */
+ * each warp counts first), only the batch's total and the segments crossing blocks or warps
+ * do, and the kernel is kernels/sl_tile.cuh's aggregate_loop, segments_warp_loop or
+ * runs_warp_loop (no look-back). */
 static bool aggregate_only(const cg *g) {
     if (!g->reduce || g->phases != 1) return false;
     if (g->reduce->segments != SL_SEGMENTS_NONE && g->reduce->segments != SL_SEGMENTS_OFFSETS &&
@@ -526,25 +524,27 @@ static bool aggregate_only(const cg *g) {
     return true;
 }
 
-/* Whether the kernel is sl_tile.cuh's segments_aggregate_loop (an aggregate loop over offsets
+/* Whether the kernel is sl_tile.cuh's segments_warp_loop (an aggregate loop over offsets
  * segments): its Tile has no outputs(); its Kernel writes a segment's row from a state
  * (write_row) and says whether a state saw a head (restarted). */
 static bool segments_aggregate(const cg *g) {
     return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_OFFSETS;
 }
 
-/* Whether the kernel is sl_tile.cuh's runs_aggregate_loop (an aggregate loop over runs of
+/* Whether the kernel is sl_tile.cuh's runs_warp_loop (an aggregate loop over runs of
  * keys): as segments_aggregate, and its Kernel names the key column (RunKeys). */
 static bool runs_aggregate(const cg *g) {
     return g->aggregate && g->reduce && g->reduce->segments == SL_SEGMENTS_KEY;
 }
 
-/* Either loop over segments without look-back: rows written by Kernel::write_row, blocks
+/* Either loop over segments without look-back: rows written by Kernel::write_row, warps
  * leaving records in scratch. */
 static bool block_records_loop(const cg *g) { return segments_aggregate(g) || runs_aggregate(g); }
 
-/* The threads that share a tile: the block's, or a warp's (warp_tiles). */
-static int tile_threads(const cg *g) { return g->warp_tiles ? 32 : g->tuning->block_threads; }
+/* The threads that share a tile: the block's, or in the loops over segments without
+ * look-back (sl_tile.cuh segments_warp_loop, runs_warp_loop) a warp's. */
+static bool warp_tiles(const cg *g) { return block_records_loop(g); }
+static int tile_threads(const cg *g) { return warp_tiles(g) ? 32 : g->tuning->block_threads; }
 
 /* Whether phase `phase` is the one whose Tile::outputs writes the reduce's rows (and nothing
  * else anything reads: the reduce ends the group, and it is in its last phase), so a thread
@@ -1319,10 +1319,9 @@ static void emit_tile(cg *g) {
     emit_maps(g);
     if (runs_aggregate(g))
         sl_strbuf_printf(sb,
-                         "    template <class S> __device__ __forceinline__ void runs_at(const SlArgs &a, "
-                         "bool staged, const uint4 *tile_buf, const S &carry, "
+                         "    template <class S> __device__ __forceinline__ void runs_at(const S &carry, "
                          "const sl::run_edges<RunKeys> &edges) {\n"
-                         "        sl::run_heads<RunKeys>(*this, c%d, a, staged, tile_buf, carry, edges);\n    }\n",
+                         "        sl::run_heads<RunKeys>(*this, c%d, carry, edges);\n    }\n",
                          g->reduce->segment_column);
     for (int ph = 1; ph <= g->phases; ph++) {
         emit_element(g, ph, false);
@@ -1360,6 +1359,12 @@ static sluice_status emit_kernel(cg *g) {
      * ptxas spills hundreds of bytes (trades-vwap's keyed scans: 484 B). The only wrong
      * results the H200 has shown came from such a kernel (int-ops forced to 256:4:4, 700 B
      * spilled; the same PTX without the cap was right): no cap for these. */
+    /* The warp-tile loops keep nothing in shared memory, so registers alone decide how many
+     * warps reside: at most 128 a thread (4 blocks of 128 threads), whatever the group's
+     * columns. Left uncapped, a key that maps make took 165 and ran at 3 blocks: 37% of copy
+     * where 128 gave 43% (bench/RESULTS.md, thirteenth session); a tighter cap (102) made the
+     * input key's loop slower. */
+    if (warp_tiles(g) && min_blocks < 512 / block) min_blocks = 512 / block;
     size_t widest_state = 0;
     for (int ph = 1; ph <= g->phases; ph++)
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
@@ -1408,13 +1413,13 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr unsigned buf = BUF;\n"
                      "    static constexpr int phases = %d;\n"
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
-                     "compacts = %s, offsets = %s, runs = %s, warp_tiles = %s;\n"
+                     "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     g->warp_tiles ? "true" : "false", o->offsets_input);
+                     o->offsets_input);
     emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -1456,10 +1461,10 @@ static int input_of(const cg *g, int column) {
     return -1;
 }
 
-/* RunKeyRow and RunKeys (runs_aggregate_loop). RunKeyRow::at is the key at one row from the
+/* RunKeyRow and RunKeys (runs_warp_loop). RunKeyRow::at is the key at one row from the
  * kernel's inputs at that row: the key input itself, or the group's maps that make the key
  * from inputs (runs_countable), evaluated for that row alone. RunKeys: the key's type, its
- * input (-1 when maps make it: `made`) and stage, its change test (the one the reduce's
+ * input (-1 when maps make it: `made`), its change test (the one the reduce's
  * combine makes, emit_reduce_combine) between two rows and between the carry's open run and
  * a row, and `at`. */
 static sluice_status emit_run_keys(cg *g) {
@@ -1468,7 +1473,6 @@ static sluice_status emit_run_keys(cg *g) {
     const sl_reduce *r = g->reduce;
     const cg_slot *rs = &g->slots[g->reduce_slot];
     const int key = r->segment_column, k = input_of(g, key);
-    const bool staged = k >= 0 && g->staged[k];
     const sluice_type type = p->columns[key].type;
     const char *kr = key_read(g, key), *tn = type_name(type);
     bool *needed = sl_calloc(g->ctx, (size_t)p->ncolumns, sizeof *needed);
@@ -1511,21 +1515,19 @@ static sluice_status emit_run_keys(cg *g) {
     sl_free(g->ctx, needed);
     sl_strbuf_printf(sb,
                      "struct RunKeys {\n    typedef %s key_t;\n    static constexpr int input = %d;\n"
-                     "    static constexpr bool made = %s, staged = %s;\n"
-                     "    static constexpr unsigned stage_offset = %zu;\n"
+                     "    static constexpr bool made = %s;\n"
                      "    __device__ static __forceinline__ bool differs(key_t x, key_t y) {\n"
                      "        return !sl_key_same_%s(%s(x), %s(y));\n    }\n"
                      "    __device__ static __forceinline__ bool carry_differs(const S%d &c, key_t y) {\n"
                      "        return c.f%d && !sl_key_same_%s(c.f%d, %s(y));\n    }\n"
                      "    __device__ static __forceinline__ key_t at(const SlArgs &a, const GroupParams &p, "
                      "long long r) {\n        return RunKeyRow(p).at(a, r);\n    }\n};\n",
-                     ctype(type), k, k < 0 ? "true" : "false", staged ? "true" : "false",
-                     staged ? g->stage_offset[k] : (size_t)0, tn, kr, kr, rs->phase,
+                     ctype(type), k, k < 0 ? "true" : "false", tn, kr, kr, rs->phase,
                      rs->flag_field, tn, rs->last_field, kr);
     return SLUICE_OK;
 }
 
-/* The runs' loop state R<phase> (runs_aggregate_loop), its identity and combine, and its
+/* The runs' loop state R<phase> (runs_warp_loop), its identity and combine, and its
  * traits RunPhase<phase>: the reduce's values, the last key, whether a row was seen and
  * whether a run began inside (a change, known from the head bits): the key reduce's state less
  * the first key and the two counts, which the loop knows from the blocks' counts, and with the
@@ -1809,7 +1811,7 @@ static sluice_status plan_stages(cg *g) {
     g->buf_bytes = (buf + 127) / 128 * 128;
     /* the commutative aggregate loop and the segments' warp loop read their rows from global
        memory (no stages) */
-    o->dynamic_smem = g->commutative || g->warp_tiles ? 0 : (size_t)stages_of(g) * g->buf_bytes;
+    o->dynamic_smem = g->commutative || warp_tiles(g) ? 0 : (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
 
@@ -1881,10 +1883,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
         out->block_records = block_records_loop(&g);
-        /* SLUICE_CUDA_WARP_TILES=0 keeps the block-record loops on a tile per block (for
-           measurements that compare the two) */
-        const char *warp_env = getenv("SLUICE_CUDA_WARP_TILES");
-        g.warp_tiles = out->block_records && !(warp_env && strcmp(warp_env, "0") == 0);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
             g.override = *g.tuning;
             g.override.block_threads = g.tuning->records_block_threads;

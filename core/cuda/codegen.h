@@ -83,14 +83,12 @@ typedef struct sl_codegen {
     int items_per_thread;
     bool lookback_warp;      /* the last warp only does look-backs (emit_overlapped_kernel) */
     bool aggregate_loop;     /* a reduce without look-back (sl_tile.cuh aggregate_loop,
-                                segments_aggregate_loop, segments_warp_loop or
-                                runs_aggregate_loop) */
+                                segments_warp_loop or runs_warp_loop) */
     bool block_records;      /* ... over offsets segments or runs of keys: the phase's scratch
-                                holds a record per block, or per warp in segments_warp_loop
-                                (kernels/sl_scratch.h) */
+                                holds a record per warp (kernels/sl_scratch.h) */
     int64_t tile_rows;       /* rows per tile = items_per_thread * the threads sharing a tile
-                                (block_threads, less 32 with a look-back warp; 32 in
-                                segments_warp_loop) */
+                                (block_threads, less 32 with a look-back warp; 32 when
+                                block_records: a tile per warp) */
     size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */
 
     int ninputs, *inputs;    /* column ids, kernel argument order */
