@@ -30,18 +30,25 @@
 static int g_reps = 20;
 static cudaStream_t g_stream;
 
-// Median time in ms of fn() queued on g_stream, two warm-ups first.
-static double time_ms(const std::function<void()> &fn) {
+// Median time in ms of fn() queued on g_stream, two warm-ups first: the GPU's span from an
+// event queued before fn() to one queued after it. `after`, when given, runs once the end
+// event is queued and before it is waited for (the host's part of a step whose GPU work fn()
+// queued: time_sluice_ms).
+static double time_ms(const std::function<void()> &fn, const std::function<void()> &after = nullptr) {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    for (int i = 0; i < 2; i++) fn();
+    for (int i = 0; i < 2; i++) {
+        fn();
+        if (after) after();
+    }
     CK(cudaStreamSynchronize(g_stream));
     std::vector<float> t;
     for (int i = 0; i < g_reps; i++) {
         CK(cudaEventRecord(a, g_stream));
         fn();
         CK(cudaEventRecord(b, g_stream));
+        if (after) after();
         CK(cudaEventSynchronize(b));
         float ms;
         CK(cudaEventElapsedTime(&ms, a, b));
@@ -188,21 +195,38 @@ static void sluice_close(sluice_job &j) {
     sluice_pipeline_free(j.p);
     sluice_context_destroy(j.ctx);
 }
-// One push of device columns and the pull of every result. A failure is reported once and
-// marks the job failed (its figure becomes n/a); the other measurements go on.
-static void sluice_step(sluice_job &j, const std::vector<sluice_column> &cols) {
+// A failed call is reported once and marks the job failed (its figure becomes n/a); the other
+// measurements go on.
+static void sluice_failed(sluice_job &j, sluice_status st) {
+    const sluice_diagnostic *d = sluice_context_diagnostic(j.ctx, 0);
+    printf("sluice push failed: %s: %s\n", sluice_status_name(st), d ? d->message : "");
+    j.failed = true;
+}
+// One push of device columns: every kernel and copy it makes is queued on the session's
+// stream, g_stream (sluice_open), before it returns.
+static void sluice_push(sluice_job &j, const std::vector<sluice_column> &cols) {
     if (j.failed) return;
     sluice_status st = sluice_cuda_session_push_device(j.s, cols.data(), cols.size());
+    if (st != SLUICE_OK) sluice_failed(j, st);
+}
+// The pull of every result of the pushes so far (waiting for them).
+static void sluice_drain(sluice_job &j) {
+    if (j.failed) return;
+    sluice_status st;
     sluice_batch *b = nullptr;
-    while (st == SLUICE_OK && (st = sluice_session_pull_wait(j.s, &b, -1)) == SLUICE_OK && b) {
+    while ((st = sluice_session_pull_wait(j.s, &b, -1)) == SLUICE_OK && b) {
         j.out_rows = sluice_batch_rows(b);
         sluice_batch_free(b);
     }
-    if (st != SLUICE_OK) {
-        const sluice_diagnostic *d = sluice_context_diagnostic(j.ctx, 0);
-        printf("sluice push failed: %s: %s\n", sluice_status_name(st), d ? d->message : "");
-        j.failed = true;
-    }
+    if (st != SLUICE_OK) sluice_failed(j, st);
+}
+// sluice's time for one push of device columns, measured as CUB's calls are: the GPU's span
+// from before the push (its host work before the first kernel included) to the end of the
+// work it queued; the pull that hands the finished batch over waits after the end event is
+// queued, as a CUB caller's own synchronisation would. Where the push itself waits (a row
+// count read back before a later group), the wait is inside the span.
+static double time_sluice_ms(sluice_job &j, const std::vector<sluice_column> &cols) {
+    return time_ms([&] { sluice_push(j, cols); }, [&] { sluice_drain(j); });
 }
 
 // ---- the table --------------------------------------------------------------------------
@@ -262,7 +286,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
                            "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n", n)) {
             std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice scan: %s\n", j.why.c_str());
@@ -284,7 +308,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
                            "  - filter: x > 0\noutput: [x]\n", n)) {
             std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             if (j.out_rows != kept) printf("sluice filter kept %lld rows, CUB %lld\n", (long long)j.out_rows, (long long)kept);
             sluice_close(j);
@@ -307,7 +331,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-linrec\ninput: {a: f32, b: f32}\nstages:\n"
                            "  - scan: {op: linrec, a: a, b: b, into: h}\noutput: [h]\n", n)) {
             std::vector<sluice_column> c = {{"a", SLUICE_F32, a, n}, {"b", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice linrec: %s\n", j.why.c_str());
@@ -337,7 +361,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-segscan\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
                            "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n", n)) {
             std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice segmented: %s\n", j.why.c_str());
@@ -379,7 +403,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, yaml, n)) {
             std::vector<sluice_column> c = {{"k", SLUICE_U32, u, n}};
             if (with_values) c.push_back({"v", SLUICE_U32, v, n});
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice sort: %s\n", j.why.c_str());
@@ -400,7 +424,7 @@ int main(int argc, char **argv) {
         sluice_job j;
         if (sluice_open(j, "sluice: 1\nname: bench-sort-f32\ninput: {k: f32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n", n)) {
             std::vector<sluice_column> c = {{"k", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice sort f32: %s\n", j.why.c_str());
@@ -438,7 +462,7 @@ int main(int argc, char **argv) {
                            "  - scan: {of: r2, op: sum, kind: exclusive, into: before}\n"
                            "  - map: {z: x * 2.0 + before}\n  - filter: x > 0\noutput: [z, r2]\n", n)) {
             std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}, {"y", SLUICE_F32, y, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             sluice_close(j);
         } else printf("sluice six-stage: %s\n", j.why.c_str());
@@ -500,7 +524,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-reduce\ninput: {x: f32}\nstages:\n"
                            "  - reduce: {values: [{op: sum, of: x, into: s}], per: batch}\noutput: [s]\n", n)) {
             std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             if (!j.failed && j.out_rows != 1) printf("sluice reduce gave %lld rows, want 1\n", (long long)j.out_rows);
             sluice_close(j);
@@ -529,7 +553,7 @@ int main(int argc, char **argv) {
         if (sluice_open(j, "sluice: 1\nname: bench-segreduce\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
                            "stages:\n  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\noutput: [s]\n", n)) {
             std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
-            t_sl = time_ms([&] { sluice_step(j, c); });
+            t_sl = time_sluice_ms(j, c);
             if (j.failed) t_sl = -1;
             if (!j.failed && j.out_rows != nseg) printf("sluice segmented reduce gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
             sluice_close(j);
@@ -564,7 +588,7 @@ int main(int argc, char **argv) {
             sluice_job j;
             if (sluice_open(j, yaml, n)) {
                 std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
-                t = time_ms([&] { sluice_step(j, c); });
+                t = time_sluice_ms(j, c);
                 if (j.failed) t = -1;
                 if (!j.failed && j.out_rows != nseg) {
                     printf("sluice %s gave %lld rows, want %lld\n", what, (long long)j.out_rows, (long long)nseg);
