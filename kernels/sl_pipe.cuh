@@ -20,13 +20,17 @@
  * Shared memory the copy engine writes was read (and, for output staging, written) by
  * ordinary instructions during the previous tile: every thread fences the async proxy
  * (`fence.proxy.async`) before the end-of-tile barrier, and only after that barrier does
- * thread 0 start a copy into it. */
+ * thread 0 start a copy into it.
+ *
+ * A host emulation of the kernels (tests/cuda_host, SL_HOST_EMULATION) takes the bulk-copy
+ * path too, its mbarriers and copy engine emulated by sl_host_mbarrier_* and
+ * sl_host_bulk_copy, so that it checks which tile each stage holds. */
 #ifndef SL_PIPE_CUH
 #define SL_PIPE_CUH
 
 #include "sl_device.cuh"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(SL_HOST_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 #define SL_HAS_BULK_COPY 1
 #else
 #define SL_HAS_BULK_COPY 0
@@ -48,7 +52,10 @@ __device__ __forceinline__ unsigned smem_address(const void *p) {
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 template <int STAGES> __device__ __forceinline__ void queue_init(tile_queue<STAGES> &q) {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    for (int s = 0; s < STAGES; s++) sl_host_mbarrier_init(&q.full[s], 1);
+    sl_host_fence_proxy_async();
+#elif SL_HAS_BULK_COPY
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&q.full[s])) : "memory");
@@ -63,7 +70,9 @@ template <int STAGES> __device__ __forceinline__ void queue_init(tile_queue<STAG
 /* Arms stage `s` for `bytes` bytes of bulk copies (counts as the stage's one arrival). */
 template <int STAGES>
 __device__ __forceinline__ void queue_expect(tile_queue<STAGES> &q, int s, unsigned bytes) {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    sl_host_mbarrier_arrive_expect_tx(&q.full[s], bytes);
+#elif SL_HAS_BULK_COPY
     unsigned long long state;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
                  : "=l"(state)
@@ -78,7 +87,9 @@ __device__ __forceinline__ void queue_expect(tile_queue<STAGES> &q, int s, unsig
 /* Completes stage `s`'s phase without copies (the tile is loaded from global memory). */
 template <int STAGES>
 __device__ __forceinline__ void queue_arrive(tile_queue<STAGES> &q, int s) {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    sl_host_mbarrier_arrive_expect_tx(&q.full[s], 0);
+#elif SL_HAS_BULK_COPY
     unsigned long long state;
     asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];"
                  : "=l"(state)
@@ -95,7 +106,9 @@ __device__ __forceinline__ void queue_arrive(tile_queue<STAGES> &q, int s) {
 template <int STAGES>
 __device__ __forceinline__ void bulk_load(tile_queue<STAGES> &q, int s, void *dst, const void *src,
                                           unsigned bytes) {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    sl_host_bulk_copy(dst, src, bytes, &q.full[s]);
+#elif SL_HAS_BULK_COPY
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
             smem_address(dst)),
@@ -109,7 +122,9 @@ __device__ __forceinline__ void bulk_load(tile_queue<STAGES> &q, int s, void *ds
 /* Waits until stage `s` holds its tile (every thread). */
 template <int STAGES>
 __device__ __forceinline__ void queue_wait(tile_queue<STAGES> &q, int s, unsigned parity) {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    sl_host_mbarrier_wait_parity(&q.full[s], parity);
+#elif SL_HAS_BULK_COPY
     const unsigned bar = smem_address(&q.full[s]);
     unsigned done = 0;
     for (;;) {
@@ -127,7 +142,9 @@ __device__ __forceinline__ void queue_wait(tile_queue<STAGES> &q, int s, unsigne
 
 /* Orders this thread's ordinary shared-memory accesses before later copy-engine writes. */
 __device__ __forceinline__ void fence_async_proxy() {
-#if SL_HAS_BULK_COPY
+#if defined(SL_HOST_EMULATION)
+    sl_host_fence_proxy_async();
+#elif SL_HAS_BULK_COPY
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
