@@ -1353,18 +1353,18 @@ static sluice_status emit_kernel(cg *g) {
     int min_blocks = live * items <= 32   ? g->tuning->min_blocks
                      : live * items <= 48 ? g->tuning->min_blocks - 1
                                           : 1;
-    /* A phase state is held in about eight copies at once around the look-back (element,
-     * thread fold, warp scan, block aggregate, carry, tile prefix, running state, before):
-     * one of more than 32 bytes alone fills the 64 registers a cap of 4 blocks leaves, so
-     * ptxas spills hundreds of bytes (trades-vwap's keyed scans: 484 B). The only wrong
-     * results the H200 has shown came from such a kernel (int-ops forced to 256:4:4, 700 B
-     * spilled; the same PTX without the cap was right): no cap for these. */
     /* The warp-tile loops keep nothing in shared memory, so registers alone decide how many
      * warps reside: at most 128 a thread (4 blocks of 128 threads), whatever the group's
      * columns. Left uncapped, a key that maps make took 165 and ran at 3 blocks: 37% of copy
      * where 128 gave 43% (bench/RESULTS.md, thirteenth session); a tighter cap (102) made the
      * input key's loop slower. */
     if (warp_tiles(g) && min_blocks < 512 / block) min_blocks = 512 / block;
+    /* A phase state is held in about eight copies at once around the look-back (element,
+     * thread fold, warp scan, block aggregate, carry, tile prefix, running state, before):
+     * one of more than 32 bytes alone fills the 64 registers a cap of 4 blocks leaves, so
+     * ptxas spills hundreds of bytes (trades-vwap's keyed scans: 484 B). The only wrong
+     * results the H200 has shown came from such a kernel (int-ops forced to 256:4:4, 700 B
+     * spilled; the same PTX without the cap was right): no cap for these. */
     size_t widest_state = 0;
     for (int ph = 1; ph <= g->phases; ph++)
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
