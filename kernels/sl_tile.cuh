@@ -823,9 +823,11 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
  * comes before the lane: it is finished after the warp's scan, from the warp's running state
  * and the lane's exclusive prefix. The warp's first segment, if it started before the warp,
  * is written there partial, and its partial state and ordinal go to the warp's record
- * (hold_pending). The last block to finish scans the warps' totals in warp order and writes
- * each recorded segment again, complete: its prefix over the earlier warps, then its
- * partial; then the carry. */
+ * (hold_pending). Once a block's warps are done its first thread folds their records into
+ * the block's (join_block_warps: a pending segment that an earlier warp's head closes is
+ * written complete there), and the last block to finish scans the blocks' totals in block
+ * order and writes each recorded segment again, complete: its prefix over the earlier blocks,
+ * then its partial; then the carry. */
 template <class S>
 __device__ __forceinline__ uint32_t *block_record(unsigned char *base, long long b) {
     const unsigned long long at = (unsigned long long)b * sl_block_record_bytes(sizeof(S));
@@ -923,21 +925,60 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
     running = op(running, shfl_idx<S, WORDS>(incl, 31));
 }
 
+/* In each block once its warps are done (after a barrier), its first thread: the warps'
+ * records folded in warp order into the block's (its first warp's record), so that the last
+ * block joins a record a block, not one a warp (each thread of it reads its share of the
+ * records a few at a time: four times as many records were four times the round trips at the
+ * end of every launch). A warp's pending segment that a head earlier in the block closes is
+ * complete here and written again; only one that began before the block stays pending, in
+ * the block's record. `nwarps`: the warps that have tiles (the last block may have fewer). */
+template <class K, class P, class C>
+__device__ __forceinline__ void join_block_warps(const typename K::Args &a, unsigned char *records,
+                                                 long long b, long long nwarps, const C &carry) {
+    typedef typename P::S S;
+    constexpr int W = words_of<S>::value, WARPS = K::block / 32;
+    const typename P::Op op;
+    S run = P::identity(), pending = P::identity();
+    long long pending_k = -1;
+    for (int w = 0; w < WARPS && b * WARPS + w < nwarps; w++) {
+        const uint32_t *rec = block_record<S>(records, b * WARPS + w);
+        const S total = load_state<S>(rec);
+        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
+            const long long k = (long long)((unsigned long long)load_volatile_u32(rec + 2 * W) |
+                                            ((unsigned long long)load_volatile_u32(rec + 2 * W + 1) << 32));
+            const S whole = op(run, load_state<S>(rec + W));
+            if (K::restarted(whole)) {
+                close_segment<K, P>(a, whole, carry, k);
+            } else { /* no head in the block before it: it began before the block */
+                pending = whole;
+                pending_k = k;
+            }
+        }
+        run = op(run, total);
+    }
+    uint32_t *const mine = block_record<S>(records, b * WARPS);
+    store_state(mine, run);
+    if (pending_k >= 0) hold_pending(mine, pending, pending_k);
+    else store_volatile_u32(mine + 2 * W + 2, 0u);
+}
+
 /* The last block to finish, in the loops over segments without look-back: the `nrecords`
- * warps' exclusive prefixes in warp order (each thread a contiguous run of records, the block
- * scan over the threads), each recorded segment written again, complete. Returns the fold of
- * every warp's state (the batch's, from the first warp's start), in every thread. `carry` is the phase
- * state's (the index base); P may be another state's traits (the runs' loop). */
+ * units' exclusive prefixes in order (each thread a contiguous run of records, the block scan
+ * over the threads), each recorded segment written again, complete. Unit u's record is
+ * record u * `stride` (the blocks' records: their first warps'). Returns the fold of every
+ * unit's state (the batch's, from the first unit's start), in every thread. `carry` is the
+ * phase state's (the index base); P may be another state's traits (the runs' loop). */
 template <class K, class P, class C>
 __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
-                                                            unsigned char *records,
-                                                            long long nblocks, const C &carry,
-                                                            block_scan_storage<typename P::S, K::block> &storage) {
+                                                      unsigned char *records, long long stride,
+                                                      long long nrecords, const C &carry,
+                                                      block_scan_storage<typename P::S, K::block> &storage) {
     typedef typename P::S S;
     constexpr int W = words_of<S>::value;
     const typename P::Op op;
     long long p0, p1;
-    const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)), nblocks, p0, p1);
+    const S fold = fold_blocks<K, P>(records, sl_block_record_bytes(sizeof(S)) * (unsigned long long)stride,
+                                     nrecords, p0, p1);
     S thread_excl, total;
     block_exclusive_scan<S, K::block, 0>(storage, fold, P::identity(), op, thread_excl, total);
     constexpr int U = RECORDS_IN_FLIGHT;
@@ -949,7 +990,7 @@ __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (b0 + u >= p1) break;
-            const uint32_t *rec = block_record<S>(records, b0 + u);
+            const uint32_t *rec = block_record<S>(records, (b0 + u) * stride);
             agg[u] = load_state<S>(rec);
             held[u] = load_volatile_u32(rec + 2 * W + 2);
             k_lo[u] = load_volatile_u32(rec + 2 * W);
@@ -1040,8 +1081,10 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
         }
         if (lane == 0) store_state(mine, running);
     }
-    if (!last_to_finish(a.scratch, nblocks)) return; /* after hold_pending's writes too */
-    S out = join_records<K, P>(a, records, nwarps, carry, scan_storage);
+    __syncthreads(); /* every warp's record written (hold_pending's too) */
+    if (threadIdx.x == 0) join_block_warps<K, P>(a, records, (long long)blockIdx.x, nwarps, carry);
+    if (!last_to_finish(a.scratch, nblocks)) return;
+    S out = join_records<K, P>(a, records, WARPS, nblocks, carry, scan_storage);
     if (threadIdx.x == 0) {
         if constexpr (P::BATCH_CONSTANTS) P::batch_constants(out, carry);
         memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
@@ -1246,8 +1289,10 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         }
         if (lane == 0) store_state(mine, running);
     }
+    __syncthreads(); /* every warp's record written (hold_pending's too) */
+    if (threadIdx.x == 0) join_block_warps<K, R>(a, records, b, nwarps, carry);
     if (!last_to_finish(a.scratch + SL_SCRATCH_FINISHED, nblocks)) return;
-    const S total = join_records<K, R>(a, records, nwarps, carry, scan_storage);
+    const S total = join_records<K, R>(a, records, WARPS, nblocks, carry, scan_storage);
     /* the batch's key changes: every block's count */
     long long all = 0, excl, batch_changes;
     for (long long p = threadIdx.x; p < nblocks; p += K::block) all += block_changes<S>(records, p * WARPS);
