@@ -647,6 +647,8 @@ static void add_row(const char *name, const char *sl, const char *bar) {
 }
 
 int main(int argc, char **argv) {
+    /* each line out at once: a run stopped by a time limit still shows the jobs it did */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int lg = argc > 1 ? atoi(argv[1]) : 26;
     int nb = argc > 2 ? atoi(argv[2]) : 8;
     if (argc > 3) g_reps = atoi(argv[3]);

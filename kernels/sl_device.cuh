@@ -79,6 +79,8 @@ template <int BYTES> struct vec_of;
 template <> struct vec_of<16> { typedef uint4 type; };
 template <> struct vec_of<8> { typedef uint2 type; };
 template <> struct vec_of<4> { typedef uint32_t type; };
+template <> struct vec_of<2> { typedef uint16_t type; };
+template <> struct vec_of<1> { typedef uint8_t type; };
 
 template <typename T, int ITEMS> struct vector_width {
     static constexpr int total = (int)sizeof(T) * ITEMS;
@@ -103,6 +105,35 @@ __device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t 
         for (int i = 0; i < ITEMS; i++)
             if (first + i < rows) v[i] = src[i];
     }
+}
+
+/* ---- striped whole-tile loads ----------------------------------------------------------
+ * For a fold that does not care which thread takes which rows (a commutative reduce:
+ * kernels/sl_tile.cuh fold_block_tiles) the blocked layout's cost is pure waste: each
+ * warp-wide 16-byte access of it touches half of 32 sectors, so L1 and L2 see every sector
+ * twice. Here thread `slot` of `threads` instead takes the chunks slot, slot + threads,
+ * slot + 2 * threads, ... of CHUNK consecutive rows each, so every warp-wide access reads
+ * 32 * CHUNK * sizeof(T) contiguous bytes. Item k * CHUNK + j of the thread is row
+ * tile_first + (k * threads + slot) * CHUNK + j. Every column of a group is loaded with the
+ * same CHUNK, so item i of every column is the same row. Whole tiles only, and only where
+ * striped_aligned holds for every column (the caller's check). */
+template <typename T, int CHUNK> __device__ __forceinline__ bool striped_aligned(const T *col) {
+    return ((uintptr_t)col % ((int)sizeof(T) * CHUNK)) == 0;
+}
+
+template <typename T, int ITEMS, int CHUNK>
+__device__ __forceinline__ void load_striped(const T *__restrict__ col, int64_t tile_first, int slot,
+                                             int threads, T (&v)[ITEMS]) {
+    static_assert(ITEMS % CHUNK == 0, "a thread's items are whole chunks");
+    constexpr int BYTES = (int)sizeof(T) * CHUNK;
+    static_assert(BYTES == 1 || BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16,
+                  "a chunk is one access of at most 16 bytes");
+    typedef typename vec_of<BYTES>::type V;
+    const V *vs = reinterpret_cast<const V *>(col + tile_first) + slot;
+    V tmp[ITEMS / CHUNK];
+#pragma unroll
+    for (int k = 0; k < ITEMS / CHUNK; k++) tmp[k] = __ldg(vs + (int64_t)k * threads);
+    memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
 }
 
 template <typename T, int ITEMS>

@@ -24,7 +24,8 @@
  * A group ending in a reduce (core/cuda/codegen.c, analyse_reduce) is the same loop: its
  * last phase's outputs write each row that closes a segment straight to its place (store<BAR>
  * is empty); a kernel of its own (sl_reduce_close, generated) then writes what the batch's
- * end or the flush closes.
+ * end or the flush closes, except after the aggregate loop, whose last block does it
+ * (Kernel::closes).
  *
  * Two loop shapes with look-back: two_stage_loop (any number of chained look-back phases, two
  * shared-memory stages) and overlapped_loop (one phase on sm_90+: a look-back warp beside the
@@ -717,13 +718,17 @@ __device__ __forceinline__ bool last_to_finish(unsigned char *scratch, long long
  * batch's total does. Block b takes the contiguous tiles [ntiles*b/B, ntiles*(b+1)/B) in
  * order (B: the blocks that have tiles), folds their aggregates left to right and writes its
  * fold to the phase's scratch; the last block to finish (a counter at the start of scratch)
- * folds the B partial folds in block order onto the carry and writes the carry out, which the
- * close kernel emits. So the association is fixed by the grid: run to run the same bits, and
- * no commutativity assumed. Where the generator found every value's operator indifferent to
- * the order of rows (K::commutative), each thread instead folds its items of all the block's
- * tiles, reading them from global memory directly, and the block combines the threads once
- * at the end: no barrier inside the loop. Otherwise the tiles' inputs stream through STAGES
- * shared-memory stages, the next ones in flight while one is reduced. */
+ * folds the B partial folds in block order onto the carry and closes the batch itself
+ * (K::closes: the generated close_batch writes the batch's row, its rows out and the carry
+ * after it, so no close kernel follows the launch). So the association is fixed by the grid:
+ * run to run the same bits, and no commutativity assumed. Where the generator found every
+ * value's operator indifferent to the order of rows (K::commutative), each thread instead
+ * folds its items of all the block's tiles, reading them from global memory directly, and
+ * the block combines the threads once at the end: no barrier inside the loop. A whole tile's
+ * rows then come in chunks striped over the block (sl_device.cuh load_striped: every
+ * warp-wide load is contiguous, where the blocked layout's touch every sector twice: 5 us of
+ * a 249 us reduce of 2^28 rows, bench/RESULTS.md). Otherwise the tiles' inputs stream
+ * through STAGES shared-memory stages, the next ones in flight while one is reduced. */
 /* The block's tiles [lo, hi) folded: thread 0's fold (each tile's aggregate in turn), or
  * where the operators do not care about the order of rows each thread's fold of its items,
  * read straight from global memory (no shared-memory stages, no barrier: nothing is shared
@@ -738,12 +743,20 @@ __device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args
     const typename K::Params params(a);
     S running = P::identity();
     if constexpr (K::commutative) {
+        /* whole tiles in chunks striped over the block: every warp-wide access contiguous */
+        const bool striped = K::Tile::striped_ok(a);
         for (long long tile = lo; tile < hi; tile++) {
             typename K::Tile t(params);
             t.at(rows, tile, K::tile);
-            t.load_inputs(a, false, nullptr);
-            t.maps(0);
-            running = fold_items<K, P>(t, running);
+            if (striped && whole_tile<K>(t)) {
+                t.load_striped(a);
+                t.maps(0);
+                running = fold_items<K, P, true>(t, running);
+            } else {
+                t.load_inputs(a, false, nullptr);
+                t.maps(0);
+                running = fold_items<K, P>(t, running);
+            }
         }
     } else {
         constexpr int STAGES = K::stages;
@@ -797,8 +810,12 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
     if (threadIdx.x == 0) {
         const S out = op(carry_in<K, P>(a, true), total);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-        if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+        if constexpr (K::closes) {
+            K::close(a, out); /* the batch's row, its rows out and the carry after it */
+        } else {
+            memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
+            if constexpr (P::COUNTS) *a.out_rows = P::count(out);
+        }
     }
 }
 

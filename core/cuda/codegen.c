@@ -1197,6 +1197,41 @@ static void emit_maps(cg *g) {
     sl_strbuf_append(sb, "    }\n");
 }
 
+/* Tile::striped_ok and Tile::load_striped, for the commutative aggregate loop: a whole tile's
+ * rows in chunks striped over the block (kernels/sl_device.cuh load_striped), every column
+ * with the same chunk of rows so that item i is one row in all of them. The chunk is the
+ * rows of the widest input in 16 bytes (at most ITEMS). */
+static void emit_striped_loads(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    size_t widest = 1;
+    for (int k = 0; k < o->ninputs; k++)
+        if (k != o->offsets_input && sluice_type_size(p->columns[o->inputs[k]].type) > widest)
+            widest = sluice_type_size(p->columns[o->inputs[k]].type);
+    int chunk = (int)(16 / widest);
+    if (chunk > g->items) chunk = g->items;
+    sl_strbuf_printf(sb, "    static constexpr int STRIPE = %d;\n"
+                         "    __device__ static __forceinline__ bool striped_ok(const SlArgs &a) {\n"
+                         "        (void)a;\n        return true",
+                     chunk);
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        const char *t = ctype(p->columns[o->inputs[k]].type);
+        sl_strbuf_printf(sb, " &&\n            sl::striped_aligned<%s, STRIPE>((const %s *)a.in[%d])", t, t, k);
+    }
+    sl_strbuf_append(sb, ";\n    }\n    __device__ __forceinline__ void load_striped(const SlArgs &a) {\n"
+                         "        (void)a;\n");
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        int c = o->inputs[k];
+        const char *t = ctype(p->columns[c].type);
+        sl_strbuf_printf(sb, "        sl::load_striped<%s, ITEMS, STRIPE>((const %s *)a.in[%d], tile_first, slot, BLOCK, c%d);\n",
+                         t, t, k, c);
+    }
+    sl_strbuf_append(sb, "    }\n");
+}
+
 /* Tile::load_inputs: the thread's rows of every input column into registers, from the tile's
  * stage when the copy engine brought it, else from global memory. Called at the top of the
  * tile and again after each look-back (kernels/sl_tile.cuh says why). */
@@ -1220,6 +1255,7 @@ static void emit_input_loads(cg *g) {
                              t, t, k, c);
     }
     sl_strbuf_append(sb, "    }\n");
+    if (g->commutative) emit_striped_loads(g);
 }
 
 /* Kernel::issue_loads: thread 0 starts tile t's input copies into stage s
@@ -1335,6 +1371,7 @@ static void emit_tile(cg *g) {
 }
 
 static void emit_reduce_close(cg *g);
+static void emit_reduce_close_batch(cg *g);
 static sluice_status emit_run_keys(cg *g);
 static void emit_run_state(cg *g);
 static void emit_run_carry(cg *g);
@@ -1402,6 +1439,7 @@ static sluice_status emit_kernel(cg *g) {
         SL_TRY(emit_run_keys(g));
     }
     emit_tile(g);
+    if (g->reduce) emit_reduce_close_batch(g);
 
     /* the instantiation */
     sl_strbuf_append(sb, "struct Kernel {\n    typedef SlArgs Args;\n    typedef GroupParams Params;\n"
@@ -1414,12 +1452,13 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr int phases = %d;\n"
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
                      "compacts = %s, offsets = %s, runs = %s;\n"
-                     "    static constexpr int offsets_input = %d;\n",
+                     "    static constexpr int offsets_input = %d;\n"
+                     "    static constexpr bool closes = %s;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input);
+                     o->offsets_input, o->closes_in_kernel ? "true" : "false");
     emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -1444,6 +1483,10 @@ static sluice_status emit_kernel(cg *g) {
                              "{ return v.f%d != 0; }\n",
                          st, rs->phase, rs->restart_field);
     }
+    if (o->closes_in_kernel)
+        sl_strbuf_printf(sb, "    __device__ static __forceinline__ void close(const SlArgs &a, const S%d &s) "
+                             "{ close_batch(a, s, false); }\n",
+                         g->slots[g->reduce_slot].phase);
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                          "(const SlArgs a) {\n    sl::fused_kernel<Kernel>(a);\n}\n");
@@ -1708,33 +1751,23 @@ static void emit_reduce_empties(cg *g, const char *index_k) {
     sl_strbuf_append(sb, "    }\n}\n");
 }
 
-/* The close kernel of a group ending in a reduce (SL_CG_CLOSE_KERNEL, codegen.h): one block.
- * Batch mode reads the carry the main kernel left (an empty batch's, where the main kernel
- * did not run, with the per-batch resets applied), writes the rows the batch's end closes,
- * the batch's rows out and the carry with the index count advanced. Flush mode (ntiles < 0)
- * writes the open segment's row, if any, from carry_in, and a carry with the segment
- * closed. */
-static void emit_reduce_close(cg *g) {
+/* close_batch, what closes a batch of a group ending in a reduce, from the reduce phase's
+ * state `s` after the batch (flush: the carry before the flush): writes the rows the batch's
+ * end closes (flush: the open segment's row, if any), the batch's rows out and the carry with
+ * the index count advanced and the emitted segment closed. The close kernel runs it; the
+ * aggregate loop without segments runs it in its last block instead (Kernel::closes). */
+static void emit_reduce_close_batch(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sl_reduce *r = g->reduce;
     const cg_slot *rs = &g->slots[g->reduce_slot];
     int ph = rs->phase, seen = rs->flag_field, cb = rs->count_field, ct = rs->total_field;
-    char index_k[48], index_at[32];
-    snprintf(index_k, sizeof index_k, "s.f%d + k", ct);
+    char index_at[32];
     snprintf(index_at, sizeof index_at, "s.f%d", ct);
     sl_strbuf_printf(sb,
-                     "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_CLOSE_KERNEL
-                     "(const SlArgs a) {\n"
+                     "__device__ __forceinline__ void close_batch(const SlArgs &a, S%d s, bool flush) {\n"
                      "    typedef Phase%d RP;\n    typedef RP::S S;\n"
-                     "    const bool flush = a.ntiles < 0;\n"
-                     "    __shared__ S held;\n"
-                     "    if (threadIdx.x == 0) {\n"
-                     "        memcpy(&held, (flush ? a.carry_in : a.carry_out) + RP::CARRY_OFFSET, sizeof held);\n"
-                     "        if (!flush && a.rows == 0) RP::reset(held);\n"
-                     "    }\n    __syncthreads();\n    S s = held;\n",
-                     SL_CG_CLOSE_THREADS, ph);
-    sl_strbuf_append(sb, "    if (threadIdx.x != 0) return;\n    bool emit = false;\n"
-                         "    long long at = 0, n = 0;\n");
+                     "    bool emit = false;\n    long long at = 0, n = 0;\n",
+                     ph, ph);
     switch (r->segments) {
     case SL_SEGMENTS_OFFSETS:
         sl_strbuf_printf(sb, "    if (!flush) { n = a.nsegments; s.f%d += n; }\n", ct);
@@ -1772,7 +1805,30 @@ static void emit_reduce_close(cg *g) {
     sl_strbuf_printf(sb, "        s.f%d = 0;\n    }\n", seen);
     sl_strbuf_append(sb, "    *a.out_rows = n;\n"
                          "    memcpy(a.carry_out + RP::CARRY_OFFSET, &s, sizeof s);\n}\n");
-    if (r->segments == SL_SEGMENTS_OFFSETS) emit_reduce_empties(g, index_k);
+}
+
+/* The close kernel of a group ending in a reduce (SL_CG_CLOSE_KERNEL, codegen.h): one block,
+ * one thread of which runs close_batch. Batch mode reads the carry the main kernel left (an
+ * empty batch's, where the main kernel did not run, with the per-batch resets applied);
+ * flush mode (ntiles < 0) the carry before the flush. Over offsets, the empty segments'
+ * kernel too. */
+static void emit_reduce_close(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const cg_slot *rs = &g->slots[g->reduce_slot];
+    char index_k[48];
+    snprintf(index_k, sizeof index_k, "s.f%d + k", rs->total_field);
+    sl_strbuf_printf(sb,
+                     "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_CLOSE_KERNEL
+                     "(const SlArgs a) {\n"
+                     "    typedef Phase%d RP;\n"
+                     "    if (threadIdx.x != 0) return;\n"
+                     "    const bool flush = a.ntiles < 0;\n"
+                     "    RP::S s;\n"
+                     "    memcpy(&s, (flush ? a.carry_in : a.carry_out) + RP::CARRY_OFFSET, sizeof s);\n"
+                     "    if (!flush && a.rows == 0) RP::reset(s);\n"
+                     "    close_batch(a, s, flush);\n}\n",
+                     SL_CG_CLOSE_THREADS, rs->phase);
+    if (g->reduce->segments == SL_SEGMENTS_OFFSETS) emit_reduce_empties(g, index_k);
 }
 
 /* Which inputs the copy engine stages and the size of a stage (BUF). A stage holds the tile
@@ -1882,6 +1938,9 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                        !(overlap_env && strcmp(overlap_env, "0") == 0);
         out->lookback_warp = g.overlapped;
         out->aggregate_loop = g.aggregate;
+        /* the aggregate loop's last block closes the batch itself: no close kernel after it
+           (a launch and its gap less a batch) */
+        out->closes_in_kernel = g.aggregate && g.reduce->segments == SL_SEGMENTS_NONE;
         out->block_records = block_records_loop(&g);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
             g.override = *g.tuning;

@@ -84,6 +84,9 @@ typedef struct sl_codegen {
     bool lookback_warp;      /* the last warp only does look-backs (emit_overlapped_kernel) */
     bool aggregate_loop;     /* a reduce without look-back (sl_tile.cuh aggregate_loop,
                                 segments_warp_loop or runs_warp_loop) */
+    bool closes_in_kernel;   /* the main kernel closes a batch that has rows (the aggregate
+                                loop without segments: its last block runs close_batch); the
+                                close kernel runs only for empty batches and the flush */
     bool block_records;      /* ... over offsets segments or runs of keys: the phase's scratch
                                 holds a record per warp (kernels/sl_scratch.h) */
     int64_t tile_rows;       /* rows per tile = items_per_thread * the threads sharing a tile

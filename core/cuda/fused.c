@@ -251,7 +251,7 @@ static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void
     e = cudaLaunchKernel((const void *)g->kernel, (dim3){grid, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
                          args, c->dynamic_smem, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
-    return c->reduces ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
+    return c->reduces && !c->closes_in_kernel ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
 }
 
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,

@@ -7,8 +7,9 @@
  * host_device.h, which supplies what the device headers need from CUDA (one host thread per
  * GPU thread plays a block; __shared__ variables are statics, so a launch runs one block at a
  * time: grid 1, the block taking every tile in turn). Kernels are launched as core/cuda/fused.c does: the main
- * kernel over a batch (not for an empty one: its carry is copied), then the close kernel;
- * at flush the close kernel alone.
+ * kernel over a batch (not for an empty one: its carry is copied), then the close kernel
+ * (unless the main kernel closed the batch itself: Kernel::closes); at flush the close
+ * kernel alone.
  *
  * Usage: reduce_emulate SEED ROWS [CUT_A CUT_B]: prints "rows N" and one line per output
  * row (each output's bytes as a hexadecimal little-endian number) for the batch pushed
@@ -174,7 +175,9 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
 #if SL_OFFSETS_INPUT >= 0
     if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
 #endif
-    launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
+    /* as fused.c: where the main kernel closed the batch (Kernel::closes), no close kernel */
+    if (flush || rows == 0 || !Kernel::closes)
+        launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
     if (out_rows < 0 || (size_t)out_rows > cap) {
         fprintf(stderr, "reduce_emulate: %lld rows out of a batch of %lld\n", out_rows, rows);
         exit(1);
