@@ -157,7 +157,7 @@ struct sluice_job {
 };
 static int bench_depth() {
     const char *d = getenv("GPU_BENCH_DEPTH");
-    return d ? atoi(d) : 1;
+    return d ? atoi(d) : 0;
 }
 static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
     // GPU_BENCH_ONLY_SORT=1: measure sluice's sorts only (the fused groups are not ready).
@@ -174,9 +174,12 @@ static bool sluice_open(sluice_job &j, const char *yaml, int64_t n) {
         sluice_session_options so = SLUICE_SESSION_OPTIONS_INIT;
         so.backend = SLUICE_BACKEND_CUDA;
         so.max_batch_rows = n;
-        // one batch at a time: each timed step is one whole push and pull (the figures are a
-        // pass's time; bench/stream_bench.c measures batches in flight). GPU_BENCH_DEPTH sets
-        // another depth, to check that path at these sizes (pulls then wait: pull_wait).
+        // the session's default depth, so that a push returns once its work is queued, as
+        // CUB's calls do (time_sluice_ms queues the end event then; at depth 1 the push waited
+        // for the kernels, and the span held the host's wake-up after them: 5-8 us a step,
+        // bench/RESULTS.md, fourteenth session). Each timed step is still one whole push and
+        // pull (the pull waits after the end event). GPU_BENCH_DEPTH=1 measures the
+        // synchronous path.
         so.pipeline_depth = bench_depth();
         sluice_cuda_options co = SLUICE_CUDA_OPTIONS_INIT;
         co.stream = g_stream;
