@@ -743,20 +743,40 @@ __device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args
     const typename K::Params params(a);
     S running = P::identity();
     if constexpr (K::commutative) {
-        /* whole tiles in chunks striped over the block: every warp-wide access contiguous */
-        const bool striped = K::Tile::striped_ok(a);
-        for (long long tile = lo; tile < hi; tile++) {
+        long long tile = lo;
+        if (K::Tile::striped_ok(a)) {
+            /* the whole tiles in chunks striped over the block (every warp-wide access
+               contiguous), folded into FOLDS independent states so that a thread's adds do
+               not wait on one another; nothing else of the tile is needed (no row numbers) */
+            constexpr int FOLDS = K::items % 4 == 0 ? 4 : 1;
+            const long long whole_hi = hi < rows / K::tile ? hi : rows / K::tile;
             typename K::Tile t(params);
-            t.at(rows, tile, K::tile);
-            if (striped && whole_tile<K>(t)) {
+            t.slot = (int)threadIdx.x;
+            S folds[FOLDS];
+#pragma unroll
+            for (int f = 0; f < FOLDS; f++) folds[f] = P::identity();
+            for (; tile < whole_hi; tile++) {
+                t.tile_first = tile * K::tile;
                 t.load_striped(a);
                 t.maps(0);
-                running = fold_items<K, P, true>(t, running);
-            } else {
-                t.load_inputs(a, false, nullptr);
-                t.maps(0);
-                running = fold_items<K, P>(t, running);
+                const typename P::Op op;
+#pragma unroll
+                for (int i = 0; i < K::items; i++) {
+                    S e = P::identity();
+                    t.template element<true>(e, i);
+                    folds[i % FOLDS] = op(folds[i % FOLDS], e);
+                }
             }
+            const typename P::Op op;
+#pragma unroll
+            for (int f = 0; f < FOLDS; f++) running = op(running, folds[f]);
+        }
+        for (; tile < hi; tile++) {
+            typename K::Tile t(params);
+            t.at(rows, tile, K::tile);
+            t.load_inputs(a, false, nullptr);
+            t.maps(0);
+            running = fold_items<K, P>(t, running);
         }
     } else {
         constexpr int STAGES = K::stages;
