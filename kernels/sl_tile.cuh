@@ -727,7 +727,8 @@ __device__ __forceinline__ bool last_to_finish(unsigned char *scratch, long long
  * the block combines the threads once at the end: no barrier inside the loop. A whole tile's
  * rows then come in chunks striped over the block (sl_device.cuh load_striped: every
  * warp-wide load is contiguous, where the blocked layout's touch every sector twice: 5 us of
- * a 249 us reduce of 2^28 rows, bench/RESULTS.md). Otherwise the tiles' inputs stream
+ * a 249 us reduce of 2^28 rows, bench/RESULTS.md), folded into four independent states a
+ * thread (four chains of adds, not one sixteen long). Otherwise the tiles' inputs stream
  * through STAGES shared-memory stages, the next ones in flight while one is reduced. */
 /* The block's tiles [lo, hi) folded: thread 0's fold (each tile's aggregate in turn), or
  * where the operators do not care about the order of rows each thread's fold of its items,
