@@ -544,6 +544,11 @@ static bool block_records_loop(const cg *g) { return segments_aggregate(g) || ru
 /* The threads that share a tile: the block's, or in the loops over segments without
  * look-back (sl_tile.cuh segments_warp_loop, runs_warp_loop) a warp's. */
 static bool warp_tiles(const cg *g) { return block_records_loop(g); }
+/* Whether the group's loop streams its tiles through shared-memory stages (the copy engine's
+ * queue, sl_pipe.cuh): every loop but the commutative aggregate loop and the warp loops,
+ * which read their rows from global memory. Only these have a stage (BUF), staged columns and
+ * Kernel::issue_loads. */
+static bool stages_tiles(const cg *g) { return !g->commutative && !warp_tiles(g); }
 static int tile_threads(const cg *g) { return warp_tiles(g) ? 32 : g->tuning->block_threads; }
 
 /* Whether phase `phase` is the one whose Tile::outputs writes the reduce's rows (and nothing
@@ -1459,7 +1464,7 @@ static sluice_status emit_kernel(cg *g) {
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
                      o->offsets_input, o->closes_in_kernel ? "true" : "false");
-    emit_issue_loads(g);
+    if (stages_tiles(g)) emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
                          g->slots[g->reduce_slot].phase);
@@ -1835,7 +1840,8 @@ static void emit_reduce_close(cg *g) {
  * of every staged input column, each at a 128-byte aligned offset, up to SL_CG_STAGE_BUDGET
  * bytes (further columns are loaded from global memory directly: two stages of the budget
  * still leave room for two blocks per SM); it must also hold the widest group column's tile,
- * for the stores and the compaction staged through it. */
+ * for the stores and the compaction staged through it. None for a loop without stages
+ * (stages_tiles). */
 static sluice_status plan_stages(cg *g) {
     const sluice_pipeline *p = g->p;
     sl_codegen *o = g->out;
@@ -1852,6 +1858,9 @@ static sluice_status plan_stages(cg *g) {
             widest = sluice_type_size(p->columns[c].type);
     size_t end = 0;
     g->staged_bytes = 0;
+    g->buf_bytes = 0;
+    o->dynamic_smem = 0;
+    if (!stages_tiles(g)) return SLUICE_OK;
     for (int k = 0; k < o->ninputs; k++) {
         if (k == o->offsets_input) continue;
         size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
@@ -1865,9 +1874,7 @@ static sluice_status plan_stages(cg *g) {
     }
     size_t buf = tile * widest > end ? tile * widest : end;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    /* the commutative aggregate loop and the segments' warp loop read their rows from global
-       memory (no stages) */
-    o->dynamic_smem = g->commutative || warp_tiles(g) ? 0 : (size_t)stages_of(g) * g->buf_bytes;
+    o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes;
     return SLUICE_OK;
 }
 
