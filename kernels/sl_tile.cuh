@@ -249,17 +249,26 @@ template <class K> __device__ __forceinline__ bool whole_tile(const typename K::
     return t.tile_first + K::tile <= t.rows;
 }
 
-/* Each thread's fold of its items of phase P, onto `acc`. */
-template <class K, class P, bool FULL>
-__device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, typename P::S acc) {
+/* Each thread's items of phase P folded onto FOLDS states, item i onto folds[i % FOLDS] (more
+ * than one only where the operators do not care about the order of rows: independent chains
+ * of combines). */
+template <class K, class P, bool FULL, int FOLDS>
+__device__ __forceinline__ void fold_items_into(const typename K::Tile &t, typename P::S (&folds)[FOLDS]) {
     const typename P::Op op;
 #pragma unroll
     for (int i = 0; i < K::items; i++) {
         typename P::S e = P::identity();
         t.template element<FULL>(e, i);
-        acc = op(acc, e);
+        folds[i % FOLDS] = op(folds[i % FOLDS], e);
     }
-    return acc;
+}
+
+/* Each thread's fold of its items of phase P, onto `acc`. */
+template <class K, class P, bool FULL>
+__device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, typename P::S acc) {
+    typename P::S folds[1] = {acc};
+    fold_items_into<K, P, FULL, 1>(t, folds);
+    return folds[0];
 }
 
 template <class K, class P>
@@ -760,13 +769,7 @@ __device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args
                 t.tile_first = tile * K::tile;
                 t.load_striped(a);
                 t.maps(0);
-                const typename P::Op op;
-#pragma unroll
-                for (int i = 0; i < K::items; i++) {
-                    S e = P::identity();
-                    t.template element<true>(e, i);
-                    folds[i % FOLDS] = op(folds[i % FOLDS], e);
-                }
+                fold_items_into<K, P, true, FOLDS>(t, folds);
             }
             const typename P::Op op;
 #pragma unroll
@@ -831,12 +834,8 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     block_exclusive_scan<S, K::block, 0>(scan_storage, fold, P::identity(), op, thread_excl, total);
     if (threadIdx.x == 0) {
         const S out = op(carry_in<K, P>(a, true), total);
-        if constexpr (K::closes) {
-            K::close(a, out); /* the batch's row, its rows out and the carry after it */
-        } else {
-            memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-            if constexpr (P::COUNTS) *a.out_rows = P::count(out);
-        }
+        static_assert(K::closes, "a reduce without segments closes its batch in its last block");
+        K::close(a, out); /* the batch's row, its rows out and the carry after it */
     }
 }
 
