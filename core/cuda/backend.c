@@ -161,6 +161,11 @@ typedef struct cuda_session {
     sl_cuda_copier *copier; /* threads of the staging copy (cuda/pinned.h) */
     bool direct_in;         /* a piece of this push read pinned caller memory by DMA, not
                                yet waited for (load_impl) */
+    /* A device result block allocated after a launch for the next push's result batch, so
+     * that the next push launches without a pool call first (take_spare, refill_spare):
+     * spare_bytes its size, spare_want the size the last result asked for (0: none kept). */
+    void *spare;
+    size_t spare_bytes, spare_want;
 } cuda_session;
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -304,6 +309,7 @@ static void cuda_close(sluice_session *s) {
     int prev = cs->stream ? enter_device(cs) : -1;
     if (cs->stream) {
         free_temps(cs);
+        if (cs->spare) cudaFreeAsync(cs->spare, cs->stream);
         cudaStreamSynchronize(cs->stream);
     }
     if (cs->copy) cudaStreamSynchronize(cs->copy);
@@ -576,6 +582,36 @@ static sluice_status reserve_impl(sluice_session *s, cuda_session *cs, int64_t r
 
 static void device_batch_free(void *ptr) { cudaFreeAsync(ptr, 0); }
 
+/* Result blocks of at most this many bytes are kept one ahead (a larger result's pool call
+ * is a small part of its push, and a spare would hold that much more device memory). */
+#define SPARE_MAX_BYTES ((size_t)16 << 20)
+
+/* The spare result block when it fits `bytes` without wasting more than half of it (it is
+ * the caller's then), else NULL. Remembers `bytes` for refill_spare. */
+static void *take_spare(cuda_session *cs, size_t bytes) {
+    cs->spare_want = bytes <= SPARE_MAX_BYTES ? bytes : 0;
+    if (!cs->spare || cs->spare_bytes < bytes || cs->spare_bytes / 2 > bytes) return NULL;
+    void *block = cs->spare;
+    cs->spare = NULL;
+    return block;
+}
+
+/* After a launch, off the next push's path: a spare block of the size the last result
+ * asked for, allocated on the session's stream (so any later work on it may use it). A
+ * spare of another size is given back first. A failure only leaves no spare. */
+static void refill_spare(cuda_session *cs) {
+    if (cs->spare && cs->spare_bytes == cs->spare_want) return;
+    if (cs->spare) cudaFreeAsync(cs->spare, cs->stream);
+    cs->spare = NULL;
+    if (cs->spare_want == 0) return;
+    if (cudaMallocFromPoolAsync(&cs->spare, cs->spare_want, cs->pool, cs->stream) != cudaSuccess) {
+        cudaGetLastError();
+        cs->spare = NULL;
+        return;
+    }
+    cs->spare_bytes = cs->spare_want;
+}
+
 /* A result batch of `cap` rows per output column in the session's pool (device outputs):
  * one allocation for all its columns (owned[0]; each column 256-byte aligned in it), so a
  * push and a free cost one pool call each, not one per column. Columns are written through
@@ -597,7 +633,7 @@ static sluice_status device_batch_new(sluice_session *s, cuda_session *cs, int64
     if (!b) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory for a result batch");
     b->on_device = true;
     b->free_device = device_batch_free;
-    if (b->ncolumns > 0) {
+    if (b->ncolumns > 0 && (b->owned[0] = take_spare(cs, total)) == NULL) {
         sluice_status st = pool_alloc(ctx, cs, &b->owned[0], total, "a device result batch");
         if (st != SLUICE_OK) {
             sluice_batch_free(b);
@@ -861,6 +897,7 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         if (st == SLUICE_OK)
             st = zeroed ? sl_cuda_group_run_zeroed(ctx, g->fused, cs->stream, &io)
                         : sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
+        if (st == SLUICE_OK && piece->result) refill_spare(cs);
     }
     if (st == SLUICE_OK) {
         g->touched = true;
