@@ -40,7 +40,9 @@
  * With `staging` last, only the bus limit and the malloc rows at the default depth (one piece
  * a push) run, labelled with the staging settings of the environment, for a sweep from a
  * shell loop over SLUICE_CUDA_STAGING_THREADS / _SLOTS / _MB / _NT (sluice_cuda.h). With
- * `small` last, only the device-resident small-against-large batches run (for a profiler).
+ * `small` last, only the device-resident small-against-large batches run (for a profiler),
+ * with the GPU time a piece of the same pipeline at 2^18 and 2^22 rows and of the scan and the
+ * filter alone at 2^20 rows (what of a small piece's time is fixed cost, what is look-back).
  * Prints one line per measurement and a table last. Benchmarks are programs, never timed
  * tests (ARCHITECTURE.md §8); figures go to bench/RESULTS.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -795,6 +797,24 @@ small_batches:;
             "(complete) + free", fig, "");
     snprintf(fig, sizeof fig, "%.1f us", gpu_us);
     add_row("  2^20-row device piece, GPU time back to back", fig, "");
+    /* What a piece's GPU time is made of: the same pipeline at a quarter and four times the
+     * rows (the part that does not grow with the rows is the fixed cost of a launch and its
+     * look-back), and pipelines with one look-back each (the scan's f32 sum, the filter's
+     * kept-row count) at 2^20 rows. */
+    {
+        const struct { const char *yaml, *name; int64_t rows; } more[] = {
+            {MFC, "map+filter+count", small / 4}, {MFC, "map+filter+count", small * 4},
+            {SCAN, "exclusive f32 sum scan", small}, {FILTER, "filter x > 0", small}};
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "device-resident %s, 2^%d-row pieces at depth 64",
+                     more[i].name, more[i].rows == small / 4 ? 18 : more[i].rows == small ? 20 : 22);
+            double us = gpu_piece_us(more[i].yaml, dx, more[i].rows, 48, hmalloc, n, what);
+            printf("  GPU time a piece, 48 queued back to back behind a gate: %s: %.1f us\n", what, us);
+            snprintf(fig, sizeof fig, "%.1f us", us);
+            add_row(what, fig, "");
+        }
+    }
     CK(cudaFree(dx));
     if (g_small_only) goto table;
 
