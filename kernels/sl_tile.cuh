@@ -1144,11 +1144,13 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
  * place 0, written by the batch's first warp. */
 
 /* The key changes among the batch's rows [r0, r1), the share of thread `thread` of the
- * `threads` counting them (a block's or a warp's): rows r >= 1 whose
+ * `threads` counting them (a block's or a warp's; a made key's count needs a whole warp:
+ * the lane and 32): rows r >= 1 whose
  * key differs from row r - 1's, and row 0 when the carry's open run has another key. An input
  * key column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
  * flight; the key before each vector is a second, cached load. A key that maps make is made
- * from the inputs at each row (RunKeys::at), eight consecutive rows a thread. */
+ * from the inputs at each row (RunKeys::at), rows a warp apart in each lane, the key before
+ * a row by a shuffle. */
 template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a,
                                                        const typename K::Params &params,
@@ -1164,25 +1166,28 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
     }
     if (r0 >= r1) return n;
     if constexpr (KY::made) {
-        /* keys made by maps: each thread makes the keys of R consecutive rows and the one
-           before them from the inputs (scalar loads; a warp's rows are contiguous, so its
-           lines are read once from L2), U runs in flight */
-        constexpr int R = 8;
-        const long long runs = (r1 - r0 + R - 1) / R;
-        for (long long j0 = thread; j0 < runs; j0 += (long long)U * threads) {
+        /* keys made by maps, by a whole warp (thread: the lane, threads: 32): each step makes
+           the keys of U * 32 consecutive rows, lane l those at l, l + 32, ... (every input
+           read by warp-wide contiguous loads, U rows a lane in flight), and a row's left
+           neighbour is the lane to the left's key (lane 0's: lane 31's of the previous group
+           of 32, the first one made at row r0 - 1). Each thread making a run of consecutive
+           rows instead spread a warp's loads over 32 sectors, and the whole reduce ran at
+           two thirds of the input key's speed (bench/RESULTS.md, fifteenth session). */
+        const int lane = thread;
+        T before = KY::at(a, params, r0 - 1);
+        for (long long base = r0; base < r1; base += (long long)U * 32) {
+            T x[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const long long j = j0 + (long long)u * threads;
-                if (j >= runs) break;
-                const long long lo = r0 + j * R, hi = lo + R < r1 ? lo + R : r1;
-                T prev = KY::at(a, params, lo - 1);
+                const long long r = base + u * 32 + lane;
+                x[u] = r < r1 ? KY::at(a, params, r) : T();
+            }
 #pragma unroll
-                for (int q = 0; q < R; q++) {
-                    if (lo + q >= hi) break;
-                    const T x = KY::at(a, params, lo + q);
-                    n += KY::differs(prev, x);
-                    prev = x;
-                }
+            for (int u = 0; u < U; u++) {
+                const T shifted = shfl_up(x[u], 1); /* every lane: a full-warp shuffle */
+                const T left = lane == 0 ? before : shifted;
+                if (base + u * 32 + lane < r1) n += KY::differs(left, x[u]);
+                before = shfl_idx(x[u], 31);
             }
         }
         return n;
