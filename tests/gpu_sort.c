@@ -5,7 +5,10 @@
  * large sizes, and a batch of 2^31 + 1000 rows where the device has the memory. Random bit
  * patterns, so floats include NaNs of both signs, infinities and both zeros. Then sort
  * pipelines with per-key orders (`order: [descending, ascending]`) on the CUDA backend
- * against the CPU backend, bit for bit. Exits 77 without a GPU. */
+ * against the CPU backend, bit for bit. Float keys that take CUB's float sort (f32 alone or
+ * with one 4-byte column, f64 alone): zero runs of every length beside NaNs of both signs,
+ * values recording arrival order, directly and through sessions against the CPU backend.
+ * Exits 77 without a GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,23 +74,16 @@ static int cmp_rows(const void *pa, const void *pb) {
     return a < b ? -1 : a > b; /* stability */
 }
 
-static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
-    tu_rng rng;
-    tu_rng_seed(&rng, seed);
-    void *host[6], *sorted[6], *dev_in[6], *dev_out[6];
+/* Sorts the host columns host[] (n rows of case c) on the device with the sort prepared for
+ * max_rows rows and checks every output column against the oracle, bit for bit. native: 1 or
+ * 0 asserts that the prepared sort does or does not take CUB's float sort (-1: either). */
+static void check_sort(const sort_case *c, int64_t n, int64_t max_rows, void *const *host,
+                       int native) {
+    void *sorted[6], *dev_in[6], *dev_out[6];
     for (int i = 0; i < c->ncols; i++) {
         size_t bytes = (size_t)n * sluice_type_size(c->types[i]) + 8;
-        host[i] = malloc(bytes);
         sorted[i] = malloc(bytes);
-        ck_assert_ptr_nonnull(host[i]);
-        uint8_t *h = host[i];
-        /* Few distinct values in some columns, so ties (and stability) matter. */
-        bool narrow = (seed + (uint64_t)i) % 3 == 0;
-        for (size_t b = 0; b < bytes; b++) h[b] = (uint8_t)tu_rng_next(&rng);
-        if (narrow)
-            for (size_t b = 0; b < bytes; b++) h[b] &= 0x81;
-        if (c->types[i] == SLUICE_BOOL)
-            for (size_t b = 0; b < bytes; b++) h[b] &= 1;
+        ck_assert_ptr_nonnull(sorted[i]);
         CUDA_OK(cudaMalloc(&dev_in[i], bytes));
         CUDA_OK(cudaMalloc(&dev_out[i], bytes));
         CUDA_OK(cudaMemcpy(dev_in[i], host[i], bytes, cudaMemcpyHostToDevice));
@@ -104,9 +100,12 @@ static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
     d.bits_lo = c->lo;
     d.bits_hi = c->hi ? c->hi : (int)sluice_type_size(c->types[c->keys[0]]) * 8;
     sl_cuda_sort s;
-    ck_assert_int_eq(sl_cuda_sort_prepare(&s, &d, n + 7), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_sort_prepare(&s, &d, max_rows), SLUICE_OK);
+    if (native >= 0) ck_assert_int_eq(s.native_float, native);
     void *scratch;
     CUDA_OK(cudaMalloc(&scratch, s.scratch_bytes));
+    /* poison: the fix-up may not rely on zeroed scratch */
+    CUDA_OK(cudaMemset(scratch, 0x5A, s.scratch_bytes));
     CUDA_OK(sl_cuda_sort_run(&s, scratch, n, c->types, (const void *const *)dev_in, dev_out, NULL));
     CUDA_OK(cudaDeviceSynchronize());
 
@@ -120,21 +119,42 @@ static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
         CUDA_OK(cudaMemcpy(sorted[i], dev_out[i], (size_t)n * w, cudaMemcpyDeviceToHost));
         for (int64_t r = 0; r < n; r++) {
             if (memcmp((char *)sorted[i] + r * w, (char *)host[i] + order[r] * w, w) != 0)
-                ck_abort_msg("strategy %d, %lld rows: column %d (%s) differs at row %lld "
-                             "(keys %d, descending %d, per-key mask %u, bits %d..%d)",
-                             (int)s.strategy, (long long)n, i, sluice_type_name(c->types[i]),
-                             (long long)r, c->nkeys, c->descending, c->desc_mask, d.bits_lo,
-                             d.bits_hi);
+                ck_abort_msg("strategy %d (CUB's float sort %d), %lld rows (prepared for %lld): "
+                             "column %d (%s) differs at row %lld (keys %d, descending %d, "
+                             "per-key mask %u, bits %d..%d)",
+                             (int)s.strategy, (int)s.native_float, (long long)n,
+                             (long long)max_rows, i, sluice_type_name(c->types[i]), (long long)r,
+                             c->nkeys, c->descending, c->desc_mask, d.bits_lo, d.bits_hi);
         }
     }
     free(order);
     cudaFree(scratch);
     for (int i = 0; i < c->ncols; i++) {
-        free(host[i]);
         free(sorted[i]);
         cudaFree(dev_in[i]);
         cudaFree(dev_out[i]);
     }
+}
+
+static void run_case(const sort_case *c, int64_t n, uint64_t seed) {
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    void *host[6];
+    for (int i = 0; i < c->ncols; i++) {
+        size_t bytes = (size_t)n * sluice_type_size(c->types[i]) + 8;
+        host[i] = malloc(bytes);
+        ck_assert_ptr_nonnull(host[i]);
+        uint8_t *h = host[i];
+        /* Few distinct values in some columns, so ties (and stability) matter. */
+        bool narrow = (seed + (uint64_t)i) % 3 == 0;
+        for (size_t b = 0; b < bytes; b++) h[b] = (uint8_t)tu_rng_next(&rng);
+        if (narrow)
+            for (size_t b = 0; b < bytes; b++) h[b] &= 0x81;
+        if (c->types[i] == SLUICE_BOOL)
+            for (size_t b = 0; b < bytes; b++) h[b] &= 1;
+    }
+    check_sort(c, n, n + 7, host, -1);
+    for (int i = 0; i < c->ncols; i++) free(host[i]);
 }
 
 static const int64_t sizes[] = {0, 1, 31, 32, 33, 255, 256, 257, 4095, 4096, 4097, 100003};
@@ -218,6 +238,187 @@ START_TEST(test_large) {
     run_case(&pairs, (1 << 22) + 3, 5);
     sort_case f = {2, {SLUICE_F32, SLUICE_I64}, 1, {0}, true, 0, 0, 0u};
     run_case(&f, (1 << 21) - 1, 6);
+}
+END_TEST
+
+/* ---- float keys: CUB's float sort and the zero-run fix-up ----------------------------------- */
+/* CUB's float sort ranks -0.0 as +0.0, and the fix-up after it (core/cuda/sort.cu) puts each
+ * zero back in sluice's order. The keys below make zero runs of every length, next to NaNs of
+ * both signs, and each value column holds its row's arrival index: a sort that left CUB's
+ * order (-0.0 and +0.0 interleaved in arrival order), misplaced the run's bounds or broke the
+ * arrival order within either zero differs from the oracle in a key or in a value. */
+
+typedef enum zero_mix {
+    ZM_NO_ZERO,   /* random bits, no zero (the run is empty) */
+    ZM_ONE_MINUS, /* one -0.0 at a random row among random nonzero keys */
+    ZM_ONE_PLUS,  /* one +0.0 */
+    ZM_ALL_MINUS, /* every row -0.0 */
+    ZM_ALL_PLUS,  /* every row +0.0 */
+    ZM_ALL_MIXED, /* every row -0.0 or +0.0: the run is the whole batch */
+    ZM_NEIGHBOURS,/* ±0.0, quiet and signalling NaNs of both signs, ±inf, ±smallest subnormal, ±1 */
+    ZM_RANDOM,    /* random bits, a quarter of the rows ±0.0 */
+    ZM_COUNT
+} zero_mix;
+
+/* n keys of float type t (f32 or f64) drawn as `mix` says. */
+static void fill_float_keys(sluice_type t, void *col, int64_t n, zero_mix mix, tu_rng *rng) {
+    const size_t w = sluice_type_size(t);
+    const uint64_t sign = 1ull << (w * 8 - 1), mask = w == 8 ? ~0ull : (1ull << (w * 8)) - 1;
+    const uint64_t inf = w == 8 ? 0x7ff0000000000000ull : 0x7f800000ull;
+    const uint64_t quiet = w == 8 ? 0x0008000000000000ull : 0x00400000ull;
+    const uint64_t one = w == 8 ? 0x3ff0000000000000ull : 0x3f800000ull;
+    const uint64_t near[12] = {0,          sign,           inf | quiet, inf | quiet | sign,
+                               inf | 1,    inf | 1 | sign, inf,         inf | sign,
+                               1,          1 | sign,       one,         one | sign};
+    const int64_t lone = n > 0 ? tu_rng_range(rng, 0, n - 1) : 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = tu_rng_next(rng), v;
+        switch (mix) {
+        case ZM_ALL_MINUS: v = sign; break;
+        case ZM_ALL_PLUS: v = 0; break;
+        case ZM_ALL_MIXED: v = (r >> 17) & 1u ? sign : 0; break;
+        case ZM_NEIGHBOURS: v = near[r % 12]; break;
+        case ZM_RANDOM: v = r % 4 == 0 ? ((r >> 17) & 1u ? sign : 0) : r & mask; break;
+        default:
+            v = r & mask;
+            if ((v & ~sign) == 0) v |= 1; /* a zero becomes the smallest subnormal */
+            if (i == lone && mix == ZM_ONE_MINUS) v = sign;
+            if (i == lone && mix == ZM_ONE_PLUS) v = 0;
+            break;
+        }
+        memcpy((char *)col + (size_t)i * w, &v, w);
+    }
+}
+
+/* Host columns for case c: its key from fill_float_keys, every other column (4 bytes) its
+ * row's arrival index. */
+static void make_zero_case(const sort_case *c, int64_t n, zero_mix mix, uint64_t seed,
+                           void **host) {
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    for (int i = 0; i < c->ncols; i++) {
+        host[i] = calloc((size_t)n * sluice_type_size(c->types[i]) + 8, 1);
+        ck_assert_ptr_nonnull(host[i]);
+        if (i == c->keys[0]) {
+            fill_float_keys(c->types[i], host[i], n, mix, &rng);
+        } else {
+            ck_assert_uint_eq(sluice_type_size(c->types[i]), 4);
+            for (int64_t r = 0; r < n; r++) {
+                uint32_t a = (uint32_t)r;
+                memcpy((char *)host[i] + (size_t)r * 4, &a, 4);
+            }
+        }
+    }
+}
+
+/* The shapes that take CUB's float sort: an f32 key alone (KEYS) or with one 4-byte column
+ * (PAIRS: first or second, of three types), an f64 key alone (KEYS). */
+static const sort_case float_shapes[] = {
+    {1, {SLUICE_F32}, 1, {0}, false, 0, 0, 0u},
+    {2, {SLUICE_F32, SLUICE_U32}, 1, {0}, false, 0, 0, 0u},
+    {2, {SLUICE_I32, SLUICE_F32}, 1, {1}, false, 0, 0, 0u},
+    {2, {SLUICE_F32, SLUICE_F32}, 1, {0}, false, 0, 0, 0u},
+    {1, {SLUICE_F64}, 1, {0}, false, 0, 0, 0u},
+};
+
+/* Every zero mix, in both orders (descending through `descending` and through
+ * key_descending[0]), for float_shapes[_i]: sizes from one row to past one CUB tile and past
+ * 2^20 rows, each sort prepared for its size or for 2^20 rows (so that most of the fix-up's
+ * chunks of a small run are empty or one row long). */
+START_TEST(test_zero_runs) {
+    static const int64_t zsizes[] = {1, 2, 33, 4097, 20011, ((int64_t)1 << 20) + 4097};
+    const size_t nz = getenv("SLUICE_TEST_SMALL") ? NELEM(zsizes) - 1 : NELEM(zsizes);
+    for (int desc = 0; desc < 3; desc++) {
+        sort_case c = float_shapes[_i];
+        c.descending = desc == 1;
+        c.desc_mask = desc == 2 ? 1u : 0u;
+        for (int mix = 0; mix < ZM_COUNT; mix++) {
+            for (size_t k = 0; k < nz; k++) {
+                int64_t n = zsizes[k];
+                bool large = n > ((int64_t)1 << 20);
+                /* past 2^20 rows: the mixes with a run, in two of the three orders */
+                if (large && (desc == 2 || mix == ZM_NO_ZERO || mix == ZM_ALL_PLUS ||
+                              mix == ZM_ALL_MINUS || mix == ZM_ONE_PLUS))
+                    continue;
+                int64_t max_rows = large || mix % 2 ? n : (int64_t)1 << 20;
+                void *host[6];
+                make_zero_case(&c, n, (zero_mix)mix, 500u + 97u * (uint64_t)_i + 13u * (uint64_t)mix + k,
+                               host);
+                check_sort(&c, n, max_rows, host, 1);
+                for (int i = 0; i < c.ncols; i++) free(host[i]);
+            }
+        }
+    }
+}
+END_TEST
+
+/* One zero run over a whole large batch (2^24 + 17 rows of -0.0 and +0.0 at random, with
+ * their arrival indices; 2^22 + 3 f64 keys): every chunk of the fix-up's largest grid holds
+ * many tiles of the run. */
+START_TEST(test_zero_run_large) {
+    for (int desc = 0; desc < 2; desc++) {
+        sort_case pairs = {2, {SLUICE_F32, SLUICE_U32}, 1, {0}, desc == 1, 0, 0, 0u};
+        int64_t n = ((int64_t)1 << 24) + 17;
+        void *host[6];
+        make_zero_case(&pairs, n, ZM_ALL_MIXED, 71u + (uint64_t)desc, host);
+        check_sort(&pairs, n, n, host, 1);
+        for (int i = 0; i < pairs.ncols; i++) free(host[i]);
+        sort_case keys = {1, {SLUICE_F64}, 1, {0}, desc == 1, 0, 0, 0u};
+        n = ((int64_t)1 << 22) + 3;
+        make_zero_case(&keys, n, desc ? ZM_RANDOM : ZM_ALL_MIXED, 81u + (uint64_t)desc, host);
+        check_sort(&keys, n, n, host, 1);
+        free(host[0]);
+    }
+}
+END_TEST
+
+/* Which descriptions take CUB's float sort: full-width f32 and f64 keys of the shapes above,
+ * with 32-bit row counts, and nothing else (bits ranges, other columns, other types, several
+ * keys and 2^31 rows or more keep the images). */
+START_TEST(test_float_strategies) {
+    const struct {
+        int ncols;
+        sluice_type types[3];
+        int nkeys;
+        int lo, hi;
+        int64_t rows;
+        bool native;
+        sl_cuda_sort_strategy strategy;
+    } r[] = {
+        {1, {SLUICE_F32}, 1, 0, 32, 1000, true, SL_CUDA_SORT_KEYS},
+        {1, {SLUICE_F32}, 1, 0, 0, 1000, true, SL_CUDA_SORT_KEYS}, /* bits 0, 0: full width */
+        {2, {SLUICE_F32, SLUICE_I32}, 1, 0, 32, 1000, true, SL_CUDA_SORT_PAIRS},
+        {1, {SLUICE_F64}, 1, 0, 64, 1000, true, SL_CUDA_SORT_KEYS},
+        {1, {SLUICE_F32}, 1, 0, 32, INT32_MAX, true, SL_CUDA_SORT_KEYS},
+        {1, {SLUICE_F32}, 1, 0, 31, 1000, false, SL_CUDA_SORT_KEYS},
+        {1, {SLUICE_F32}, 1, 1, 32, 1000, false, SL_CUDA_SORT_KEYS},
+        {1, {SLUICE_F64}, 1, 8, 40, 1000, false, SL_CUDA_SORT_PERMUTE},
+        {2, {SLUICE_F32, SLUICE_U8}, 1, 0, 32, 1000, false, SL_CUDA_SORT_PERMUTE},
+        {3, {SLUICE_F32, SLUICE_U32, SLUICE_U32}, 1, 0, 32, 1000, false, SL_CUDA_SORT_PERMUTE},
+        {2, {SLUICE_F64, SLUICE_U32}, 1, 0, 64, 1000, false, SL_CUDA_SORT_PERMUTE},
+        {2, {SLUICE_F32, SLUICE_F32}, 2, 0, 0, 1000, false, SL_CUDA_SORT_PERMUTE},
+        {1, {SLUICE_F16}, 1, 0, 16, 1000, false, SL_CUDA_SORT_KEYS},
+        {2, {SLUICE_F32, SLUICE_U32}, 1, 0, 32, (int64_t)INT32_MAX + 1, false, SL_CUDA_SORT_PAIRS},
+        {1, {SLUICE_F64}, 1, 0, 64, (int64_t)INT32_MAX + 1, false, SL_CUDA_SORT_PERMUTE},
+    };
+    for (size_t i = 0; i < NELEM(r); i++) {
+        sl_cuda_sort_desc d;
+        memset(&d, 0, sizeof d);
+        d.ncolumns = r[i].ncols;
+        d.types = r[i].types;
+        d.nkeys = r[i].nkeys;
+        d.keys[1] = 1;
+        d.bits_lo = r[i].lo;
+        d.bits_hi = r[i].hi;
+        for (int desc = 0; desc < 2; desc++) {
+            d.descending = desc;
+            sl_cuda_sort s;
+            ck_assert_int_eq(sl_cuda_sort_prepare(&s, &d, r[i].rows), SLUICE_OK);
+            ck_assert_msg(s.native_float == r[i].native && s.strategy == r[i].strategy,
+                          "description %zu: CUB's float sort %d, strategy %d", i,
+                          (int)s.native_float, (int)s.strategy);
+        }
+    }
 }
 END_TEST
 
@@ -356,10 +557,11 @@ static int64_t run_backend(sluice_context *ctx, const char *yaml, sluice_backend
 
 /* The pipeline's inputs are named and typed by names/types; random bits (some columns
  * masked to few values, so ties, both zeros and NaNs of both signs are common). */
+static void cpu_vs_gpu_columns(const char *yaml, const sluice_column *in, int nin, int64_t n,
+                               tu_rng *cut_rng);
+
 static void cpu_vs_gpu(const char *yaml, int nin, const char *const *names,
                        const sluice_type *types, int64_t n, uint64_t seed) {
-    sluice_context *ctx;
-    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
     tu_rng rng;
     tu_rng_seed(&rng, seed);
     sluice_column in[PIPE_MAX_COLS];
@@ -374,6 +576,17 @@ static void cpu_vs_gpu(const char *yaml, int nin, const char *const *names,
             for (size_t b = 0; b < bytes; b++) h[b] &= 1;
         in[i] = (sluice_column){names[i], types[i], h, n};
     }
+    cpu_vs_gpu_columns(yaml, in, nin, n, &rng);
+    for (int i = 0; i < nin; i++) free((void *)in[i].data);
+}
+
+/* `yaml` over the columns in[] (n rows each) on both backends, pushed in pieces of random
+ * lengths up to 4096 rows (drawn from cut_rng), compared bit for bit. */
+static void cpu_vs_gpu_columns(const char *yaml, const sluice_column *in, int nin, int64_t n,
+                               tu_rng *cut_rng) {
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    tu_rng rng = *cut_rng;
     const int64_t max_rows = 4096;
     int64_t *cuts = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int ncuts = 0;
@@ -414,7 +627,6 @@ static void cpu_vs_gpu(const char *yaml, int nin, const char *const *names,
         free(ref[c]);
         free(got[c]);
     }
-    for (int i = 0; i < nin; i++) free((void *)in[i].data);
     free(cuts);
     sluice_context_destroy(ctx);
 }
@@ -479,8 +691,43 @@ START_TEST(test_orders_per_key_shapes_cpu_vs_gpu) {
 }
 END_TEST
 
-/* Three test cases, so a slow tool (compute-sanitizer racecheck) can run them side by side
- * with CK_RUN_CASE=types|ranges|large. */
+/* Float keys that take CUB's float sort, through sessions on both backends: an f32 key alone
+ * or with a u32 value, an f64 key alone, each order, per batch and per stream, over keys full
+ * of zeros of both signs beside NaNs of both signs (zero_mix), the values their rows' arrival
+ * indices. */
+START_TEST(test_float_keys_cpu_vs_gpu) {
+    static const char *const shapes[][2] = {
+        {"{k: f32}", "[k]"}, {"{k: f32, v: u32}", "[k, v]"}, {"{k: f64}", "[k]"}};
+    static const zero_mix mixes[] = {ZM_NEIGHBOURS, ZM_RANDOM, ZM_ALL_MIXED};
+    const int64_t n = getenv("SLUICE_TEST_SMALL") ? 4097 : 30001;
+    for (size_t sh = 0; sh < NELEM(shapes); sh++) {
+        for (int desc = 0; desc < 2; desc++) {
+            for (int per_batch = 0; per_batch < 2; per_batch++) {
+                char yaml[512];
+                snprintf(yaml, sizeof yaml,
+                         "sluice: 1\nname: zeros\ninput: %s\nstages:\n"
+                         "  - sort: {key: k, order: [%s], per: %s}\noutput: %s\n",
+                         shapes[sh][0], desc ? "descending" : "ascending",
+                         per_batch ? "batch" : "stream", shapes[sh][1]);
+                const zero_mix mix = mixes[(sh + (size_t)desc + (size_t)per_batch) % NELEM(mixes)];
+                sort_case c = {sh == 1 ? 2 : 1, {sh == 2 ? SLUICE_F64 : SLUICE_F32, SLUICE_U32},
+                               1, {0}, false, 0, 0, 0u};
+                void *host[6] = {NULL};
+                uint64_t seed = 300u + 8u * sh + 2u * (uint64_t)desc + (uint64_t)per_batch;
+                make_zero_case(&c, n, mix, seed, host);
+                sluice_column in[2] = {{"k", c.types[0], host[0], n}, {"v", SLUICE_U32, host[1], n}};
+                tu_rng cuts;
+                tu_rng_seed(&cuts, seed);
+                cpu_vs_gpu_columns(yaml, in, c.ncols, n, &cuts);
+                for (int i = 0; i < c.ncols; i++) free(host[i]);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Four test cases, so a slow tool (compute-sanitizer racecheck) can run them side by side
+ * with CK_RUN_CASE=types|ranges|zeros|large. */
 static Suite *gpu_sort_suite(void) {
     Suite *s = suite_create("gpu_sort");
     TCase *types = tcase_create("types");
@@ -491,12 +738,17 @@ static Suite *gpu_sort_suite(void) {
     tcase_add_test(ranges, test_several_keys);
     tcase_add_loop_test(ranges, test_orders_per_key_cpu_vs_gpu, 0, (int)NELEM(all_types) - 1);
     tcase_add_test(ranges, test_orders_per_key_shapes_cpu_vs_gpu);
+    TCase *zeros = tcase_create("zeros");
+    tcase_add_test(zeros, test_float_strategies);
+    tcase_add_loop_test(zeros, test_zero_runs, 0, (int)NELEM(float_shapes));
+    tcase_add_test(zeros, test_float_keys_cpu_vs_gpu);
     TCase *large = tcase_create("large");
     if (!getenv("SLUICE_TEST_SMALL")) {
         tcase_add_test(large, test_large);
+        tcase_add_test(large, test_zero_run_large);
         tcase_add_test(large, test_past_2_31_rows);
     }
-    TCase *all[] = {types, ranges, large};
+    TCase *all[] = {types, ranges, zeros, large};
     for (size_t i = 0; i < NELEM(all); i++) {
         tcase_set_timeout(all[i], 900);
         suite_add_tcase(s, all[i]);

@@ -1,8 +1,8 @@
 // sort.cu — the radix sort launchers behind the `sort` stage (see core/cuda/sort.h for the
 // strategies; kernels/sl_sortkey.h defines the key images, the same as the CPU's). Compiled
 // by nvcc into the library; the only file that includes CUB's device-wide radix sort,
-// instantiated five times and no more: each instantiation costs nvcc tens of seconds and CI
-// builds on two cores.
+// instantiated eleven times and no more (sort.h lists them): each instantiation costs nvcc
+// tens of seconds and CI builds on two cores.
 #include <climits>
 #include <cstring>
 
@@ -170,7 +170,184 @@ cudaError_t launch_inverse1(sluice_type type, const uint32_t *img, bool descendi
     return cudaErrorInvalidValue;
 }
 
-// ---- CUB: the five instantiations -------------------------------------------------------
+// ---- float keys: CUB's float sort, then the zero-run fix-up ------------------------------
+// CUB's float sort ranks -0.0 as +0.0 and is stable, so its output differs from sluice's
+// order only inside the run of zeros (sort.h). The fix-up finds the run, counts the rows that
+// go first in it and rewrites it; every launch has a fixed grid and reads the run's bounds
+// from scratch, so nothing is read back and the stream never waits.
+//
+// Fix-up scratch (native_float, at off_cub, over CUB's finished temporary storage):
+//   u32 run[2 + fix_blocks]: run[0], run[1] the run's bounds [lo, hi); run[2 + b] how many
+//                            of chunk b's rows go first;
+//   PAIRS: u8 flags[max_rows], u32 values[max_rows]: the run's rows, copied out before the
+//          rewrite moves them (row lo + i at i).
+constexpr int kBoundsThreads = 256;  // two searches of 128 threads each
+constexpr int kFixThreads = 256;
+constexpr int kFixMaxBlocks = 1024;         // chunks of the run: one block each
+constexpr int64_t kFixRowsPerBlock = 4096;  // fewer blocks for small sorts
+
+template <typename Bits>
+struct float_bits {
+    static constexpr int width = (int)sizeof(Bits) * 8;
+    static constexpr Bits minus_zero = (Bits)((Bits)1 << (width - 1));
+    static constexpr Bits plus_zero = 0;
+};
+
+// The rank CUB sorts a float's bits by, as an unsigned number that ascends along the sorted
+// output: sluice's ascending image with -0.0's image replaced by +0.0's (what
+// ProcessFloatMinusZero does), inverted when descending. NaNs keep their images, so a
+// search by rank never compares floats.
+template <typename Bits>
+__device__ __forceinline__ Bits cub_rank(Bits bits, bool descending) {
+    using F = float_bits<Bits>;
+    Bits img = (Bits)sl_sortkey_image(SL_SORTKEY_FLOAT, F::width, bits);
+    const Bits minus_zero_img = (Bits)~F::minus_zero, plus_zero_img = F::minus_zero;
+    if (img == minus_zero_img) img = plus_zero_img;
+    return descending ? (Bits)~img : img;
+}
+
+// One block: run[0] = the rows ranked below zero, run[1] = those ranked at most zero, so the
+// zeros are rows [run[0], run[1]). Threads [0, 128) find the first, [128, 256) the second at
+// the same time, each by a 128-ary search: a step probes the last row of each of 128 equal
+// chunks of the rows left, the chunks whose last row is below the bound (a prefix: the keys
+// are sorted) are known to lie before it, and the search goes on in the first chunk that is
+// not. 2^31 rows take five steps.
+template <typename Bits>
+__global__ void __launch_bounds__(kBoundsThreads)
+zero_run_bounds(const Bits *__restrict__ keys, uint32_t n, bool descending, uint32_t *run) {
+    constexpr int H = kBoundsThreads / 2, WARPS = H / 32;
+    __shared__ uint32_t below_warp[2][WARPS];
+    const int half = threadIdx.x / H, t = threadIdx.x % H;
+    const Bits zero = cub_rank<Bits>(float_bits<Bits>::plus_zero, descending);
+    // The bound lies in [a, b]: rows before a are below it, rows from b on are not.
+    uint32_t a = 0, b = n;
+    for (;;) {
+        const bool open = a < b;  // the same in every thread of a half
+        if (!__syncthreads_or(open)) break;
+        uint32_t step = open ? (b - a + H - 1) / H : 0;
+        bool below = false;
+        if (open && (uint64_t)a + (uint64_t)t * step < b) {
+            uint64_t end = (uint64_t)a + (uint64_t)(t + 1) * step;
+            uint32_t last = (uint32_t)((end < b ? end : b) - 1);
+            Bits r = cub_rank<Bits>(keys[last], descending);
+            below = half == 0 ? r < zero : r <= zero;
+        }
+        unsigned ballot = __ballot_sync(0xffffffffu, below);
+        if (threadIdx.x % 32 == 0) below_warp[half][t / 32] = (uint32_t)__popc(ballot);
+        __syncthreads();
+        uint32_t c = 0;  // chunks wholly below
+        for (int w = 0; w < WARPS; w++) c += below_warp[half][w];
+        __syncthreads();  // below_warp is rewritten by the next step
+        if (open) {
+            uint64_t first = (uint64_t)a + (uint64_t)c * step;
+            if (first >= b) {
+                a = b;  // every chunk below
+            } else {
+                // chunk c's last row is not below: the bound is at most that row
+                uint64_t end = first + step;
+                b = (uint32_t)((end < b ? end : b) - 1);
+                a = (uint32_t)first;
+            }
+        }
+    }
+    if (t == 0) run[half] = a;
+}
+
+// Sum over the block of one value a thread (blockDim.x == kFixThreads); every thread gets it.
+__device__ __forceinline__ uint32_t block_sum(uint32_t v, uint32_t *shared_warps) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) shared_warps[threadIdx.x / 32] = v;
+    __syncthreads();
+    uint32_t s = 0;
+    for (int w = 0; w < kFixThreads / 32; w++) s += shared_warps[w];
+    __syncthreads();
+    return s;
+}
+
+// Block b's chunk of the run: run rows [len * b / G, len * (b + 1) / G).
+__device__ __forceinline__ void fix_chunk(uint32_t len, uint32_t *first, uint32_t *end) {
+    *first = (uint32_t)((uint64_t)len * blockIdx.x / gridDim.x);
+    *end = (uint32_t)((uint64_t)len * (blockIdx.x + 1) / gridDim.x);
+}
+
+// run[2 + b] = the rows of chunk b that go first (-0.0 ascending, +0.0 descending). PAIRS
+// (values given): the chunk's first-flags and values copied to flags[i], vcopy[i] for run row
+// i, as the rewrite overwrites the rows in place.
+template <typename Bits>
+__global__ void __launch_bounds__(kFixThreads)
+zero_run_count(const Bits *__restrict__ keys, const uint32_t *__restrict__ values, bool descending,
+               uint32_t *__restrict__ run, uint8_t *__restrict__ flags, uint32_t *__restrict__ vcopy) {
+    __shared__ uint32_t warps[kFixThreads / 32];
+    const uint32_t lo = run[0], len = run[1] - run[0];
+    if (len == 0) return;  // the common case: no zero
+    const Bits goes_first = descending ? float_bits<Bits>::plus_zero : float_bits<Bits>::minus_zero;
+    uint32_t first, end, count = 0;
+    fix_chunk(len, &first, &end);
+    for (uint32_t i = first + threadIdx.x; i < end; i += kFixThreads) {
+        bool f = keys[lo + i] == goes_first;
+        count += f;
+        if (values) {
+            flags[i] = f;
+            vcopy[i] = values[lo + i];
+        }
+    }
+    count = block_sum(count, warps);
+    if (threadIdx.x == 0) run[2 + blockIdx.x] = count;
+}
+
+// The rewrite of the run: keys by position (the m rows that go first, then the others) and,
+// for PAIRS, each value at its place in a stable partition (flagged rows in arrival order,
+// then the others in arrival order). A block takes its chunk a tile of kFixThreads rows at a
+// time, ranking the tile's flagged rows by a block-wide prefix of the flags.
+template <typename Bits>
+__global__ void __launch_bounds__(kFixThreads)
+zero_run_rewrite(Bits *__restrict__ keys, uint32_t *__restrict__ values, bool descending,
+                 const uint32_t *__restrict__ run, const uint8_t *__restrict__ flags,
+                 const uint32_t *__restrict__ vcopy) {
+    __shared__ uint32_t warps[kFixThreads / 32];
+    const uint32_t lo = run[0], len = run[1] - run[0];
+    if (len == 0) return;
+    using F = float_bits<Bits>;
+    const Bits goes_first = descending ? F::plus_zero : F::minus_zero;
+    const Bits goes_last = descending ? F::minus_zero : F::plus_zero;
+    // m: flagged rows in the run; before: those in earlier chunks
+    uint32_t m = 0, before = 0;
+    for (uint32_t c = threadIdx.x; c < gridDim.x; c += kFixThreads) {
+        uint32_t k = run[2 + c];
+        m += k;
+        if (c < blockIdx.x) before += k;
+    }
+    m = block_sum(m, warps);
+    before = block_sum(before, warps);
+    uint32_t first, end;
+    fix_chunk(len, &first, &end);
+    for (uint32_t i = first + threadIdx.x; i < end; i += kFixThreads)
+        keys[lo + i] = i < m ? goes_first : goes_last;
+    if (!values) return;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (uint32_t base = first; base < end; base += kFixThreads) {  // uniform in the block
+        const uint32_t i = base + threadIdx.x;
+        const bool in = i < end;
+        const bool f = in && flags[i];
+        const uint32_t v = in ? vcopy[i] : 0u;
+        const unsigned ballot = __ballot_sync(0xffffffffu, f);
+        if (lane == 0) warps[warp] = (uint32_t)__popc(ballot);
+        __syncthreads();
+        uint32_t rank = (uint32_t)__popc(ballot & ((1u << lane) - 1u)), tile = 0;
+        for (int w = 0; w < kFixThreads / 32; w++) {
+            if (w < warp) rank += warps[w];
+            tile += warps[w];
+        }
+        __syncthreads();
+        if (in) {
+            const uint32_t flagged_before = before + rank;  // flagged run rows before row i
+            values[lo + (f ? flagged_before : m + (i - flagged_before))] = v;
+        }
+        before += tile;
+    }
+}
+
+// ---- CUB: the eleven instantiations (sort.h lists them) ---------------------------------
 
 template <typename N>
 cudaError_t cub_keys_u32(void *tmp, size_t &bytes, const uint32_t *in, uint32_t *out, N n,
@@ -181,6 +358,25 @@ template <typename K, typename N>
 cudaError_t cub_pairs(void *tmp, size_t &bytes, const K *kin, K *kout, const uint32_t *vin,
                       uint32_t *vout, N n, int lo, int hi, cudaStream_t st) {
     return cub::DeviceRadixSort::SortPairs(tmp, bytes, kin, kout, vin, vout, n, lo, hi, st);
+}
+
+// CUB's float sorts (native_float): keys as floats, so CUB twiddles them itself. Each order
+// is an instantiation of its own.
+template <typename F>
+cudaError_t cub_float_keys(bool descending, void *tmp, size_t &bytes, const F *in, F *out, int n,
+                           cudaStream_t st) {
+    if (descending)
+        return cub::DeviceRadixSort::SortKeysDescending(tmp, bytes, in, out, n, 0,
+                                                        (int)sizeof(F) * 8, st);
+    return cub::DeviceRadixSort::SortKeys(tmp, bytes, in, out, n, 0, (int)sizeof(F) * 8, st);
+}
+cudaError_t cub_float_pairs(bool descending, void *tmp, size_t &bytes, const float *kin,
+                            float *kout, const uint32_t *vin, uint32_t *vout, int n,
+                            cudaStream_t st) {
+    if (descending)
+        return cub::DeviceRadixSort::SortPairsDescending(tmp, bytes, kin, kout, vin, vout, n, 0,
+                                                         32, st);
+    return cub::DeviceRadixSort::SortPairs(tmp, bytes, kin, kout, vin, vout, n, 0, 32, st);
 }
 
 // Dispatches on the row count: 32-bit counts while they fit (CUB's fastest offsets).
@@ -245,9 +441,17 @@ extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sor
     int other = -1;
     for (int c = 0; c < d->ncolumns; c++)
         if (c != d->keys[0]) other = c;
-    if (d->nkeys == 1 && w0 <= 32 && others == 0 && max_rows <= INT_MAX)
+    // Float keys CUB sorts itself (sort.h): one f32 key alone or with one 4-byte column, one
+    // f64 key alone; full width, 32-bit row counts.
+    sluice_type kt = s->key_types[0];
+    bool value4 = others == 1 && sluice_type_size(d->types[other]) == 4;
+    s->native_float = d->nkeys == 1 && s->bits_lo == 0 && s->bits_hi == w0 &&
+                      max_rows <= INT_MAX &&
+                      ((kt == SLUICE_F32 && (others == 0 || value4)) ||
+                       (kt == SLUICE_F64 && others == 0));
+    if (d->nkeys == 1 && (w0 <= 32 || s->native_float) && others == 0 && max_rows <= INT_MAX)
         s->strategy = SL_CUDA_SORT_KEYS;
-    else if (d->nkeys == 1 && w0 <= 32 && others == 1 && sluice_type_size(d->types[other]) == 4)
+    else if (d->nkeys == 1 && w0 <= 32 && value4)
         s->strategy = SL_CUDA_SORT_PAIRS, s->value_column = other;
     else
         s->strategy = SL_CUDA_SORT_PERMUTE;
@@ -255,6 +459,25 @@ extern "C" sluice_status sl_cuda_sort_prepare(sl_cuda_sort *s, const sl_cuda_sor
 
     cudaError_t err = cudaSuccess;
     size_t n = (size_t)s->max_rows, off = 0;
+    if (s->native_float) {
+        bool desc = s->descending[0];
+        int rows = (int)s->max_rows;
+        if (kt == SLUICE_F64)
+            err = cub_float_keys<double>(desc, nullptr, s->cub_bytes, nullptr, nullptr, rows, 0);
+        else if (s->strategy == SL_CUDA_SORT_KEYS)
+            err = cub_float_keys<float>(desc, nullptr, s->cub_bytes, nullptr, nullptr, rows, 0);
+        else
+            err = cub_float_pairs(desc, nullptr, s->cub_bytes, nullptr, nullptr, nullptr, nullptr,
+                                  rows, 0);
+        int64_t blocks = (s->max_rows + kFixRowsPerBlock - 1) / kFixRowsPerBlock;
+        s->fix_blocks = (int)(blocks < kFixMaxBlocks ? blocks : kFixMaxBlocks);
+        s->fix_bytes = align_up((2 + (size_t)s->fix_blocks) * 4);
+        if (s->strategy == SL_CUDA_SORT_PAIRS) s->fix_bytes += align_up(n) + align_up(n * 4);
+        if (err != cudaSuccess) return SLUICE_ERR_CUDA;
+        s->off_cub = 0;
+        s->scratch_bytes = align_up(s->cub_bytes > s->fix_bytes ? s->cub_bytes : s->fix_bytes);
+        return SLUICE_OK;
+    }
     if (s->strategy != SL_CUDA_SORT_PERMUTE) {
         int lo = s->bits_lo, hi = s->bits_hi;
         if (s->strategy == SL_CUDA_SORT_KEYS) {
@@ -329,6 +552,54 @@ static cudaError_t gather_column(sluice_type t, const void *in, const uint32_t *
     return cudaGetLastError();
 }
 
+// native_float: CUB's float sort from the input columns into the output columns, then the
+// zero-run fix-up over the output (sort.h).
+template <typename Bits>
+static cudaError_t fix_zero_run(const sl_cuda_sort *s, char *base, uint32_t n, Bits *keys,
+                                uint32_t *values, cudaStream_t st) {
+    bool desc = s->descending[0];
+    char *fix = base + s->off_cub;
+    uint32_t *run = (uint32_t *)fix;
+    uint8_t *flags = nullptr;
+    uint32_t *vcopy = nullptr;
+    if (values) {
+        flags = (uint8_t *)(fix + align_up((2 + (size_t)s->fix_blocks) * 4));
+        vcopy = (uint32_t *)((char *)flags + align_up((size_t)s->max_rows));
+    }
+    zero_run_bounds<Bits><<<1, kBoundsThreads, 0, st>>>(keys, n, desc, run);
+    zero_run_count<Bits><<<s->fix_blocks, kFixThreads, 0, st>>>(keys, values, desc, run, flags,
+                                                                vcopy);
+    zero_run_rewrite<Bits><<<s->fix_blocks, kFixThreads, 0, st>>>(keys, values, desc, run, flags,
+                                                                  vcopy);
+    return cudaGetLastError();
+}
+
+static cudaError_t run_native_float(const sl_cuda_sort *s, char *base, int64_t rows,
+                                    const void *const *in, void *const *out, cudaStream_t st) {
+    void *tmp = base + s->off_cub;
+    size_t tmp_bytes = s->cub_bytes;
+    bool desc = s->descending[0];
+    int key = s->keys[0];
+    cudaError_t e;
+    if (s->key_types[0] == SLUICE_F64) {
+        e = cub_float_keys<double>(desc, tmp, tmp_bytes, (const double *)in[key],
+                                   (double *)out[key], (int)rows, st);
+        if (e != cudaSuccess) return e;
+        return fix_zero_run<uint64_t>(s, base, (uint32_t)rows, (uint64_t *)out[key], nullptr, st);
+    }
+    uint32_t *values = nullptr;
+    if (s->strategy == SL_CUDA_SORT_KEYS) {
+        e = cub_float_keys<float>(desc, tmp, tmp_bytes, (const float *)in[key], (float *)out[key],
+                                  (int)rows, st);
+    } else {
+        values = (uint32_t *)out[s->value_column];
+        e = cub_float_pairs(desc, tmp, tmp_bytes, (const float *)in[key], (float *)out[key],
+                            (const uint32_t *)in[s->value_column], values, (int)rows, st);
+    }
+    if (e != cudaSuccess) return e;
+    return fix_zero_run<uint32_t>(s, base, (uint32_t)rows, (uint32_t *)out[key], values, st);
+}
+
 extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t rows,
                                 const sluice_type *types, const void *const *in,
                                 void *const *out, void *stream) {
@@ -343,6 +614,7 @@ extern "C" int sl_cuda_sort_run(const sl_cuda_sort *s, void *scratch, int64_t ro
     cudaError_t e;
     int key = s->keys[0];
 
+    if (s->native_float) return run_native_float(s, base, rows, in, out, st);
     if (s->strategy != SL_CUDA_SORT_PERMUTE) {
         const uint32_t *kin = (const uint32_t *)in[key];
         uint32_t *kout = (uint32_t *)out[key];

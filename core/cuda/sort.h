@@ -17,12 +17,32 @@
  *            columns directly — exactly one DeviceRadixSort::SortKeys call);
  *   PAIRS    the same plus exactly one other 4-byte column, carried as CUB's values;
  *   PERMUTE  anything else: sort (image, row index) pairs, then gather every column.
- * CUB's own float sort is not used for float keys: it orders -0.0 and +0.0 as equal
- * (ProcessFloatMinusZero in cub/block/radix_rank_sort_operations.cuh), where pipelines/SCHEMA.md
- * and the CPU backend put -0.0 first; their u32 images order the same way as the CPU.
- * Only five CUB instantiations exist (nvcc takes tens of seconds for each): SortKeys<u32>,
- * SortPairs<u32,u32>, SortPairs<u64,u32> with 32-bit row counts, and the two SortPairs with
- * 64-bit row counts for batches past 2^31 rows (KEYS switches to PERMUTE there).
+ *
+ * Float keys at CUB's float-sort speed (native_float): one f32 key alone (KEYS) or with one
+ * 4-byte column (PAIRS), or one f64 key alone (KEYS), at full width (no bits range), either
+ * order, with 32-bit row counts, are sorted by CUB's own float sort straight from the input
+ * columns into the output columns: no image pass before it and no inverse pass after it (the
+ * two passes held the f32 key sort at 0.78x of CUB's float sort). CUB orders float bits by
+ * the same twiddle as sluice's image, NaNs included, except that it ranks -0.0 as +0.0
+ * (ProcessFloatMinusZero in cub/block/radix_rank_sort_operations.cuh; the bits stored are
+ * kept), where pipelines/SCHEMA.md and the CPU backend put -0.0 first. As CUB's sort is
+ * stable, its output is then in sluice's order except inside the one run of zeros, where -0.0
+ * and +0.0 rows are interleaved in arrival order. A zero-run fix-up restores the order on the
+ * device (three launches of fixed grids, the run's bounds held in scratch, nothing read back):
+ * a one-block search for the run's bounds, then a count of the run's rows that go first
+ * (-0.0 ascending, +0.0 descending) and a rewrite of the run: its keys by position (the
+ * first group's, then the other's) and, for PAIRS, its values by a stable partition (chunk
+ * counts, their prefix, a scatter from a copy of the run's values and flags). With no zero
+ * the count and the rewrite return at once; at worst they make one pass over the run. The
+ * f64 key alone was a PERMUTE (about 240 bytes a row moved: image and row index written,
+ * eight 12-byte pair passes, a gather) and is now CUB's 8-byte key sort (about 136).
+ *
+ * Eleven CUB instantiations exist (nvcc takes tens of seconds for each): SortKeys<u32>,
+ * SortPairs<u32,u32>, SortPairs<u64,u32> with 32-bit row counts, the two SortPairs with
+ * 64-bit row counts for batches past 2^31 rows (KEYS switches to PERMUTE there, native_float
+ * to the images), and the float sorts SortKeys<float>, SortKeys<double>, SortPairs<float,u32>,
+ * each ascending and descending (one instantiation per order: CUB fixes the order at compile
+ * time, and a descending sort built from an ascending one would cost a pass).
  *
  * Nothing here allocates: sl_cuda_sort_prepare sizes one scratch block for up to max_rows
  * rows (the caller allocates it once, at session open) and sl_cuda_sort_run only launches
@@ -80,10 +100,16 @@ typedef struct sl_cuda_sort {
     int bits_lo, bits_hi;
     int value_column;            /* PAIRS: the carried column; -1 otherwise */
     bool identity_image;         /* KEYS/PAIRS: key is u32 ascending, full width */
+    bool native_float;           /* KEYS/PAIRS: CUB's float sort and the zero-run fix-up */
+    int fix_blocks;              /* native_float: the fix-up's grid (its chunks of the run) */
     int npacks;                  /* packs, least significant first */
     sl_cuda_sort_pack packs[SL_CUDA_SORT_MAX_PACKS];
     size_t scratch_bytes;        /* total device scratch run needs */
     size_t off_img_in, off_img_out, off_perm_in, off_perm_out, off_cub; /* inside scratch */
+    /* native_float: the fix-up's scratch (run bounds and chunk counts; PAIRS: the run's flags
+     * and values) starts at off_cub, over CUB's temporary storage, which is free once CUB's
+     * kernels are done: the fix-up runs after them on the same stream. */
+    size_t fix_bytes;
     size_t cub_bytes;
 } sl_cuda_sort;
 
