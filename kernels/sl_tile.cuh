@@ -1167,23 +1167,25 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
     if (r0 >= r1) return n;
     if constexpr (KY::made) {
         /* keys made by maps, by a whole warp (thread: the lane, threads: 32): each step makes
-           the keys of U * 32 consecutive rows, lane l those at l, l + 32, ... (every input
-           read by warp-wide contiguous loads, U rows a lane in flight), and a row's left
+           the keys of UM * 32 consecutive rows, lane l those at l, l + 32, ... (every input
+           read by warp-wide contiguous loads, UM rows a lane in flight), and a row's left
            neighbour is the lane to the left's key (lane 0's: lane 31's of the previous group
            of 32, the first one made at row r0 - 1). Each thread making a run of consecutive
            rows instead spread a warp's loads over 32 sectors, and the whole reduce ran at
            two thirds of the input key's speed (bench/RESULTS.md, fifteenth session). */
+        constexpr int UM = 32; /* rows a lane in flight: for 4-byte inputs the bytes of the
+                                  input key's U 16-byte vectors */
         const int lane = thread;
         T before = KY::at(a, params, r0 - 1);
-        for (long long base = r0; base < r1; base += (long long)U * 32) {
-            T x[U];
+        for (long long base = r0; base < r1; base += (long long)UM * 32) {
+            T x[UM];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
+            for (int u = 0; u < UM; u++) {
                 const long long r = base + u * 32 + lane;
                 x[u] = r < r1 ? KY::at(a, params, r) : T();
             }
 #pragma unroll
-            for (int u = 0; u < U; u++) {
+            for (int u = 0; u < UM; u++) {
                 const T shifted = shfl_up(x[u], 1); /* every lane: a full-warp shuffle */
                 const T left = lane == 0 ? before : shifted;
                 if (base + u * 32 + lane < r1) n += KY::differs(left, x[u]);
