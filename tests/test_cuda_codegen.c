@@ -812,17 +812,20 @@ START_TEST(reduce_on_host) {
     char cmd[4096];
 
     /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles, so the
-     * segments' aggregate loop gives each of the three emulated blocks several). 9000 and
-     * 25000 rows, three and seven tiles, only for the loops without look-back: the blocks'
-     * partials joined across the emulated grid (an offsets case gets 0 segments there: an
-     * empty batch). Cut at 8333 and 14583, the 25000 rows make batches that hold whole tiles
-     * and whose columns start off their 16-byte alignment, where the commutative fold's
-     * striped loads must give way to the blocked ones (a misaligned access stops the run). */
-    static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600, 9000, 25000},
-                         segments[] = {0, 1, 2, 33, 150, 400, 0, 0};
+     * segments' aggregate loop gives each of the three emulated blocks several). 9000,
+     * 25000 and 70000 rows, three, seven and eighteen tiles, only for the loops without
+     * look-back: the blocks' partials joined across the emulated grid (an offsets case gets 0
+     * segments there: an empty batch). Cut at 8333 and 14583, the 25000 rows make batches
+     * that hold whole tiles and whose columns start off their 16-byte alignment, where the
+     * commutative fold's striped loads must give way to the blocked ones (a misaligned access
+     * stops the run). 70000 rows reach the commutative fold's pool (the last eighth of a
+     * batch's tiles, taken from the ticket counter: a whole tile and the partial last one;
+     * cut at 23333 and 40833, the last batch's partial tile alone). */
+    static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600, 9000, 25000, 70000},
+                         segments[] = {0, 1, 2, 33, 150, 400, 0, 0, 0};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {
-        if (z >= SL_ARRAY_LEN(sizes) - 2 && !cg.aggregate_loop) continue;
-        if (z == SL_ARRAY_LEN(sizes) - 1 && offsets) continue; /* the same empty batch again */
+        if (z >= SL_ARRAY_LEN(sizes) - 3 && !cg.aggregate_loop) continue;
+        if (z >= SL_ARRAY_LEN(sizes) - 2 && offsets) continue; /* the same empty batch again */
         int64_t rows = offsets ? segments[z] : sizes[z];
         uint64_t seed = 977 + (uint64_t)_i * 31 + z;
         /* the host run's rows */
