@@ -803,68 +803,6 @@ __device__ __forceinline__ typename P::S fold_block_tiles(const typename K::Args
     return running;
 }
 
-/* The commutative fold where the grouping of a float's operations is free (the default
- * mode, P::ORDERED false): the block's static tiles [lo, hi) as fold_block_tiles folds them,
- * then tiles of the pool [pool, ntiles) one at a time from the ticket counter at the start of
- * scratch, until the pool is empty. A block whose SM runs ahead takes more of the pool, so
- * the blocks end together: with equal static shares alone, the least busy SM idled a quarter
- * of the kernel and the SMs 4.5% of it on average (bench/RESULTS.md, fifteenth session).
- * Thread 0 takes the next ticket when a pool tile starts and hands it over through `ticket`
- * (two slots, so one barrier a tile suffices). */
-template <class K, class P>
-__device__ __forceinline__ typename P::S fold_tiles_and_pool(const typename K::Args &a, long long lo,
-                                                             long long hi, long long pool) {
-    typedef typename P::S S;
-    static_assert(K::commutative, "only a fold indifferent to the order of rows takes tiles as they come");
-    const long long rows = a.rows, ntiles = a.ntiles;
-    const typename K::Params params(a);
-    const typename P::Op op;
-    constexpr int FOLDS = K::items % 4 == 0 ? 4 : 1;
-    const bool striped = K::Tile::striped_ok(a);
-    const long long whole = rows / K::tile; /* tiles of K::tile rows */
-    __shared__ long long ticket[2];
-    /* the first pool tile, asked for now: its answer is wanted only after the static tiles */
-    long long first_pool = 0;
-    if (threadIdx.x == 0) first_pool = pool + take_tile(a.scratch);
-    typename K::Tile t(params);
-    t.slot = (int)threadIdx.x;
-    S folds[FOLDS];
-#pragma unroll
-    for (int f = 0; f < FOLDS; f++) folds[f] = P::identity();
-    S rest = P::identity(); /* tiles read the blocked way (not striped, or not whole) */
-    auto fold_tile = [&](long long tile) {
-        if (striped && tile < whole) {
-            t.tile_first = tile * K::tile;
-            t.load_striped(a);
-            t.maps(0);
-            fold_items_into<K, P, true, FOLDS>(t, folds);
-        } else {
-            typename K::Tile u(params);
-            u.at(rows, tile, K::tile);
-            u.load_inputs(a, false, nullptr);
-            u.maps(0);
-            rest = fold_items<K, P>(u, rest);
-        }
-    };
-    for (long long tile = lo; tile < hi; tile++) fold_tile(tile);
-    if (threadIdx.x == 0) ticket[0] = first_pool;
-    __syncthreads();
-    for (int k = 0;; k++) {
-        const long long tile = ticket[k & 1];
-        if (tile >= ntiles) break;
-        long long next = 0;
-        if (threadIdx.x == 0) next = pool + take_tile(a.scratch);
-        fold_tile(tile);
-        /* ticket[(k + 1) & 1] was last read before the previous barrier */
-        if (threadIdx.x == 0) ticket[(k + 1) & 1] = next;
-        __syncthreads();
-    }
-    S running = rest;
-#pragma unroll
-    for (int f = 0; f < FOLDS; f++) running = op(running, folds[f]);
-    return running;
-}
-
 template <class K> __device__ __forceinline__ void aggregate_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
@@ -872,23 +810,13 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
     const long long ntiles = a.ntiles;
     const block_tiles bt = tiles_of_block(ntiles);
     if ((long long)blockIdx.x >= bt.nblocks) return;
-    const long long nblocks = bt.nblocks;
+    const long long nblocks = bt.nblocks, lo = bt.lo, hi = bt.hi;
     const typename P::Op op;
     uint32_t *const partials = reinterpret_cast<uint32_t *>(
         a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(0, (unsigned long long)ntiles));
     __shared__ block_scan_storage<S, K::block> scan_storage;
-    /* Where the grouping is free, the last eighth of the tiles is a pool the blocks take from
-       as they finish their static shares (fold_tiles_and_pool; the ticket counter is then at
-       the start of scratch and the finished blocks are counted at SL_SCRATCH_FINISHED);
-       otherwise every tile is in a block's static share, in block order. */
-    constexpr bool POOL = K::commutative && !P::ORDERED;
-    const long long pool = POOL ? ntiles - ntiles / 8 : ntiles;
-    const long long lo = pool * (long long)blockIdx.x / nblocks;
-    const long long hi = pool * ((long long)blockIdx.x + 1) / nblocks;
     /* thread 0's fold of the block's tiles; commutative: each thread's fold of its items */
-    S running;
-    if constexpr (POOL) running = fold_tiles_and_pool<K, P>(a, lo, hi, pool);
-    else running = fold_block_tiles<K, P>(a, lo, hi, scan_storage);
+    S running = fold_block_tiles<K, P>(a, lo, hi, scan_storage);
     if constexpr (K::commutative) {
         S thread_excl, block_total;
         block_exclusive_scan<S, K::block, 0>(scan_storage, running, P::identity(), op, thread_excl,
@@ -896,7 +824,7 @@ template <class K> __device__ __forceinline__ void aggregate_loop(const typename
         running = block_total;
     }
     if (threadIdx.x == 0) store_state(partials + (long long)W * blockIdx.x, running);
-    if (!last_to_finish(a.scratch + (POOL ? SL_SCRATCH_FINISHED : 0ull), nblocks)) return;
+    if (!last_to_finish(a.scratch, nblocks)) return;
     /* The last block: the threads fold the partials in block order, thread 0 puts the carry
        in front. */
     long long p0, p1;

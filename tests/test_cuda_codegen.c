@@ -818,9 +818,8 @@ START_TEST(reduce_on_host) {
      * segments there: an empty batch). Cut at 8333 and 14583, the 25000 rows make batches
      * that hold whole tiles and whose columns start off their 16-byte alignment, where the
      * commutative fold's striped loads must give way to the blocked ones (a misaligned access
-     * stops the run). 70000 rows reach the commutative fold's pool (the last eighth of a
-     * batch's tiles, taken from the ticket counter: a whole tile and the partial last one;
-     * cut at 23333 and 40833, the last batch's partial tile alone). */
+     * stops the run). 70000 rows give each emulated block six tiles, the last block's last one
+     * partial (cut at 23333 and 40833: batches of six, five and eight tiles). */
     static const int64_t sizes[] = {0, 1, 2, 33, 1500, 2600, 9000, 25000, 70000},
                          segments[] = {0, 1, 2, 33, 150, 400, 0, 0, 0};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++) {
