@@ -58,8 +58,10 @@
  *   - Nothing is allocated with cudaMalloc on the hot path: a session's scratch, carries
  *     and staging buffers are allocated when it opens (a staging buffer on its first use), sized for max_batch_rows (a bigger
  *     batch is cut, or, when it cannot be, the buffers grow once for it: sluice.h,
- *     max_batch_rows); device outputs come from the stream-ordered memory pool. Each batch
- *     in flight has its own input and column buffers, so a session's device memory is
+ *     max_batch_rows); device outputs come from the stream-ordered memory pool, and a
+ *     session holds one pool block ahead for its next push's result (the last result's size,
+ *     when that is at most 16 MiB), so that a push launches without a pool call first. Each
+ *     batch in flight has its own input and column buffers, so a session's device memory is
  *     about pipeline_depth times that of one batch (the scratch is shared).
  *
  * Pinned host memory (sluice_cuda_host_alloc, sluice_cuda_host_register)
