@@ -30,6 +30,19 @@ template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
     }
 }
 
+/* Programmatic dependent launch (sm_90+): the host may launch a fused kernel before the
+ * kernel ahead of it on the stream has finished (core/cuda/fused.c), so that its launch and
+ * its blocks' start overlap that kernel's last blocks. Every fused kernel calls this before
+ * it touches global memory: it waits until the work ahead on the stream is complete and its
+ * memory visible (a no-op when the launch was an ordinary one), then lets the next kernel's
+ * launch begin. The host emulation and older GPUs run kernels in stream order only. */
+__device__ __forceinline__ void wait_for_stream_and_release_next() {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* The block's dynamic shared memory as `name`, an array of T: extern __shared__ on the device;
  * a host emulation of the kernels (tests/cuda_host, SL_HOST_EMULATION) supplies a block's
  * buffer from sl_host_dynamic_smem(). */

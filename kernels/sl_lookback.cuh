@@ -251,11 +251,11 @@ template <typename F> __device__ __forceinline__ void wait_published(const uint3
     }
 }
 
+/* The K consecutive states from `lane_first` (those before tile 0 as inclusive identities),
+ * waiting for any that are unpublished. */
 template <int K, typename T>
-__device__ __forceinline__ void read_window(const tile_states<T> &states, int64_t window_end,
+__device__ __forceinline__ void read_states(const tile_states<T> &states, int64_t lane_first,
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
-    const int lane = threadIdx.x & 31;
-    const int64_t lane_first = window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K;
     if constexpr (tile_states<T>::PACKING == 0) {
         /* statuses first, all of them, then one fence, then the states they announce */
 #pragma unroll
@@ -279,6 +279,14 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
 #pragma unroll
     for (int j = 0; j < K; j++)
         wait_published(status[j], [&] { states.read(lane_first + j, status[j], v[j]); });
+}
+
+template <int K, typename T>
+__device__ __forceinline__ void read_window(const tile_states<T> &states, int64_t window_end,
+                                            T identity, uint32_t (&status)[K], T (&v)[K]) {
+    const int lane = threadIdx.x & 31;
+    read_states<K>(states, window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K, identity,
+                   status, v);
 }
 
 /* One window of the look-back: read_window, then each lane folds its states from the last
@@ -335,6 +343,78 @@ __device__ __noinline__ T lookback_exclusive(const tile_states<T> &states, int64
     while (!lookback_window<K_NEXT>(states, window_end, identity, op, exclusive))
         window_end -= 32 * K_NEXT;
     return exclusive;
+}
+
+/* lookback_exclusive's loop from the window that ends at `window_end` (< 0: nothing left of
+ * it, the identity): what lies left of a window already folded (lookback_window_block). */
+template <typename T, typename Op>
+__device__ __noinline__ T lookback_exclusive_from(const tile_states<T> &states, int64_t window_end,
+                                                  T identity, Op op) {
+    constexpr int K_NEXT = tile_states<T>::K_NEXT;
+    T exclusive = identity;
+    while (!lookback_window<K_NEXT>(states, window_end, identity, op, exclusive))
+        window_end -= 32 * K_NEXT;
+    return exclusive;
+}
+
+/* The states a thread reads in lookback_window_block (a function of its own, so these loads
+ * do not count against the overlapped loop's registers): 8-byte states 4, 16- and 32-byte
+ * ones 2 (1152 or 576 tiles a window for a block of 288 threads), states in separate arrays 1. */
+template <typename T>
+constexpr int block_window_states() {
+    return tile_states<T>::PACKING == 8 ? 4 : tile_states<T>::PACKING == 0 ? 1 : 2;
+}
+
+/* One window read by all NT threads of a block (a multiple of 32) at once: the
+ * R * NT = block_window_states<T>() * NT states that end at `tile` - 1, a block's first look-back:
+ * when every block starts its first tile at about the same time, the aggregates before it
+ * are all published within a round trip of each other, and one wide read finds the
+ * nearest inclusive prefix (tile 0's, as a rule) where a warp's windows would wait for the
+ * tiles between to finish their own look-backs, level after level. Thread i folds its
+ * R states from the last inclusive one among them, each warp its lanes (as lookback_window),
+ * and every thread then folds the warps' results from the last warp that saw an inclusive
+ * state, so all of them return the same: whether an inclusive state was found, and in
+ * `window` the fold of the states after it (of all of them when none was). `warp_vals`
+ * and `warp_inclusive` are shared arrays of NT / 32 entries; the call holds one barrier and
+ * the caller must pass another before it uses them again. Left stays left throughout. */
+template <int NT, typename T, typename Op>
+__device__ __noinline__ bool lookback_window_block(const tile_states<T> &states, int64_t tile,
+                                                      T identity, Op op, T *warp_vals,
+                                                      unsigned *warp_inclusive, T &window) {
+    constexpr int R = block_window_states<T>(), NW = NT / 32;
+    static_assert(NT % 32 == 0, "a block window is read by whole warps");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    uint32_t status[R];
+    T v[R];
+    read_states<R>(states, tile - (int64_t)R * NT + (int64_t)threadIdx.x * R, identity, status, v);
+    T folded = identity;
+    bool has_inclusive = false;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        if (status[j] == SL_STATUS_INCLUSIVE) {
+            folded = v[j];
+            has_inclusive = true;
+        } else {
+            folded = op(folded, v[j]);
+        }
+    }
+    const unsigned inclusive_lanes = __ballot_sync(FULL_MASK, has_inclusive);
+    const int start = inclusive_lanes ? 31 - __clz((int)inclusive_lanes) : 0;
+    T x = lane >= start ? folded : identity;
+    x = warp_inclusive_scan(x, lane, op);
+    if (lane == 31) {
+        warp_vals[warp] = x;
+        warp_inclusive[warp] = inclusive_lanes != 0;
+    }
+    __syncthreads();
+    int from = 0;
+#pragma unroll
+    for (int w = 0; w < NW; w++)
+        if (warp_inclusive[w]) from = w;
+    T acc = identity;
+    for (int w = from; w < NW; w++) acc = op(acc, warp_vals[w]);
+    window = acc;
+    return warp_inclusive[from] != 0;
 }
 
 /* ---- the ordered look-back (determinism: run_to_run) ---------------------------------- */

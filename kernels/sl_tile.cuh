@@ -482,6 +482,13 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
  * for it, their blocks would wait at their own hand-overs holding tiles of their own, and
  * the blocks would chain (bench/RESULTS.md has the measurements of the alternatives).
  *
+ * In the default mode the tile states hold prefixes within the batch: tile 0 publishes its
+ * aggregate as its inclusive prefix as soon as it is reduced, and the carry from the previous
+ * batch (read by the look-back warp while the first tile loads) is put left of each tile's
+ * look-back result. So no look-back waits for tile 0's read of the carry; the association
+ * changes, which the default mode allows (sl_lookback.cuh). `determinism: run_to_run` keeps
+ * the states absolute, P_j = P_{j-1} (+) A_j from P_-1 = the carry, as its look-back defines.
+ *
  * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
  * the same instruction (__syncthreads met at two places is undefined in PTX and failed
  * synccheck). compute-sanitizer racecheck still reports thread 0's store of handed_agg and
@@ -494,7 +501,7 @@ template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
     typedef P type;
 };
 
-template <class K> __device__ __forceinline__ void overlapped_loop(const typename K::Args &a) {
+template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
     constexpr int STAGES = K::stages, BLOCK = K::block;
@@ -505,6 +512,9 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
     __shared__ block_scan_storage<S, BLOCK> scan_storage;
     __shared__ S handed_agg[STAGES];  /* block aggregate of the stage's tile */
     __shared__ S handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */
+    __shared__ S batch_carry;         /* the look-back warp's: the carry, in the default mode */
+    __shared__ S first_warp_vals[(BLOCK + 32) / 32]; /* lookback_window_block's, once */
+    __shared__ unsigned first_warp_inclusive[(BLOCK + 32) / 32];
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
@@ -541,40 +551,75 @@ template <class K> __device__ __forceinline__ void overlapped_loop(const typenam
             tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
             if (threadIdx.x == 0) {
                 if (tile != 0) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
+                else if constexpr (!P::ORDERED) states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
                 handed_agg[s] = block_agg;
             }
             next_thread_excl = thread_excl;
+        } else if (!P::ORDERED && j == 0 && threadIdx.x == BLOCK) {
+            /* the look-back warp, idle until the first hand-over: the carry it puts left of
+               the prefixes within the batch */
+            batch_carry = carry_in<K, P>(a, true);
         }
         /* the hand-over: the look-back warp has finished tile j-1 and takes tile j (or the end) */
         __syncthreads();
+        /* tile j+1 is taken now (thread 0); it is stored and its copies started below */
+        long long next_tile = ntiles;
+        if (tile_j < ntiles && threadIdx.x == 0) next_tile = take_tile(a.scratch);
+        /* SMALL, a block's first tile: the whole block reads the states before it at once
+           (lookback_window_block), the look-back warp goes on further left only if that
+           window held no inclusive state. */
+        S first_window = P::identity();
+        bool first_found = false, block_first = false;
+        if constexpr (SMALL && !P::ORDERED) {
+            const long long first_tile = queue.tile[0];
+            block_first = j == 0 && first_tile > 0 && first_tile < ntiles;
+            if (block_first)
+                first_found = lookback_window_block<BLOCK + 32>(states, first_tile, P::identity(), op,
+                                                                first_warp_vals, first_warp_inclusive,
+                                                                first_window);
+        }
         if (threadIdx.x >= BLOCK) { /* ---- the look-back warp: tile j's prefix ---- */
             const long long tile = queue.tile[s];
             if (tile >= ntiles) break;
             const S block_agg = handed_agg[s];
             S tile_excl;
-            if (tile == 0) {
-                tile_excl = carry_in<K, P>(a, true);
-            } else if constexpr (P::ORDERED) {
-                tile_excl = lookback_exclusive_ordered(states, tile, P::identity(), op);
+            if constexpr (P::ORDERED) {
+                tile_excl = tile == 0 ? carry_in<K, P>(a, true)
+                                      : lookback_exclusive_ordered(states, tile, P::identity(), op);
+                if constexpr (P::BATCH_CONSTANTS)
+                    if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
+                if ((threadIdx.x & 31) == 0)
+                    states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));
             } else {
-                tile_excl = lookback_exclusive(states, tile, P::identity(), op);
+                /* within the batch; tile 0 published its own when it was reduced */
+                S local = P::identity();
+                if (block_first)
+                    local = first_found
+                                ? first_window
+                                : op(lookback_exclusive_from(
+                                         states, tile - 1 - (int64_t)block_window_states<S>() * (BLOCK + 32),
+                                         P::identity(), op),
+                                     first_window);
+                else if (tile != 0)
+                    local = lookback_exclusive(states, tile, P::identity(), op);
+                if ((threadIdx.x & 31) == 0 && tile != 0)
+                    states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
+                tile_excl = batch_carry;
+                if (tile != 0) {
+                    tile_excl = op(batch_carry, local);
+                    if constexpr (P::BATCH_CONSTANTS) P::batch_constants(tile_excl, batch_carry);
+                }
             }
-            if constexpr (P::BATCH_CONSTANTS)
-                if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
-            if ((threadIdx.x & 31) == 0) {
-                states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));
-                handed_excl[s] = tile_excl;
-            }
+            if ((threadIdx.x & 31) == 0) handed_excl[s] = tile_excl;
             __syncwarp();
             continue;
         }
         if (tile_j < ntiles && threadIdx.x == 0) {
-            /* only now take tile j+1 (into the stage tile j-2 left): its aggregate must not
-               wait for a look-back (see above) */
+            /* tile j+1, taken only after the hand-over (its aggregate must not wait for a
+               look-back, see above), into the stage tile j-2 left */
             const int sn = (j + 1) % STAGES;
-            const long long next = take_tile(a.scratch);
-            queue.tile[sn] = next;
-            if (next < ntiles) K::issue_loads(queue, a, sl_smem, next, sn);
+            queue.tile[sn] = next_tile;
+            if (next_tile < ntiles) K::issue_loads(queue, a, sl_smem, next_tile, sn);
         }
         if (j > 0) { /* ---- finish tile j-1 ---- */
             const long long tile = queue.tile[sp];
@@ -1348,12 +1393,19 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
 }
 
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
- * (K::aggregate, K::overlapped), else the two-stage loop. */
-template <class K> __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
+ * (K::aggregate, K::overlapped), else the two-stage loop. SMALL: the overlapped loop with
+ * each block's first look-back read by the whole block, the generated SL_CG_SMALL_KERNEL's
+ * (core/cuda/codegen.h), which the host launches for batches of at most twice as many tiles
+ * as its grid has blocks. It is a kernel of its own because with that code in the loop the
+ * 2^28-row f32 scan measured 20% slower (the filter 10% faster; why is not traced:
+ * bench/RESULTS.md, sixteenth session). */
+template <class K, bool SMALL = false>
+__device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
+    wait_for_stream_and_release_next();
     if constexpr (K::aggregate && K::offsets) segments_warp_loop<K>(a);
     else if constexpr (K::aggregate && K::runs) runs_warp_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
-    else if constexpr (K::overlapped) overlapped_loop<K>(a);
+    else if constexpr (K::overlapped) overlapped_loop<K, SMALL>(a);
     else two_stage_loop<K>(a);
 }
 

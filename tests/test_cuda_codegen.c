@@ -460,11 +460,26 @@ START_TEST(kernel_shapes) {
     ck_assert_ptr_null(strstr(cg.source, "lookback"));
     ck_assert_ptr_null(strstr(cg.source, "__syncthreads"));
     ck_assert_ptr_null(strstr(cg.source, "for (int k = 0;"));
+    /* and the loop again as the kernel for batches of about one wave of tiles, whose blocks
+       read their first look-back's window together */
+    ck_assert(cg.small_kernel);
+    ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_SMALL_KERNEL "(const SlArgs a)"));
+    ck_assert_ptr_nonnull(strstr(cg.source, "sl::fused_kernel<Kernel, true>(a)"));
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    /* not under determinism: run_to_run, whose float sum takes the ordered look-back */
+    const char *ordered = "sluice: 1\nname: s\ndeterminism: run_to_run\ninput:\n  x: f32\nstages:\n"
+                          "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n";
+    cg = generate_for(ctx, ordered, &p, 0, 90);
+    ck_assert(cg.lookback_warp);
+    ck_assert(!cg.small_kernel);
+    ck_assert_ptr_null(strstr(cg.source, SL_CG_SMALL_KERNEL));
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
     /* the same group on sm_80: the two-stage loop, no look-back warp */
     cg = generate_for(ctx, scan, &p, 0, 80);
     ck_assert(!cg.lookback_warp);
+    ck_assert(!cg.small_kernel);
     ck_assert_ptr_nonnull(strstr(cg.source, "overlapped = false"));
     ck_assert_int_eq(cg.block_threads * cg.items_per_thread, (int)cg.tile_rows);
     ck_assert_uint_ge(cg.dynamic_smem, 2 * (size_t)cg.tile_rows * 4);

@@ -1495,6 +1495,10 @@ static sluice_status emit_kernel(cg *g) {
     sl_strbuf_append(sb, "};\n");
     sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) " SL_CG_KERNEL
                          "(const SlArgs a) {\n    sl::fused_kernel<Kernel>(a);\n}\n");
+    if (o->small_kernel)
+        sl_strbuf_append(sb, "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) "
+                             SL_CG_SMALL_KERNEL "(const SlArgs a) {\n"
+                             "    sl::fused_kernel<Kernel, true>(a);\n}\n");
     if (g->reduce) emit_reduce_close(g);
     if (o->has_offsets)
         sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
@@ -1944,6 +1948,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !(overlap_env && strcmp(overlap_env, "0") == 0);
         out->lookback_warp = g.overlapped;
+        out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
         /* the aggregate loop's last block closes the batch itself: no close kernel after it
            (a launch and its gap less a batch) */

@@ -29,6 +29,10 @@
 #define SL_CG_MAX_PHASES 16
 #define SL_CG_KERNEL "sl_fused"
 #define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
+/* A group with a look-back warp in the default mode (sl_codegen.small_kernel): the same loop
+ * with each block's first look-back read by the whole block, for batches of at most twice
+ * as many tiles as its grid has blocks (kernels/sl_tile.cuh, overlapped_loop's SMALL). */
+#define SL_CG_SMALL_KERNEL "sl_fused_small"
 /* A group ending in a reduce: after the main kernel (also for an empty batch), one block of
  * this kernel writes the rows the batch closes at its end (the open segment with
  * `per: batch`, a `per: batch` whole-batch row), the batch's rows out and the
@@ -82,6 +86,8 @@ typedef struct sl_codegen {
     int block_threads;       /* threads a block is launched with */
     int items_per_thread;
     bool lookback_warp;      /* the last warp only does look-backs (emit_overlapped_kernel) */
+    bool small_kernel;       /* ... and SL_CG_SMALL_KERNEL exists (not under the ordered
+                                look-back of determinism: run_to_run) */
     bool aggregate_loop;     /* a reduce without look-back (sl_tile.cuh aggregate_loop,
                                 segments_warp_loop or runs_warp_loop) */
     bool closes_in_kernel;   /* the main kernel closes a batch that has rows (the aggregate

@@ -16,7 +16,10 @@ struct sl_cuda_group {
     sl_cuda_group_layout layout;
     cudaLibrary_t library;
     cudaKernel_t kernel, segindex, close, empties; /* close, empties: a reduce's (codegen.h) */
-    unsigned max_grid; /* blocks of the persistent kernel that fit on the device at once */
+    cudaKernel_t small; /* SL_CG_SMALL_KERNEL, when the group has one (codegen.h) */
+    unsigned max_grid;  /* blocks of the persistent kernel that fit on the device at once */
+    unsigned max_grid_small;
+    bool programmatic;  /* sm_90+: launched with programmatic stream serialization (below) */
 };
 
 /* ---- prepare ------------------------------------------------------------------------- */
@@ -29,8 +32,9 @@ static sluice_status cuda_failure(sluice_context *ctx, cudaError_t e, const char
 /* The kernel is persistent: its grid is what resides on the device at once (more blocks
  * would only queue behind the first wave; fewer would leave SMs idle). Asks for the dynamic
  * shared memory of its input stages. */
-static sluice_status size_grid(sluice_context *ctx, sl_cuda_group *g) {
-    const void *k = (const void *)g->kernel;
+static sluice_status size_grid(sluice_context *ctx, sl_cuda_group *g, cudaKernel_t kernel,
+                               unsigned *max_grid) {
+    const void *k = (const void *)kernel;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)g->cg.dynamic_smem);
     int device = 0, sms = 0, per_sm = 0;
@@ -45,7 +49,7 @@ static sluice_status size_grid(sluice_context *ctx, sl_cuda_group *g) {
                         "a generated kernel (%d threads, %zu bytes of shared memory) cannot run "
                         "on this GPU: no block fits on a multiprocessor",
                         g->cg.block_threads, g->cg.dynamic_smem);
-    g->max_grid = (unsigned)per_sm * (unsigned)sms;
+    *max_grid = (unsigned)per_sm * (unsigned)sms;
     return SLUICE_OK;
 }
 
@@ -69,6 +73,8 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
             st = cuda_failure(ctx, e, "loading a generated kernel (cudaLibraryLoadData)");
         } else {
             e = cudaLibraryGetKernel(&g->kernel, g->library, SL_CG_KERNEL);
+            if (e == cudaSuccess && g->cg.small_kernel)
+                e = cudaLibraryGetKernel(&g->small, g->library, SL_CG_SMALL_KERNEL);
             if (e == cudaSuccess && g->cg.has_offsets)
                 e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
             if (e == cudaSuccess && g->cg.reduces)
@@ -83,7 +89,9 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
         }
     }
     sl_free(ctx, cubin);
-    if (st == SLUICE_OK) st = size_grid(ctx, g);
+    if (st == SLUICE_OK) st = size_grid(ctx, g, g->kernel, &g->max_grid);
+    if (st == SLUICE_OK && g->small) st = size_grid(ctx, g, g->small, &g->max_grid_small);
+    g->programmatic = arch >= 90;
     if (st != SLUICE_OK) {
         if (g->library) cudaLibraryUnload(g->library);
         sl_cuda_codegen_free(ctx, &g->cg);
@@ -197,6 +205,26 @@ sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, v
     return launch_close(ctx, g, stream, io, true);
 }
 
+/* The fused kernel on `stream`. On sm_90+ with programmatic stream serialization: the launch
+ * may begin while the kernel ahead of it on the stream still runs, and its blocks start on
+ * the multiprocessors that kernel's finished blocks leave; the kernel waits for the work
+ * ahead before it touches memory (kernels/sl_device.cuh, wait_for_stream_and_release_next),
+ * so the order of everything it reads and writes is the stream's. Back to back, a 2^20-row
+ * map piece took 5.8 us without it and 4.4 us with it (H200; bench/RESULTS.md, sixteenth
+ * session). */
+static cudaError_t launch_fused(const sl_cuda_group *g, cudaKernel_t kernel, unsigned grid,
+                                void **args, cudaStream_t stream) {
+    cudaLaunchAttribute attr = {.id = cudaLaunchAttributeProgrammaticStreamSerialization,
+                                .val.programmaticStreamSerializationAllowed = 1};
+    cudaLaunchConfig_t config = {.gridDim = {grid, 1, 1},
+                                 .blockDim = {(unsigned)g->cg.block_threads, 1, 1},
+                                 .dynamicSmemBytes = g->cg.dynamic_smem,
+                                 .stream = stream,
+                                 .attrs = g->programmatic ? &attr : NULL,
+                                 .numAttrs = g->programmatic ? 1 : 0};
+    return cudaLaunchKernelExC(&config, (const void *)kernel, args);
+}
+
 static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream_ptr,
                                const sl_cuda_group_io *io, bool zeroed) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
@@ -247,9 +275,11 @@ static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void
         e = cudaLaunchKernel((const void *)g->segindex, (dim3){blocks, 1, 1}, (dim3){threads, 1, 1}, args, 0, stream);
         if (e != cudaSuccess) return cuda_failure(ctx, e, "launching the segment index kernel");
     }
-    unsigned grid = ntiles < (int64_t)g->max_grid ? (unsigned)ntiles : g->max_grid;
-    e = cudaLaunchKernel((const void *)g->kernel, (dim3){grid, 1, 1}, (dim3){(unsigned)c->block_threads, 1, 1},
-                         args, c->dynamic_smem, stream);
+    /* a batch of at most two waves of tiles: the kernel with the block-wide first look-back */
+    const bool small = g->small && ntiles <= 2 * (int64_t)g->max_grid_small;
+    const unsigned max_grid = small ? g->max_grid_small : g->max_grid;
+    unsigned grid = ntiles < (int64_t)max_grid ? (unsigned)ntiles : max_grid;
+    e = launch_fused(g, small ? g->small : g->kernel, grid, args, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "launching a fused kernel");
     return c->reduces && !c->closes_in_kernel ? launch_close(ctx, g, stream, io, false) : SLUICE_OK;
 }

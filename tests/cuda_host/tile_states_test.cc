@@ -12,8 +12,10 @@
  *     as on the device), a reader sees a tile unpublished, or its whole aggregate, or its
  *     whole inclusive prefix;
  *   - the look-back itself (lookback_exclusive, and lookback_exclusive_ordered for
- *     determinism: run_to_run), run by 32 host threads as one warp while other threads
- *     publish the predecessors' aggregates and some inclusive prefixes in random order and
+ *     determinism: run_to_run; and a block's first look-back, lookback_window_block over
+ *     three warps, then lookback_exclusive_from), run by 32 host threads as one warp (96 as
+ *     a block) while other threads publish the predecessors' aggregates and some inclusive
+ *     prefixes in random order and
  *     timing, returns exactly the left fold of the predecessors, for targets inside the first
  *     window, at window edges and several windows back. The states are affine maps (exact
  *     modular arithmetic, associative, not commutative), so a state combined out of order or
@@ -179,29 +181,41 @@ template <int N> state<N> affine_identity() {
     return v;
 }
 
-/* Runs `warp` as the 32 threads of one warp (host_device.h's exchange and barriers). */
-template <class F> void run_warp(F warp) {
+/* Runs `body` as the NT threads of one block, NT / 32 warps (host_device.h's exchange and
+ * barriers). */
+template <int NT = 32, class F> void run_block(F body) {
+    static_assert(NT % 32 == 0 && NT <= 1024, "whole warps");
     host_block b;
-    pthread_barrier_init(&b.all, nullptr, 32);
-    pthread_barrier_init(&b.named, nullptr, 32);
-    b.named_threads = 32;
-    pthread_barrier_init(&b.warp[0], nullptr, 32);
+    pthread_barrier_init(&b.all, nullptr, NT);
+    pthread_barrier_init(&b.named, nullptr, NT);
+    b.named_threads = NT;
+    for (int w = 0; w < NT / 32; w++) pthread_barrier_init(&b.warp[w], nullptr, 32);
     g_block = &b;
     std::vector<std::thread> ts;
-    for (int x = 0; x < 32; x++)
-        ts.emplace_back([&warp, x] {
+    for (int x = 0; x < NT; x++)
+        ts.emplace_back([&body, x] {
             threadIdx = {(unsigned)x, 0, 0};
-            blockDim = {32, 1, 1};
-            warp();
+            blockDim = {(unsigned)NT, 1, 1};
+            body();
         });
     for (std::thread &t : ts) t.join();
     g_block = nullptr;
     pthread_barrier_destroy(&b.all);
     pthread_barrier_destroy(&b.named);
-    pthread_barrier_destroy(&b.warp[0]);
+    for (int w = 0; w < NT / 32; w++) pthread_barrier_destroy(&b.warp[w]);
 }
 
-template <int N, bool ORDERED> void check_lookback(const char *what) {
+template <class F> void run_warp(F warp) { run_block<32>(warp); }
+
+/* How check_lookback's targets find their prefix: a warp's look-back (lookback_exclusive or,
+ * ORDERED, lookback_exclusive_ordered), or a block's first one as the overlapped loop does it
+ * (lookback_window_block by BLOCK_NT threads, then lookback_exclusive_from left of its window
+ * when it held no inclusive state). */
+enum class finder { warp, ordered, block };
+constexpr int BLOCK_NT = 96;
+
+template <int N, finder HOW> void check_lookback(const char *what) {
+    constexpr bool ORDERED = HOW == finder::ordered;
     typedef state<N> S;
     typedef sl::tile_states<S> states_t;
     const affine_op<N> op;
@@ -221,8 +235,9 @@ template <int N, bool ORDERED> void check_lookback(const char *what) {
     std::vector<uint4> mem((region + 15) / 16);
     unsigned char *base = reinterpret_cast<unsigned char *>(mem.data());
     const states_t states = {base, ntiles};
-    /* in the first window, at its edge, after it, several windows back */
-    const long long targets[] = {1, 2, 31, 2 * 32, 2 * 32 + 1, 4 * 32, 4 * 32 + 1, 300, 699};
+    /* in the first window, at its edge, after it, several windows back (a block's window:
+       BLOCK_NT or twice that many states) */
+    const long long targets[] = {1, 2, 31, 2 * 32, 2 * 32 + 1, 4 * 32, 4 * 32 + 1, 192, 193, 300, 699};
     for (int some_inclusive = 0; some_inclusive < 2; some_inclusive++)
     for (long long target : targets) {
         memset(base, 0, region);
@@ -251,26 +266,50 @@ template <int N, bool ORDERED> void check_lookback(const char *what) {
                         states.publish(j, SL_STATUS_INCLUSIVE, prefix[(size_t)j]);
                 }
             });
-        std::vector<S> got(32);
-        run_warp([&] {
-            const S r = ORDERED ? sl::lookback_exclusive_ordered(states, target, identity, op)
-                                : sl::lookback_exclusive(states, target, identity, op);
-            got[threadIdx.x] = r;
-        });
+        const int nt = HOW == finder::block ? BLOCK_NT : 32;
+        std::vector<S> got((size_t)nt);
+        if constexpr (HOW == finder::block) {
+            S warp_vals[BLOCK_NT / 32];
+            unsigned warp_inclusive[BLOCK_NT / 32];
+            run_block<BLOCK_NT>([&] {
+                S window;
+                S r = identity;
+                if (sl::lookback_window_block<BLOCK_NT>(states, target, identity, op, warp_vals,
+                                                        warp_inclusive, window))
+                    r = window;
+                else if (threadIdx.x < 32) /* the look-back warp goes on alone */
+                    r = op(sl::lookback_exclusive_from(
+                               states, target - 1 - (long long)sl::block_window_states<S>() * BLOCK_NT,
+                               identity, op),
+                           window);
+                else
+                    r = prefix[(size_t)target - 1]; /* the other warps are done */
+                got[threadIdx.x] = r;
+            });
+        } else {
+            run_warp([&] {
+                const S r = ORDERED ? sl::lookback_exclusive_ordered(states, target, identity, op)
+                                    : sl::lookback_exclusive(states, target, identity, op);
+                got[threadIdx.x] = r;
+            });
+        }
         for (auto &t : publishers) t.join();
-        for (int lane = 0; lane < 32; lane++)
+        for (int lane = 0; lane < nt; lane++)
             if (memcmp(&got[(size_t)lane], &prefix[(size_t)target - 1], sizeof(S)) != 0) {
                 fail(what, (int)sizeof(S), target, "the look-back's prefix is not the left fold of the predecessors");
                 break;
             }
     }
     printf("%-40s %2d bytes, packing %2d, %s look-back: %zu targets, twice\n", what, (int)sizeof(S),
-           states_t::PACKING, ORDERED ? "ordered" : "fast", sizeof targets / sizeof targets[0]);
+           states_t::PACKING,
+           HOW == finder::ordered ? "ordered" : HOW == finder::block ? "block's first" : "fast",
+           sizeof targets / sizeof targets[0]);
 }
 
 template <int N> void check_lookbacks(const char *what) {
-    check_lookback<N, false>(what);
-    check_lookback<N, true>(what);
+    check_lookback<N, finder::warp>(what);
+    check_lookback<N, finder::ordered>(what);
+    check_lookback<N, finder::block>(what);
 }
 
 } /* namespace */
