@@ -15,7 +15,12 @@
  *   kernels by events, so with batches in flight (sluice.h, "Batches in flight"; default
  *   depth 3) one batch is copied in while the one before computes and the one before that
  *   is copied out. Sessions on different streams run concurrently (one context per thread,
- *   as sluice.h's thread-safety rule says).
+ *   as sluice.h's thread-safety rule says). On sm_90 and later sluice's kernels allow
+ *   programmatic dependent launch: each waits for the work ahead of it on the stream before
+ *   it touches memory, and lets the next kernel's launch begin early. Nothing changes for
+ *   work you queue after a push unless you launch it with programmatic stream serialization
+ *   yourself; then, as with any such launch, it must call cudaGridDependencySynchronize()
+ *   before it reads what the push wrote.
  *
  * When device memory may be reused
  *   - Device input (sluice_cuda_session_push_device): the columns are read by work queued
