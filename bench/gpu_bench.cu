@@ -256,6 +256,33 @@ static char *fmt(const char *f, double v) {
     return b;
 }
 
+// A sort job of `n` rows, CUB's time given: through the launcher (sl_cuda_sort_run, when the
+// descriptor fits the scratch) and through a session of `yaml` over `cols`; prints a line and
+// adds the table's two rows (the session's beside the ">= 0.95x" bar, the launcher's alone).
+static void sort_job(const char *what, const char *cub_what, double t_cub, const sl_cuda_sort_desc &desc,
+                     const void *const *in, void *const *out, const char *yaml,
+                     const std::vector<sluice_column> &cols, int64_t n, void *tmp, size_t tmp_bytes) {
+    sl_cuda_sort s;
+    double t_launch = -1;
+    if (sl_cuda_sort_prepare(&s, &desc, n) == SLUICE_OK && s.scratch_bytes <= tmp_bytes)
+        t_launch = time_ms([&] {
+            CK((cudaError_t)sl_cuda_sort_run(&s, tmp, n, desc.types, in, out, g_stream));
+        });
+    double t_sl = -1;
+    sluice_job j;
+    if (sluice_open(j, yaml, n)) {
+        t_sl = time_sluice_ms(j, cols);
+        if (j.failed) t_sl = -1;
+        sluice_close(j);
+    } else printf("sluice %s: %s\n", what, j.why.c_str());
+    printf("%-17s sluice %8.3f ms  launcher %8.3f ms  CUB %s %8.3f ms (%.3fx / %.3fx of CUB speed)\n", what,
+           t_sl, t_launch, cub_what, t_cub, t_sl < 0 ? -1 : t_cub / t_sl, t_launch < 0 ? -1 : t_cub / t_launch);
+    g_rows.push_back({std::string(what) + " (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl),
+                      "1.000x", ">= 0.95x"});
+    g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
+                      "1.000x", ""});
+}
+
 int main(int argc, char **argv) {
     int lg = argc > 1 ? atoi(argv[1]) : 28;
     if (argc > 2) g_reps = atoi(argv[2]);
@@ -401,32 +428,15 @@ int main(int argc, char **argv) {
         d.nkeys = 1;
         d.keys[0] = 0;
         d.bits_hi = 32;
-        sl_cuda_sort s;
-        double t_launch = -1;
-        if (sl_cuda_sort_prepare(&s, &d, n) == SLUICE_OK && s.scratch_bytes <= tmp_bytes) {
-            const void *in[2] = {u, v};
-            void *o[2] = {uo, vo};
-            t_launch = time_ms([&] { CK((cudaError_t)sl_cuda_sort_run(&s, tmp, n, types, in, o, g_stream)); });
-        }
-        double t_sl = -1;
-        sluice_job j;
-        const char *yaml = with_values
-            ? "sluice: 1\nname: bench-sort-pairs\ninput: {k: u32, v: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k, v]\n"
-            : "sluice: 1\nname: bench-sort\ninput: {k: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n";
-        if (sluice_open(j, yaml, n)) {
-            std::vector<sluice_column> c = {{"k", SLUICE_U32, u, n}};
-            if (with_values) c.push_back({"v", SLUICE_U32, v, n});
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice sort: %s\n", j.why.c_str());
-        const char *what = with_values ? "u32/u32 pair sort" : "u32 key sort";
-        printf("%-15s sluice %8.3f ms  launcher %8.3f ms  CUB DeviceRadixSort %8.3f ms (%.2fx / %.2fx of CUB speed)\n",
-               what, t_sl, t_launch, t_cub, t_sl < 0 ? -1 : t_cub / t_sl, t_launch < 0 ? -1 : t_cub / t_launch);
-        g_rows.push_back({std::string(what) + " (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl),
-                          "1.000x", ">= 0.95x"});
-        g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
-                          "1.000x", ""});
+        const void *in[2] = {u, v};
+        void *o[2] = {uo, vo};
+        std::vector<sluice_column> c = {{"k", SLUICE_U32, u, n}};
+        if (with_values) c.push_back({"v", SLUICE_U32, v, n});
+        sort_job(with_values ? "u32/u32 pair sort" : "u32 key sort", "DeviceRadixSort", t_cub, d, in, o,
+                 with_values
+                     ? "sluice: 1\nname: bench-sort-pairs\ninput: {k: u32, v: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k, v]\n"
+                     : "sluice: 1\nname: bench-sort\ninput: {k: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n",
+                 c, n, tmp, tmp_bytes);
     }
     // 5b. f32 keys: sluice sorts them with CUB's float sort and restores -0.0 before +0.0 in
     // the run of zeros (a few tiny launches; x holds a few thousand +0.0s at 2^28 rows).
@@ -468,34 +478,16 @@ int main(int argc, char **argv) {
         sd.types = types;
         sd.nkeys = 1;
         sd.bits_hi = f64 ? 64 : 32;
-        sl_cuda_sort s;
-        double t_launch = -1;
-        if (sl_cuda_sort_prepare(&s, &sd, n) == SLUICE_OK && s.scratch_bytes <= tmp_bytes) {
-            const void *in[2] = {f64 ? (const void *)d : (const void *)x, v};
-            void *o[2] = {f64 ? (void *)dout : (void *)out, vo};
-            t_launch = time_ms([&] { CK((cudaError_t)sl_cuda_sort_run(&s, tmp, n, types, in, o, g_stream)); });
-        }
-        double t_sl = -1;
-        sluice_job j;
-        const char *yaml = f64
-            ? "sluice: 1\nname: bench-sort-f64\ninput: {k: f64}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n"
-            : "sluice: 1\nname: bench-sort-f32-pairs\ninput: {k: f32, v: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k, v]\n";
-        if (sluice_open(j, yaml, n)) {
-            std::vector<sluice_column> c;
-            if (f64) c = {{"k", SLUICE_F64, d, n}};
-            else c = {{"k", SLUICE_F32, x, n}, {"v", SLUICE_U32, v, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice sort %s: %s\n", f64 ? "f64" : "f32/u32", j.why.c_str());
-        const char *what = f64 ? "f64 key sort" : "f32/u32 pair sort";
-        printf("%-15s sluice %8.3f ms  launcher %8.3f ms  CUB DeviceRadixSort<%s> %8.3f ms (%.3fx / %.3fx of CUB speed)\n",
-               what, t_sl, t_launch, f64 ? "double" : "float,u32", t_cub, t_sl < 0 ? -1 : t_cub / t_sl,
-               t_launch < 0 ? -1 : t_cub / t_launch);
-        g_rows.push_back({std::string(what) + " (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl),
-                          "1.000x", ">= 0.95x"});
-        g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
-                          "1.000x", ""});
+        const void *in[2] = {f64 ? (const void *)d : (const void *)x, v};
+        void *o[2] = {f64 ? (void *)dout : (void *)out, vo};
+        std::vector<sluice_column> c;
+        if (f64) c = {{"k", SLUICE_F64, d, n}};
+        else c = {{"k", SLUICE_F32, x, n}, {"v", SLUICE_U32, v, n}};
+        sort_job(f64 ? "f64 key sort" : "f32/u32 pair sort",
+                 f64 ? "DeviceRadixSort<double>" : "DeviceRadixSort<float,u32>", t_cub, sd, in, o,
+                 f64 ? "sluice: 1\nname: bench-sort-f64\ninput: {k: f64}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n"
+                     : "sluice: 1\nname: bench-sort-f32-pairs\ninput: {k: f32, v: u32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k, v]\n",
+                 c, n, tmp, tmp_bytes);
         if (f64) {
             CK(cudaFree(d));
             CK(cudaFree(dout));
