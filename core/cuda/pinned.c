@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
@@ -38,6 +39,8 @@ typedef struct pinned_range {
     size_t bytes;
     int kind;
     bool in_use; /* PINNED_POOL: held by a result batch (else free for the next one) */
+    size_t mapped; /* PINNED_ALLOC and PINNED_POOL: bytes of our own mapping (pin_new), 0 for
+                      cudaHostAlloc's memory */
 } pinned_range;
 
 /* The pool keeps freed result blocks for the context's next batches, at most this many blocks
@@ -62,9 +65,94 @@ typedef struct cuda_ctx_state {
     cudaMemPool_t device_pool[MAX_POOL_DEVICES];
 } cuda_ctx_state;
 
+/* ---- pinning: our own pages, faulted in by several threads, then registered ------------ */
+
+/* cudaHostAlloc pins at about 1.9 GB/s on the H200's host (it faults in and zeroes every page
+ * on one thread inside the driver), and cudaFreeHost gives back about 6 GB/s; anonymous pages
+ * faulted in by several threads and then registered with CUDA pin several times faster, and
+ * unregistering and unmapping them is quicker too (bench/RESULTS.md, seventeenth session,
+ * `pin_bench`). Blocks below PIN_OWN_MIN keep cudaHostAlloc (a few milliseconds at most); a
+ * block is faulted in by one thread per PIN_TOUCH_PER_THREAD bytes, at most
+ * PIN_TOUCH_THREADS and the cores online. */
+#define PIN_OWN_MIN ((size_t)4 << 20)
+#define PIN_TOUCH_PER_THREAD ((size_t)16 << 20)
+#define PIN_TOUCH_THREADS 8
+
+typedef struct touch_part {
+    volatile char *at;
+    size_t bytes;
+} touch_part;
+
+/* One write a page: the kernel maps (and zeroes) the page; a read would map the shared zero
+ * page and leave the work to the registration. */
+static void *touch_pages(void *arg) {
+    const touch_part *t = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < t->bytes; i += (size_t)page) t->at[i] = 0;
+    return NULL;
+}
+
+static void touch_parallel(char *base, size_t bytes) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = bytes / PIN_TOUCH_PER_THREAD;
+    if (n > PIN_TOUCH_THREADS) n = PIN_TOUCH_THREADS;
+    if (cores > 0 && n > (size_t)cores) n = (size_t)cores;
+    if (n < 1) n = 1;
+    size_t share = (bytes / n + 4095) & ~(size_t)4095;
+    pthread_t threads[PIN_TOUCH_THREADS];
+    touch_part parts[PIN_TOUCH_THREADS];
+    bool started[PIN_TOUCH_THREADS] = {false};
+    for (size_t i = 0; i < n; i++) {
+        size_t at = i * share < bytes ? i * share : bytes;
+        parts[i] = (touch_part){base + at, bytes - at < share ? bytes - at : share};
+    }
+    /* part 0, and any part whose thread did not start, is the caller's */
+    for (size_t i = 1; i < n; i++)
+        started[i] = pthread_create(&threads[i], NULL, touch_pages, &parts[i]) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (!started[i]) touch_pages(&parts[i]);
+    for (size_t i = 1; i < n; i++)
+        if (started[i]) pthread_join(threads[i], NULL);
+}
+
+/* `bytes` of pinned host memory in *out; *mapped: the bytes of our own mapping to unmap at
+ * release (0: cudaHostAlloc's memory). Never a child process's: the pages are not inherited
+ * across fork, so a child's writes cannot move a page the copy engine uses. */
+static cudaError_t pin_new(size_t bytes, void **out, size_t *mapped) {
+    *out = NULL;
+    *mapped = 0;
+    if (bytes >= PIN_OWN_MIN) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t len = (bytes + page - 1) & ~(page - 1);
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            (void)madvise(p, len, MADV_DONTFORK);
+            (void)madvise(p, len, MADV_HUGEPAGE); /* fewer faults and registrations */
+            touch_parallel(p, len);
+            if (cudaHostRegister(p, len, cudaHostRegisterPortable) == cudaSuccess) {
+                *out = p;
+                *mapped = len;
+                return cudaSuccess;
+            }
+            cudaGetLastError();
+            munmap(p, len);
+        }
+    }
+    return cudaHostAlloc(out, bytes, cudaHostAllocPortable);
+}
+
+static void pin_release(void *p, size_t mapped) {
+    if (mapped) {
+        cudaHostUnregister(p);
+        munmap(p, mapped);
+    } else {
+        cudaFreeHost(p);
+    }
+}
+
 static void release_range(const pinned_range *r) {
     if (r->kind == PINNED_REGISTERED) cudaHostUnregister(r->base);
-    else cudaFreeHost(r->base);
+    else pin_release(r->base, r->mapped);
     cudaGetLastError();
 }
 
@@ -132,7 +220,7 @@ static bool range_overlaps(const cuda_ctx_state *cx, const char *p, size_t bytes
 }
 
 static sluice_status range_add(sluice_context *ctx, cuda_ctx_state *cx, void *base, size_t bytes,
-                               int kind) {
+                               int kind, size_t mapped) {
     if (cx->n == cx->cap) {
         size_t cap = cx->cap * 2;
         pinned_range *r = sl_realloc(ctx, cx->ranges, cap * sizeof *r);
@@ -142,7 +230,7 @@ static sluice_status range_add(sluice_context *ctx, cuda_ctx_state *cx, void *ba
     }
     size_t i = range_upper(cx, base);
     memmove(&cx->ranges[i + 1], &cx->ranges[i], (cx->n - i) * sizeof *cx->ranges);
-    cx->ranges[i] = (pinned_range){(char *)base, bytes, kind, kind == PINNED_POOL};
+    cx->ranges[i] = (pinned_range){(char *)base, bytes, kind, kind == PINNED_POOL, mapped};
     cx->n++;
     return SLUICE_OK;
 }
@@ -183,13 +271,14 @@ static void *pool_take(sluice_context *ctx, size_t bytes) {
         return best->base;
     }
     void *p = NULL;
-    if (cudaHostAlloc(&p, size, cudaHostAllocPortable) != cudaSuccess) {
+    size_t mapped = 0;
+    if (pin_new(size, &p, &mapped) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
-    if (range_add(ctx, cx, p, size, PINNED_POOL) != SLUICE_OK) {
+    if (range_add(ctx, cx, p, size, PINNED_POOL, mapped) != SLUICE_OK) {
         sl_diag_clear(ctx); /* not the call's error: the batch falls back to pageable memory */
-        cudaFreeHost(p);
+        pin_release(p, mapped);
         return NULL;
     }
     return p;
@@ -260,11 +349,12 @@ SLUICE_API sluice_status sluice_cuda_host_alloc(sluice_context *ctx, size_t byte
     cuda_ctx_state *cx = ctx_state(ctx, true);
     if (!cx) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory recording pinned memory");
     void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    size_t mapped = 0;
+    cudaError_t e = pin_new(bytes, &p, &mapped);
     if (e != cudaSuccess) return pin_error(ctx, e, bytes, "allocating pinned host memory");
-    sluice_status st = range_add(ctx, cx, p, bytes, PINNED_ALLOC);
+    sluice_status st = range_add(ctx, cx, p, bytes, PINNED_ALLOC, mapped);
     if (st != SLUICE_OK) {
-        cudaFreeHost(p);
+        pin_release(p, mapped);
         return st;
     }
     *out = p;
@@ -299,7 +389,9 @@ SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr) {
     if (!ptr) return SLUICE_OK;
     pinned_range *r;
     SL_TRY(own_range(ctx, ptr, PINNED_ALLOC, "sluice_cuda_host_free", &r));
-    cudaError_t e = cudaFreeHost(r->base);
+    cudaError_t e = cudaSuccess;
+    if (r->mapped) pin_release(r->base, r->mapped);
+    else e = cudaFreeHost(r->base);
     range_remove(ctx_state(ctx, false), r);
     if (e != cudaSuccess) return pin_error(ctx, e, 0, "freeing pinned host memory");
     return SLUICE_OK;
@@ -329,7 +421,7 @@ SLUICE_API sluice_status sluice_cuda_host_register(sluice_context *ctx, void *pt
                         "outside this context", bytes, ptr);
     }
     if (e != cudaSuccess) return pin_error(ctx, e, bytes, "registering host memory");
-    sluice_status st = range_add(ctx, cx, ptr, bytes, PINNED_REGISTERED);
+    sluice_status st = range_add(ctx, cx, ptr, bytes, PINNED_REGISTERED, 0);
     if (st != SLUICE_OK) {
         cudaHostUnregister(ptr);
         cudaGetLastError();
