@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -709,35 +708,11 @@ static int run_pipeline(const sl_command *self, sluice_context *ctx, sluice_pipe
     return rc;
 }
 
-#ifdef SLUICE_WITH_CUDA
-static void *warm_up_cuda(void *unused) {
-    (void)unused;
-    (void)sluice_cuda_warm_up(0); /* a failure is the session open's to report */
-    return NULL;
-}
-#endif
-
-/* A run that may use the GPU creates CUDA's context (a few hundred milliseconds) on a thread
- * of its own from the start, while the pipeline loads and the session is prepared. Not under
- * mpirun: each rank picks its device (CUDA_VISIBLE_DEVICES, cli/mpi_run.c) before CUDA
- * starts. Returns whether a thread was started (join it before exiting). */
-static bool start_cuda_warm_up(const run_args *a, pthread_t *thread) {
-#ifdef SLUICE_WITH_CUDA
-    if (a->backend != SLUICE_BACKEND_CPU && !sl_mpi_launched())
-        return pthread_create(thread, NULL, warm_up_cuda, NULL) == 0;
-#endif
-    (void)a;
-    (void)thread;
-    return false;
-}
-
 static int run_main(const sl_command *self, int argc, char **argv) {
     run_args a = {.backend = SLUICE_BACKEND_AUTO, .batch_rows = DEFAULT_BATCH_ROWS,
                   .io_threads = -1, .write_behind = -1, .sort_memory = -1,
                   .progress = SL_PROGRESS_AUTO};
     int rc = parse_args(self, argc, argv, &a);
-    pthread_t warm_up;
-    bool warming = rc == SL_EXIT_OK && start_cuda_warm_up(&a, &warm_up);
     if (rc == SL_EXIT_OK) {
         sluice_context *ctx = sl_context_new((int)a.threads);
         sluice_pipeline *p = ctx ? sl_load_pipeline(ctx, a.pipeline) : NULL;
@@ -751,7 +726,6 @@ static int run_main(const sl_command *self, int argc, char **argv) {
         sluice_pipeline_free(p);
         sluice_context_destroy(ctx);
     }
-    if (warming) pthread_join(warm_up, NULL);
     for (size_t i = 0; i < a.param_count; i++) free((char *)a.params[i].name);
     free(a.params);
     return rc;

@@ -171,19 +171,6 @@ SLUICE_API sluice_status sluice_cuda_session_open(sluice_pipeline *pipeline,
                                                   const sluice_cuda_options *cuda,
                                                   sluice_session **out);
 
-/* Gets the CUDA backend ready on `device` (an index as cudaSetDevice takes) before the first
- * session needs it: creates the device's primary context (CUDA's, which every session and
- * the caller's own CUDA work on that device share) and loads NVRTC. Both happen once per
- * process whatever calls them first, and take a few hundred milliseconds on a large GPU
- * (about 0.2 s on an H200): a program can call this on a thread of its own at startup so that the cost overlaps its other preparation, as `sluice run` does. Needs
- * no context and is safe on any thread at any time; a session opened meanwhile waits for
- * the context to be ready. The calling thread's current device does not change. Calling it
- * again costs nothing. Set CUDA_VISIBLE_DEVICES before, not after: CUDA reads it once.
- * Errors (no diagnostic: there is no context): SLUICE_ERR_INVALID_ARGUMENT for a device
- * number CUDA does not see; SLUICE_ERR_BACKEND_UNAVAILABLE without a driver or a device, when
- * the context cannot be created, or when NVRTC cannot be loaded (a session open names why). */
-SLUICE_API sluice_status sluice_cuda_warm_up(int device);
-
 /* sluice_session_push for columns in device memory (each data pointer is a device pointer,
  * for an offsets input too). Validated as sluice_session_push does; offsets are checked on
  * the device. Memory reuse: see "When device memory may be reused" above.

@@ -1825,21 +1825,6 @@ SLUICE_API sluice_status sluice_cuda_session_open(sluice_pipeline *pipeline,
     return SLUICE_OK;
 }
 
-SLUICE_API sluice_status sluice_cuda_warm_up(int device) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return SLUICE_ERR_BACKEND_UNAVAILABLE;
-    }
-    if (device < 0 || device >= n) return SLUICE_ERR_INVALID_ARGUMENT;
-    /* the primary context every session on the device shares, not made current here */
-    if (cudaInitDevice(device, 0, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return SLUICE_ERR_BACKEND_UNAVAILABLE;
-    }
-    return sl_cuda_nvrtc_available() ? SLUICE_OK : SLUICE_ERR_BACKEND_UNAVAILABLE;
-}
-
 SLUICE_API sluice_status sluice_cuda_session_push_device(sluice_session *session,
                                                          const sluice_column *columns,
                                                          size_t count) {
