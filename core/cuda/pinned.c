@@ -67,15 +67,16 @@ typedef struct cuda_ctx_state {
 
 /* ---- pinning: our own pages, faulted in by several threads, then registered ------------ */
 
-/* cudaHostAlloc pins at about 1.9 GB/s on the H200's host (it faults in and zeroes every page
- * on one thread inside the driver), and cudaFreeHost gives back about 6 GB/s; anonymous pages
- * faulted in by several threads and then registered with CUDA pin several times faster, and
- * unregistering and unmapping them is quicker too (bench/RESULTS.md, seventeenth session,
- * `pin_bench`). Blocks below PIN_OWN_MIN keep cudaHostAlloc (a few milliseconds at most); a
- * block is faulted in by one thread per PIN_TOUCH_PER_THREAD bytes, at most
- * PIN_TOUCH_THREADS and the cores online. */
+/* cudaHostAlloc pins at 1.8-2.6 GB/s on the H200's host (the driver faults in and zeroes
+ * every page on one thread), and cudaFreeHost gives 192 MiB back in 19-33 ms. Anonymous pages
+ * on transparent huge pages, faulted in by 8 threads and then registered with CUDA, pinned at
+ * 13-15 GB/s there, and unregistering and unmapping them took 4.7 ms for the same 192 MiB;
+ * without huge pages 5.4 GB/s, and with one thread touching 3.3-5.7 GB/s (bench/RESULTS.md,
+ * seventeenth session, run 2). Blocks below PIN_OWN_MIN keep cudaHostAlloc (a few
+ * milliseconds at most); a block is faulted in by one thread per PIN_TOUCH_PER_THREAD bytes,
+ * at most PIN_TOUCH_THREADS and the cores online. */
 #define PIN_OWN_MIN ((size_t)4 << 20)
-#define PIN_TOUCH_PER_THREAD ((size_t)16 << 20)
+#define PIN_TOUCH_PER_THREAD ((size_t)2 << 20)
 #define PIN_TOUCH_THREADS 8
 
 typedef struct touch_part {
