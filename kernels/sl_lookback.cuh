@@ -237,10 +237,6 @@ template <typename T> struct tile_states {
     }
 };
 
-/* Lane l reads the K consecutive states [window_end - 32K + 1 + lK, ... + K) of one window
- * with K independent loads issued together (one L2 round trip for the whole window, not K)
- * and waits for any that are unpublished. States before tile 0 read as inclusive identities
- * (tile 0 is always inclusive). */
 /* Backs off until `status` is published; `reread` reads it (and whatever comes with it) again. */
 template <typename F> __device__ __forceinline__ void wait_published(const uint32_t &status, F reread) {
     int backoff = 8;
@@ -251,9 +247,35 @@ template <typename F> __device__ __forceinline__ void wait_published(const uint3
     }
 }
 
+/* Backs off until all K statuses are published; `reread(j)` reads state j (and whatever
+ * comes with it) again. Every poll rereads all the states still unpublished at once, so a
+ * thread waits one round trip a poll, not one a state: waited one state at a time (as
+ * wait_published does), a thread whose K states were all unpublished at the first read pays
+ * K round trips in turn, even when they have all been published meanwhile. The block-wide
+ * window uses it (bench/RESULTS.md, seventeenth session, runs 4-5: 288 threads of 2-4 states
+ * each took 6,000-14,000 cycles where every state they read was published within about
+ * 1,000 of the first read); the warps' windows keep wait_published, whose smaller code the
+ * large kernels' registers have room for (this one spilled in the map-filter-count kernel). */
+template <int K, typename F>
+__device__ __forceinline__ void wait_published_all(const uint32_t (&status)[K], F reread) {
+    int backoff = 8;
+    for (;;) {
+        bool waiting = false;
+#pragma unroll
+        for (int j = 0; j < K; j++) waiting = waiting || status[j] == SL_STATUS_INVALID;
+        if (!waiting) return;
+        __nanosleep(backoff);
+        if (backoff < 256) backoff *= 2;
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            if (status[j] == SL_STATUS_INVALID) reread(j);
+    }
+}
+
 /* The K consecutive states from `lane_first` (those before tile 0 as inclusive identities),
- * waiting for any that are unpublished. */
-template <int K, typename T>
+ * waiting for any that are unpublished: one state at a time, or (ALL_AT_ONCE) polling all
+ * the unpublished ones together. */
+template <int K, typename T, bool ALL_AT_ONCE = false>
 __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_t lane_first,
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
     if constexpr (tile_states<T>::PACKING == 0) {
@@ -261,9 +283,13 @@ __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_
 #pragma unroll
         for (int j = 0; j < K; j++)
             status[j] = lane_first + j >= 0 ? states.read_status(lane_first + j) : SL_STATUS_INCLUSIVE;
+        if constexpr (ALL_AT_ONCE) {
+            wait_published_all<K>(status, [&](int j) { status[j] = states.read_status(lane_first + j); });
+        } else {
 #pragma unroll
-        for (int j = 0; j < K; j++)
-            wait_published(status[j], [&] { status[j] = states.read_status(lane_first + j); });
+            for (int j = 0; j < K; j++)
+                wait_published(status[j], [&] { status[j] = states.read_status(lane_first + j); });
+        }
         fence_acquire();
 #pragma unroll
         for (int j = 0; j < K; j++)
@@ -276,11 +302,19 @@ __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_
         v[j] = identity;
         if (lane_first + j >= 0) states.read(lane_first + j, status[j], v[j]);
     }
+    if constexpr (ALL_AT_ONCE) {
+        wait_published_all<K>(status, [&](int j) { states.read(lane_first + j, status[j], v[j]); });
+    } else {
 #pragma unroll
-    for (int j = 0; j < K; j++)
-        wait_published(status[j], [&] { states.read(lane_first + j, status[j], v[j]); });
+        for (int j = 0; j < K; j++)
+            wait_published(status[j], [&] { states.read(lane_first + j, status[j], v[j]); });
+    }
 }
 
+/* Lane l reads the K consecutive states [window_end - 32K + 1 + lK, ... + K) of one window
+ * with K independent loads issued together (one L2 round trip for the whole window, not K)
+ * and waits for any that are unpublished. States before tile 0 read as inclusive identities
+ * (tile 0 is always inclusive). */
 template <int K, typename T>
 __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_t window_end,
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
@@ -386,7 +420,8 @@ __device__ __noinline__ bool lookback_window_block(const tile_states<T> &states,
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     uint32_t status[R];
     T v[R];
-    read_states<R>(states, tile - (int64_t)R * NT + (int64_t)threadIdx.x * R, identity, status, v);
+    read_states<R, T, true>(states, tile - (int64_t)R * NT + (int64_t)threadIdx.x * R, identity, status,
+                            v);
     T folded = identity;
     bool has_inclusive = false;
 #pragma unroll
