@@ -189,7 +189,10 @@ SLUICE_API int sluice_batch_on_device(const sluice_batch *batch);
 /* Allocates `bytes` of pinned host memory that ctx's sessions read and write by DMA (see
  * "Pinned host memory" and "When device memory may be reused" above). *out is page-aligned,
  * uninitialised, and the caller's until sluice_cuda_host_free, or until
- * sluice_context_destroy frees it. It does not come from the context's allocator.
+ * sluice_context_destroy frees it. It does not come from the context's allocator. A child
+ * process (fork) must not touch it: a block of 4 MiB or more is not mapped in the child at
+ * all (so that the child's writes cannot move pages the copy engine uses), and CUDA is not
+ * for use in a child anyway.
  * Errors (*out is NULL after every error): SLUICE_ERR_INVALID_ARGUMENT for a NULL ctx or out
  * or zero bytes; SLUICE_ERR_BACKEND_UNAVAILABLE without a usable GPU; SLUICE_ERR_NO_MEMORY
  * when the memory cannot be pinned; SLUICE_ERR_CUDA otherwise. */

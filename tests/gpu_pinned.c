@@ -74,8 +74,32 @@ START_TEST(test_alloc_free) {
     ck_assert_int_eq(sluice_cuda_host_free(ctx, p), SLUICE_OK);
     ck_assert_int_eq(sluice_cuda_host_free(ctx, p), SLUICE_ERR_INVALID_ARGUMENT); /* double free */
 
-    /* Left allocated: freed by sluice_context_destroy. */
+    /* A block of 4 MiB or more is the context's own pages, registered with CUDA
+       (core/cuda/pinned.c): the same rules, a size that is no multiple of a page, and the
+       copy engine reads and writes all of it. */
+    const size_t big = ((size_t)9 << 20) + 123;
+    void *q = NULL, *dev = NULL;
+    ck_assert_int_eq(sluice_cuda_host_alloc(ctx, big, &q), SLUICE_OK);
+    ck_assert_ptr_nonnull(q);
+    ck_assert(cuda_says_pinned(q));
+    ck_assert(cuda_says_pinned((char *)q + big - 1));
+    memset(q, 0x5a, big);
+    ck_assert_int_eq(cudaMalloc(&dev, big), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(dev, q, big, cudaMemcpyHostToDevice), cudaSuccess);
+    memset(q, 0, big);
+    ck_assert_int_eq(cudaMemcpy(q, dev, big, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(cudaFree(dev), cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 0; i < big; i++) wrong += ((unsigned char *)q)[i] != 0x5a;
+    ck_assert_uint_eq(wrong, 0);
+    ck_assert_int_eq(sluice_cuda_host_free(ctx, (char *)q + 4096), SLUICE_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(sluice_cuda_host_unregister(ctx, q), SLUICE_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(sluice_cuda_host_free(ctx, q), SLUICE_OK);
+    ck_assert_int_eq(sluice_cuda_host_free(ctx, q), SLUICE_ERR_INVALID_ARGUMENT);
+
+    /* Left allocated, a small block and a large one: freed by sluice_context_destroy. */
     ck_assert_int_eq(sluice_cuda_host_alloc(ctx, 1000, &p), SLUICE_OK);
+    ck_assert_int_eq(sluice_cuda_host_alloc(ctx, big, &q), SLUICE_OK);
     sluice_context_destroy(ctx);
 }
 END_TEST
