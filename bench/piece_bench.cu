@@ -18,25 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "cuda_check.h"
 #include "sluice.h"
 #include "sluice_cuda.h"
-
-static double now_ms() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-static double median(double *v, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            const double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return v[n / 2];
-}
 
 // ---- the gate and the timing -------------------------------------------------------------
 
@@ -70,7 +55,7 @@ template <class F> static double gated_us(cudaStream_t s, int n, F queue) {
     }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
-    return median(t, 5);
+    return bench_median(t, 5);
 }
 
 // ---- floors ------------------------------------------------------------------------------

@@ -13,25 +13,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "cuda_check.h"
 #include "sluice.h"
 #include "sluice_cuda.h"
-
-static double now_ms() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-static double median(double *v, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            const double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return v[n / 2];
-}
 
 struct timing {
     double get_ms, h2d_gbs, free_ms;
@@ -95,9 +80,9 @@ int main(int argc, char **argv) {
     const char *names[2] = {"cudaHostAlloc / cudaFreeHost", "sluice_cuda_host_alloc / _free"};
     double g[2];
     for (int way = 0; way < 2; way++) {
-        g[way] = median(get[way], rounds);
+        g[way] = bench_median(get[way], rounds);
         printf("| %s | %.1f (%.2f) | %.1f | %.1f |\n", names[way], g[way], gb / (g[way] / 1e3),
-               median(h2d[way], rounds), median(fr[way], rounds));
+               bench_median(h2d[way], rounds), bench_median(fr[way], rounds));
     }
     printf("| sluice / CUDA, time to get | %.2fx | | |\n", g[1] / g[0]);
     sluice_context_destroy(ctx);

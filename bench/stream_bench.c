@@ -57,27 +57,12 @@
 
 #include "sluice.h"
 #include "sluice_cuda.h"
+#include "bench_time.h"
 #include "cuda_check.h"
 
 static int g_reps = 3;
 static int g_staging_only; /* the `staging` argument */
 static int g_small_only;   /* the `small` argument */
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
-}
 
 static void fail_session(sluice_context *ctx, sluice_status st, const char *what) {
     const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
@@ -118,8 +103,8 @@ static void bus_limit(size_t bytes, size_t chunk, double *h2d_ms, double *duplex
             t2[r - 1] = now_ms() - t;
         }
     }
-    *h2d_ms = median(t1, g_reps);
-    *duplex_ms = median(t2, g_reps);
+    *h2d_ms = bench_median(t1, g_reps);
+    *duplex_ms = bench_median(t2, g_reps);
     CK(cudaStreamDestroy(a));
     CK(cudaStreamDestroy(b));
     CK(cudaFreeHost(hin));
@@ -532,8 +517,8 @@ static double time_stream(job *j, const float *src, int64_t stride, int64_t rows
     run_stream(j, src, stride, rows, nb, on_device, NULL);
     for (int r = 0; r < g_reps; r++) t[r] = run_stream(j, src, stride, rows, nb, on_device, &pu[r]);
     verify_stream(j, src, stride, rows, nb, on_device, ref, period, what);
-    if (push_us) *push_us = median(pu, g_reps);
-    return median(t, g_reps);
+    if (push_us) *push_us = bench_median(pu, g_reps);
+    return bench_median(t, g_reps);
 }
 
 /* ---- where a small device push's time goes --------------------------------------------- */
@@ -577,7 +562,7 @@ static void host_costs(job *j, const float *dx, int64_t rows, int n, double us[4
         t[2][k] = (e - d) * 1e3;
         t[3][k] = (f - e) * 1e3;
     }
-    for (int i = 0; i < 4; i++) us[i] = median(t[i], n);
+    for (int i = 0; i < 4; i++) us[i] = bench_median(t[i], n);
     sluice_status st = sluice_session_flush(j->s);
     if (st == SLUICE_OK) st = sluice_session_reset(j->s);
     if (st != SLUICE_OK) fail_session(j->ctx, st, "flushing");
@@ -632,7 +617,7 @@ static double gpu_piece_us(const char *yaml, const float *dx, int64_t rows, int 
     if (st != SLUICE_OK) fail_session(j.ctx, st, "resetting");
     verify_stream(&j, dx, rows, rows, n, 1, ref, period, what);
     job_close(&j);
-    return median(t, g_reps);
+    return bench_median(t, g_reps);
 }
 
 typedef struct row {
