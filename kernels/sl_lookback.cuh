@@ -399,6 +399,13 @@ constexpr int block_window_states() {
     return tile_states<T>::PACKING == 8 ? 4 : tile_states<T>::PACKING == 0 ? 1 : 2;
 }
 
+/* The last tile left of `tile`'s block-wide window of NT threads: where a look-back goes on
+ * when that window held no inclusive state (lookback_exclusive_from's window_end). */
+template <typename T, int NT>
+__device__ __forceinline__ int64_t before_block_window(int64_t tile) {
+    return tile - 1 - (int64_t)block_window_states<T>() * NT;
+}
+
 /* One window read by all NT threads of a block (a multiple of 32) at once: the
  * R * NT = block_window_states<T>() * NT states that end at `tile` - 1, a block's first look-back:
  * when every block starts its first tile at about the same time, the aggregates before it

@@ -596,9 +596,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 if (block_first)
                     local = first_found
                                 ? first_window
-                                : op(lookback_exclusive_from(
-                                         states, tile - 1 - (int64_t)block_window_states<S>() * (BLOCK + 32),
-                                         P::identity(), op),
+                                : op(lookback_exclusive_from(states, before_block_window<S, BLOCK + 32>(tile),
+                                                             P::identity(), op),
                                      first_window);
                 else if (tile != 0)
                     local = lookback_exclusive(states, tile, P::identity(), op);

@@ -279,8 +279,7 @@ template <int N, finder HOW> void check_lookback(const char *what) {
                     r = window;
                 else if (threadIdx.x < 32) /* the look-back warp goes on alone */
                     r = op(sl::lookback_exclusive_from(
-                               states, target - 1 - (long long)sl::block_window_states<S>() * BLOCK_NT,
-                               identity, op),
+                               states, sl::before_block_window<S, BLOCK_NT>(target), identity, op),
                            window);
                 else
                     r = prefix[(size_t)target - 1]; /* the other warps are done */
