@@ -353,7 +353,9 @@ __device__ __forceinline__ void tile_epilogue(typename K::Tile &t, const typenam
     const typename P::Op op;
     if (t.tile == ntiles - 1 && threadIdx.x == 0) {
         const S total = op(tile_excl, block_agg);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &total, sizeof total);
+        S carry = total;
+        P::close_carry(carry);
+        memcpy(a.carry_out + P::CARRY_OFFSET, &carry, sizeof carry);
         if constexpr (P::COUNTS) *a.out_rows = P::count(total);
     }
     if constexpr (P::COUNTS) {

@@ -340,6 +340,16 @@ static const char *const pipelines[] = {
     "  - filter: x > -lim\n  - scan: {of: y, op: sum, into: ys}\n",
     "sluice: 1\nname: siblings\ninput:\n  x: f32\nstages:\n"
     "  - map: {a: x + 1, c: a * a, b: c - a}\n  - scan: {of: b, op: sum, into: s}\noutput: [s]\n",
+    /* counts of the kept rows (codegen.c derive_counts: the compaction's count plus the
+       carry's), exclusive and inclusive, beside a float sum in their phase */
+    "sluice: 1\nname: cull\ninput:\n  x: f32\n  y: f32\n  id: u64\nstages:\n"
+    "  - map: {r2: x*x + y*y}\n  - flag: {visible: r2 <= 0.7}\n  - compact: {by: visible}\n"
+    "  - scan: {op: count, kind: exclusive, into: slot}\n  - scan: {op: count, into: n}\n"
+    "  - scan: {of: r2, op: sum, into: area}\n",
+    /* a count before the compactions and one between them (not derived), one after both */
+    "sluice: 1\nname: counts\ninput:\n  x: i32\n  k: u16\nstages:\n"
+    "  - scan: {op: count, into: all}\n  - filter: x % 3 != 0\n  - scan: {op: count, into: mid}\n"
+    "  - filter: (k & 1) == 0\n  - scan: {op: count, kind: exclusive, into: slot}\n",
 };
 #define NPIPELINES ((int)(sizeof pipelines / sizeof pipelines[0]))
 

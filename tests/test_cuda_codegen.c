@@ -767,6 +767,99 @@ static int64_t *host_offsets(uint64_t seed, int64_t units) {
     return off;
 }
 
+/* The generated group cg of p, built into dir/emulate (emu_build), run on the host over one
+ * batch of `rows` rows (with an offsets input, segments) from `seed`, and unless per_batch cut
+ * in three too (the emulation checks the cuts give the same rows): its rows must be the CPU
+ * backend's from the same inputs pushed as one batch, bit for bit. */
+static void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *cg, const char *dir,
+                                   bool offsets, bool per_batch, uint64_t seed, int64_t rows) {
+    char cmd[4096];
+    /* the host run's rows */
+    snprintf(cmd, sizeof cmd, "'%s/emulate' %llu %lld", dir, (unsigned long long)seed, (long long)rows);
+    if (!per_batch && rows > 2)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %lld %lld",
+                 (long long)(rows / 3), (long long)(rows / 3 + rows / 4));
+    FILE *run = popen(cmd, "r");
+    ck_assert_ptr_nonnull(run);
+    long long got_rows = -1;
+    ck_assert_int_eq(fscanf(run, "rows %lld", &got_rows), 1);
+    unsigned long long *got = calloc((size_t)(got_rows > 0 ? got_rows : 1) * (size_t)cg->noutputs,
+                                     sizeof *got);
+    for (long long r = 0; r < got_rows * cg->noutputs; r++)
+        ck_assert_int_eq(fscanf(run, "%llx", &got[r]), 1);
+    ck_assert_msg(pclose(run) == 0, "%s: the host run of the generated group failed (%s)",
+                  sluice_pipeline_name(p), cmd);
+
+    /* the CPU backend's rows from the same inputs, pushed as one batch */
+    uint64_t state = seed;
+    sluice_column cols[8];
+    uint8_t *data[8];
+    ck_assert_int_le(cg->ninputs, 8);
+    int64_t *off = offsets ? host_offsets(seed, rows) : NULL;
+    int64_t nrows = off ? off[rows] : rows;
+    for (int k = 0; k < cg->ninputs; k++) {
+        const sl_column *c = &p->columns[cg->inputs[k]];
+        size_t w = sluice_type_size(c->type);
+        if (k == cg->offsets_input) {
+            data[k] = (uint8_t *)off;
+            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = off, .length = rows + 1};
+            continue;
+        }
+        data[k] = malloc((size_t)(nrows + 1) * w);
+        emu_inputs(data[k], (size_t)(nrows + 1) * w, &state);
+        cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = nrows};
+    }
+    /* inputs the kernel never reads (the narrow cases' k) still go to the CPU: zeros */
+    int ncols = cg->ninputs;
+    for (int c = 0; c < p->ninputs; c++) {
+        bool read = false;
+        for (int k = 0; k < cg->ninputs; k++) read = read || cg->inputs[k] == c;
+        if (read) continue;
+        ck_assert_int_lt(ncols, 8);
+        size_t w = sluice_type_size(p->columns[c].type);
+        data[ncols] = calloc((size_t)nrows + 1, w);
+        cols[ncols] = (sluice_column){.name = p->columns[c].name, .type = p->columns[c].type,
+                                      .data = data[ncols], .length = nrows};
+        ncols++;
+    }
+    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+    o.backend = SLUICE_BACKEND_CPU;
+    sluice_session *s;
+    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_push(s, cols, (size_t)ncols), SLUICE_OK);
+    ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+    long long ref_rows = 0;
+    sluice_batch *b;
+    while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
+        int64_t n = sluice_batch_rows(b);
+        for (size_t j = 0; j < sluice_batch_column_count(b); j++) {
+            sluice_column c;
+            ck_assert_int_eq(sluice_batch_column(b, j, &c), SLUICE_OK);
+            int k = 0;
+            while (k < cg->noutputs && strcmp(p->columns[cg->outputs[k]].name, c.name) != 0) k++;
+            ck_assert_msg(k < cg->noutputs, "output %s is not the kernel's", c.name);
+            size_t w = sluice_type_size(c.type);
+            for (int64_t r = 0; r < n; r++) {
+                unsigned long long v = 0;
+                memcpy(&v, (const uint8_t *)c.data + (size_t)r * w, w);
+                ck_assert_msg(ref_rows + r < got_rows, "%s, %lld rows: the host run gives %lld rows",
+                              sluice_pipeline_name(p), (long long)rows, got_rows);
+                ck_assert_msg(got[(ref_rows + r) * cg->noutputs + k] == v,
+                              "%s, %lld rows: %s row %lld: host run %llx, CPU %llx",
+                              sluice_pipeline_name(p), (long long)rows, c.name,
+                              ref_rows + (long long)r, got[(ref_rows + r) * cg->noutputs + k], v);
+            }
+        }
+        ref_rows += n;
+        sluice_batch_free(b);
+    }
+    ck_assert_msg(ref_rows == got_rows, "%s, %lld rows: the host run gives %lld rows, the CPU %lld",
+                  sluice_pipeline_name(p), (long long)rows, got_rows, ref_rows);
+    sluice_session_close(s);
+    for (int k = 0; k < ncols; k++) free(data[k]);
+    free(got);
+}
+
 /* The generated kernels of a reduce group, with kernels/sl_tile.cuh's loop and the templates
  * under it, compiled for the host with address and undefined behaviour sanitizers and run by
  * host threads playing a block (tests/cuda_host/reduce_emulate.cc) over random batches: the
@@ -842,91 +935,67 @@ START_TEST(reduce_on_host) {
         if (z >= SL_ARRAY_LEN(sizes) - 2 && offsets) continue; /* the same empty batch again */
         int64_t rows = offsets ? segments[z] : sizes[z];
         uint64_t seed = 977 + (uint64_t)_i * 31 + z;
-        /* the host run's rows */
-        snprintf(cmd, sizeof cmd, "'%s/emulate' %llu %lld", dir, (unsigned long long)seed, (long long)rows);
-        if (!per_batch && rows > 2)
-            snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %lld %lld",
-                     (long long)(rows / 3), (long long)(rows / 3 + rows / 4));
-        FILE *run = popen(cmd, "r");
-        ck_assert_ptr_nonnull(run);
-        long long got_rows = -1;
-        ck_assert_int_eq(fscanf(run, "rows %lld", &got_rows), 1);
-        unsigned long long *got = calloc((size_t)(got_rows > 0 ? got_rows : 1) * (size_t)cg.noutputs,
-                                         sizeof *got);
-        for (long long r = 0; r < got_rows * cg.noutputs; r++)
-            ck_assert_int_eq(fscanf(run, "%llx", &got[r]), 1);
-        ck_assert_msg(pclose(run) == 0, "%s: the host run of the generated reduce failed (%s)",
-                      sluice_pipeline_name(p), cmd);
-
-        /* the CPU backend's rows from the same inputs, pushed as one batch */
-        uint64_t state = seed;
-        sluice_column cols[8];
-        uint8_t *data[8];
-        ck_assert_int_le(cg.ninputs, 8);
-        int64_t *off = offsets ? host_offsets(seed, rows) : NULL;
-        int64_t nrows = off ? off[rows] : rows;
-        for (int k = 0; k < cg.ninputs; k++) {
-            const sl_column *c = &p->columns[cg.inputs[k]];
-            size_t w = sluice_type_size(c->type);
-            if (k == cg.offsets_input) {
-                data[k] = (uint8_t *)off;
-                cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = off, .length = rows + 1};
-                continue;
-            }
-            data[k] = malloc((size_t)(nrows + 1) * w);
-            emu_inputs(data[k], (size_t)(nrows + 1) * w, &state);
-            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = nrows};
-        }
-        /* inputs the kernel never reads (the narrow cases' k) still go to the CPU: zeros */
-        int ncols = cg.ninputs;
-        for (int c = 0; c < p->ninputs; c++) {
-            bool read = false;
-            for (int k = 0; k < cg.ninputs; k++) read = read || cg.inputs[k] == c;
-            if (read) continue;
-            ck_assert_int_lt(ncols, 8);
-            size_t w = sluice_type_size(p->columns[c].type);
-            data[ncols] = calloc((size_t)nrows + 1, w);
-            cols[ncols] = (sluice_column){.name = p->columns[c].name, .type = p->columns[c].type,
-                                          .data = data[ncols], .length = nrows};
-            ncols++;
-        }
-        sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-        o.backend = SLUICE_BACKEND_CPU;
-        sluice_session *s;
-        ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
-        ck_assert_int_eq(sluice_session_push(s, cols, (size_t)ncols), SLUICE_OK);
-        ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
-        long long ref_rows = 0;
-        sluice_batch *b;
-        while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
-            int64_t n = sluice_batch_rows(b);
-            for (size_t j = 0; j < sluice_batch_column_count(b); j++) {
-                sluice_column c;
-                ck_assert_int_eq(sluice_batch_column(b, j, &c), SLUICE_OK);
-                int k = 0;
-                while (k < cg.noutputs && strcmp(p->columns[cg.outputs[k]].name, c.name) != 0) k++;
-                ck_assert_msg(k < cg.noutputs, "output %s is not the kernel's", c.name);
-                size_t w = sluice_type_size(c.type);
-                for (int64_t r = 0; r < n; r++) {
-                    unsigned long long v = 0;
-                    memcpy(&v, (const uint8_t *)c.data + (size_t)r * w, w);
-                    ck_assert_msg(ref_rows + r < got_rows, "%s, %lld rows: the host run gives %lld rows",
-                                  sluice_pipeline_name(p), (long long)rows, got_rows);
-                    ck_assert_msg(got[(ref_rows + r) * cg.noutputs + k] == v,
-                                  "%s, %lld rows: %s row %lld: host run %llx, CPU %llx",
-                                  sluice_pipeline_name(p), (long long)rows, c.name,
-                                  ref_rows + (long long)r, got[(ref_rows + r) * cg.noutputs + k], v);
-                }
-            }
-            ref_rows += n;
-            sluice_batch_free(b);
-        }
-        ck_assert_msg(ref_rows == got_rows, "%s, %lld rows: the host run gives %lld rows, the CPU %lld",
-                      sluice_pipeline_name(p), (long long)rows, got_rows, ref_rows);
-        sluice_session_close(s);
-        for (int k = 0; k < ncols; k++) free(data[k]);
-        free(got);
+        host_batch_matches_cpu(p, &cg, dir, offsets, per_batch, seed, rows);
     }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    sl_cuda_codegen_free(ctx, &cg);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* Counts of the rows a compaction keeps (core/cuda/codegen.c derive_counts): such a scan's
+ * value stays out of the look-back and is the compaction's count plus the carry's, and the
+ * carry after a batch takes in the batch's count. Each group here runs on the host (one
+ * batch, and cut in three: the count goes on across the cuts, except where it is reset
+ * every batch) against the CPU backend:
+ * exclusive and inclusive counts beside another scan in their phase, a count before the
+ * compaction and one between two (neither derived), and a count in a second phase (the
+ * two-stage loop). */
+static const struct {
+    const char *stages;
+    int derived; /* count scans derive_counts takes */
+} count_cases[] = {
+    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+    {"  - map: {w: i64(k)}\n  - filter: (x & 3) != 0\n  - scan: {op: count, into: n}\n"
+     "  - scan: {of: w, op: sum, into: s}\n  - scan: {op: count, kind: exclusive, into: e}\n", 2},
+    {"  - scan: {op: count, into: all}\n  - filter: x % 3 == 0\n"
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+    {"  - filter: x % 3 != 0\n  - scan: {op: count, into: mid}\n  - filter: (k & 1) == 0\n"
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+    {"  - scan: {of: k, op: max, into: m}\n  - filter: m - k < 20000\n"
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+    {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0},
+};
+
+START_TEST(compaction_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: count-%d\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
+             _i, count_cases[_i].stages);
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    ck_assert(cg.compacts && !cg.reduces);
+    /* a derived count adds the phase's count to its value in the carry a batch leaves */
+    int derived = 0;
+    for (const char *at = cg.source; (at = strstr(at, " += s.f")) != NULL; at++) derived++;
+    ck_assert_int_eq(derived, count_cases[_i].derived);
+    char dir[] = "/tmp/sluice-count-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    /* up to eighteen tiles over the three emulated blocks, the last one partial */
+    static const int64_t sizes[] = {0, 1, 2, 33, 2600, 9000, 70000};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, strstr(yaml, "reset: batch") != NULL,
+                               1313 + (uint64_t)_i * 31 + z, sizes[z]);
+    char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
     sl_cuda_codegen_free(ctx, &cg);
@@ -1251,6 +1320,7 @@ static Suite *make_suite(void) {
     tc = tcase_create("host");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_cases));
+    tcase_add_loop_test(tc, compaction_on_host, 0, (int)SL_ARRAY_LEN(count_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

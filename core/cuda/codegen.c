@@ -48,6 +48,10 @@ typedef struct cg_slot {
     int count_field;    /* SLOT_COUNT; SLOT_REDUCE: segments closed in the batch */
     int total_field;    /* SLOT_REDUCE: segments closed in the stream (the index) */
     int restart_field;  /* SLOT_REDUCE (segmented): the values restart inside the span */
+    /* SLOT_SCAN, a count of exactly the rows the group's compaction keeps (derive_counts):
+       inside a batch its prefix is the compaction's count, so its value field is a batch
+       constant (the carry's count) and its outputs add the two */
+    bool from_count;
 } cg_slot;
 
 typedef struct cg {
@@ -299,6 +303,37 @@ static sluice_status (*const analyse_stage[])(cg *g, int s, analysis *a) = {
     [SL_STAGE_REDUCE] = analyse_reduce,
 };
 
+/* A count scan of the rows the compaction keeps (not segmented, not reset per batch, in the
+ * compaction count's phase, with no compaction after it in the group) counts the same rows as
+ * that count: inside a batch both prefixes are equal, and the scan's is the count's plus the
+ * scan's carry. So its value field stays out of the look-back (a batch constant: the carry's
+ * value, set after the look-back), its rows contribute nothing to it, its outputs add the
+ * count's prefix (emit_outputs) and the carry written after the batch adds the batch's count
+ * (Phase::close_carry). The cull's `compact` then `scan: {op: count}` (its slots) moves one
+ * 8-byte count through the look-back instead of two. */
+static int compactions_before(const cg *g, int stage);
+static void derive_counts(cg *g, const cg_slot *count) {
+    for (int si = 0; si < g->nslots; si++) {
+        cg_slot *slot = &g->slots[si];
+        if (slot->kind != SLOT_SCAN || slot->phase != count->phase) continue;
+        const sl_scan *sc = slot->sc;
+        if (sc->op != SL_SCAN_COUNT || sc->nfields != 1 || sc->acc[0] != SLUICE_I64 ||
+            sc->segments != SL_SEGMENTS_NONE || sc->reset_per_batch ||
+            compactions_before(g, slot->stage) != compactions_before(g, g->last))
+            continue;
+        slot->from_count = true;
+        g->fields[slot->value_field[0]].batch_constant = true;
+    }
+}
+
+/* The field of the compaction's count in phase `phase` (derive_counts' scans read it). */
+static int count_field_of(const cg *g, int phase) {
+    for (int si = 0; si < g->nslots; si++)
+        if (g->slots[si].kind == SLOT_COUNT && g->slots[si].phase == phase)
+            return g->slots[si].count_field;
+    return -1;
+}
+
 static sluice_status analyse(cg *g) {
     const sluice_pipeline *p = g->p;
     int n = p->ncolumns;
@@ -332,6 +367,7 @@ static sluice_status analyse(cg *g) {
         if ((slot.count_field = new_field(g, phase, SLUICE_I64)) < 0)
             return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
         SL_TRY(add_slot(g, slot));
+        derive_counts(g, &g->slots[g->nslots - 1]);
     }
 
     /* Columns the kernel holds in registers: those it reads or makes, and those it must
@@ -445,7 +481,6 @@ static bool reduce_commutative(const sl_reduce *r) {
     return true;
 }
 
-static int compactions_before(const cg *g, int stage);
 static int input_of(const cg *g, int column);
 
 /* The live map entry of the group (before its reduce) that makes column c: its stage and
@@ -926,7 +961,14 @@ static void emit_struct(cg *g, int phase) {
     for (int f = 0; f < g->nfields; f++)
         if (g->field_phase[f] == phase && g->fields[f].batch_constant)
             sl_strbuf_printf(sb, "        s.f%d = carry.f%d;\n", g->fields[f].id, g->fields[f].id);
-    sl_strbuf_append(sb, "        (void)s; (void)carry;\n    }\n};\n");
+    sl_strbuf_append(sb, "        (void)s; (void)carry;\n    }\n");
+    /* the carry a batch leaves: derive_counts' scans take in the batch's count */
+    sl_strbuf_append(sb, "    __device__ static __forceinline__ void close_carry(S &s) {\n");
+    for (int si = 0; si < g->nslots; si++)
+        if (g->slots[si].phase == phase && g->slots[si].kind == SLOT_SCAN && g->slots[si].from_count)
+            sl_strbuf_printf(sb, "        s.f%d += s.f%d;\n", g->slots[si].value_field[0],
+                             count_field);
+    sl_strbuf_append(sb, "        (void)s;\n    }\n};\n");
 }
 
 /* Tile::element(S<phase> &e, int i): the per-row element state of the thread's item i. */
@@ -981,6 +1023,7 @@ static void emit_element(cg *g, int phase, bool run_state) {
             sl_strbuf_append(sb, "        }\n");
             continue;
         }
+        if (slot->from_count) continue; /* its rows add nothing: a batch constant */
         const sl_scan *sc = slot->sc;
         sl_strbuf_printf(sb, "        {\n            const bool alive = alive%d;\n            if (alive) {\n",
                          compactions_before(g, slot->stage));
@@ -1129,6 +1172,14 @@ static void emit_outputs(cg *g, int phase) {
             continue;
         }
         const sl_scan *sc = slot->sc;
+        if (slot->from_count) { /* the carry's count plus the compaction's within the batch */
+            int vf = slot->value_field[0], cf = count_field_of(g, phase);
+            const char *at = sc->exclusive ? "before" : "run";
+            if (sc->into[0] >= 0)
+                sl_strbuf_printf(sb, "        c%d[i] = %s.f%d + %s.f%d;\n", sc->into[0], at, vf,
+                                 at, cf);
+            continue;
+        }
         for (int f = 0; f < sc->nfields; f++) {
             int into = sc->into[f];
             if (into < 0) continue;

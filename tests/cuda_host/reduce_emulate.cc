@@ -1,7 +1,8 @@
-/* reduce_emulate.cc — runs the generated kernels of a GPU group ending in a reduce on the
- * host, kernels/sl_tile.cuh's loop and its templates included, so that they can be checked
- * without a GPU under the host compiler's sanitizers (test_cuda_codegen's reduce_on_host
- * builds it with -fsanitize=address,undefined and compares its rows with the CPU backend's).
+/* reduce_emulate.cc — runs the generated kernels of a GPU group ending in a reduce, or of one
+ * that compacts (SL_CLOSES 0: no close kernel), on the host, kernels/sl_tile.cuh's loop and its
+ * templates included, so that they can be checked without a GPU under the host compiler's
+ * sanitizers (test_cuda_codegen's reduce_on_host and compaction_on_host build it with
+ * -fsanitize=address,undefined and compare its rows with the CPU backend's).
  *
  * The generated source (core/cuda/codegen.c) is included as SL_GENERATED after
  * host_device.h, which supplies what the device headers need from CUDA (one host thread per
@@ -18,7 +19,8 @@
  * (splitmix64 from SEED, input after input, ROWS + 1 elements each). Built with
  * SL_GENERATED (the source's path), SL_IN_SIZES and SL_OUT_SIZES (bytes per element of the
  * kernel's inputs and outputs, in argument order), SL_CARRY_IDENTITY (the carry's identity
- * bytes), SL_CLOSE_THREADS (the close kernel's block) and SL_OFFSETS_INPUT (the kernel input
+ * bytes), SL_CLOSE_THREADS (the close kernel's block), SL_CLOSES (1: the group has a close
+ * kernel, a reduce's) and SL_OFFSETS_INPUT (the kernel input
  * that is an offsets input, or -1), and linked with -latomic (16-byte atomics). Every loop
  * runs (the aggregate loop, the two-stage one, and the one with a look-back warp, whose named
  * barrier is emulated too), over a grid of up to EMULATED_GRID blocks run one after another.
@@ -175,9 +177,11 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
 #if SL_OFFSETS_INPUT >= 0
     if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
 #endif
+#if SL_CLOSES
     /* as fused.c: where the main kernel closed the batch (Kernel::closes), no close kernel */
     if (flush || rows == 0 || !Kernel::closes)
         launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
+#endif
     if (out_rows < 0 || (size_t)out_rows > cap) {
         fprintf(stderr, "reduce_emulate: %lld rows out of a batch of %lld\n", out_rows, rows);
         exit(1);
