@@ -157,9 +157,11 @@ static void run_gpu(sluice_pipeline *p, const stream_data *sd, result *out) {
     int64_t max_rows = 1;
     for (int b = 0; b < sd->nbatches; b++)
         if (sd->rows[b] > max_rows) max_rows = sd->rows[b];
-    void *carry = NULL, *scratch = NULL, *count = NULL;
-    CK_CUDA(cudaMalloc(&carry, L->carry_bytes));
-    CK_CUDA(cudaMemcpy(carry, sl_cuda_group_carry_identity(g), L->carry_bytes, cudaMemcpyHostToDevice));
+    /* two carries, read and written in turn: a run never updates its carry in place (fused.h) */
+    void *carry[2] = {NULL, NULL}, *scratch = NULL, *count = NULL;
+    CK_CUDA(cudaMalloc(&carry[0], L->carry_bytes));
+    CK_CUDA(cudaMalloc(&carry[1], L->carry_bytes));
+    CK_CUDA(cudaMemcpy(carry[0], sl_cuda_group_carry_identity(g), L->carry_bytes, cudaMemcpyHostToDevice));
     size_t sb = sl_cuda_group_scratch_size(g, max_rows);
     CK_CUDA(cudaMalloc(&scratch, sb ? sb : 256));
     CK_CUDA(cudaMalloc(&count, 8));
@@ -179,7 +181,7 @@ static void run_gpu(sluice_pipeline *p, const stream_data *sd, result *out) {
             if (bytes) CK_CUDA(cudaMemcpy(din[k], sd->cols[b][c], bytes, cudaMemcpyHostToDevice));
         }
         sl_cuda_group_io io = {n, sd->nseg[b] ? sd->nseg[b] : -1, (const void *const *)din, dout,
-                               NULL, carry, carry, scratch, (int64_t *)count};
+                               NULL, carry[b % 2], carry[(b + 1) % 2], scratch, (int64_t *)count};
         bool has_offsets = false;
         for (int c = 0; c < p->ninputs; c++) has_offsets |= p->columns[c].role == SLUICE_ROLE_OFFSETS;
         if (has_offsets) io.nsegments = sd->nseg[b];
@@ -217,7 +219,8 @@ static void run_gpu(sluice_pipeline *p, const stream_data *sd, result *out) {
     }
     for (int k = 0; k < L->ninputs; k++) cudaFree(din[k]);
     for (int k = 0; k < L->noutputs; k++) cudaFree(dout[k]);
-    cudaFree(carry);
+    cudaFree(carry[0]);
+    cudaFree(carry[1]);
     cudaFree(scratch);
     cudaFree(count);
     sl_cuda_group_free(ctx, g);
@@ -432,6 +435,46 @@ START_TEST(bool_bytes_match_cpu) {
 }
 END_TEST
 
+/* A run never updates its carry in place (core/cuda/fused.h: blocks may read the carry after
+ * the last tile wrote the next one): one buffer as carry_in and carry_out is refused before
+ * anything is queued, for a batch with rows and an empty one. */
+START_TEST(carry_in_place_is_refused) {
+    if (!have_gpu()) return;
+    sluice_context *ctx = NULL;
+    ck_assert_int_eq(sluice_context_create(&ctx, NULL), SLUICE_OK);
+    sluice_pipeline *p = tu_load(ctx, pipelines[NPIPELINES - 2]); /* cull */
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    sl_cuda_group *g = NULL;
+    ck_assert_int_eq(sl_cuda_group_prepare(ctx, p, &plan, 0, device_arch(), &g), SLUICE_OK);
+    const sl_cuda_group_layout *L = sl_cuda_group_layout_of(g);
+    void *carry = NULL, *scratch = NULL, *count = NULL, *din[16] = {0}, *dout[32] = {0};
+    CK_CUDA(cudaMalloc(&carry, L->carry_bytes));
+    CK_CUDA(cudaMalloc(&scratch, sl_cuda_group_scratch_size(g, 64) + 256));
+    CK_CUDA(cudaMalloc(&count, 8));
+    for (int k = 0; k < L->ninputs; k++) CK_CUDA(cudaMalloc(&din[k], 64 * 8));
+    for (int k = 0; k < L->noutputs; k++) CK_CUDA(cudaMalloc(&dout[k], 64 * 8));
+    for (int64_t rows = 0; rows <= 64; rows += 64) {
+        sl_cuda_group_io io = {rows, -1, (const void *const *)din, dout, NULL, carry, carry,
+                               scratch, (int64_t *)count};
+        ck_assert_int_eq(sl_cuda_group_run(ctx, g, NULL, &io), SLUICE_ERR_INVALID_ARGUMENT);
+        const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_ptr_nonnull(strstr(d->message, "carry in and out"));
+    }
+    CK_CUDA(cudaDeviceSynchronize());
+    for (int k = 0; k < L->ninputs; k++) cudaFree(din[k]);
+    for (int k = 0; k < L->noutputs; k++) cudaFree(dout[k]);
+    cudaFree(carry);
+    cudaFree(scratch);
+    cudaFree(count);
+    sl_cuda_group_free(ctx, g);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 int main(void) {
     /* CUDA does not survive fork(): run the cases in this process (Check forks by default). */
     setenv("CK_FORK", "no", 1);
@@ -451,6 +494,7 @@ int main(void) {
     suite_add_tcase(s, tc);
     tc = tcase_create("bool_bytes");
     tcase_add_test(tc, bool_bytes_match_cpu);
+    tcase_add_test(tc, carry_in_place_is_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -968,6 +968,8 @@ static const struct {
     {"  - scan: {of: k, op: max, into: m}\n  - filter: m - k < 20000\n"
      "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
     {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0},
+    {"  - scan: {of: x, op: sum, acc: i64, into: s}\n  - scan: {of: s, op: max, into: m}\n"
+     "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1},
 };
 
 START_TEST(compaction_on_host) {
@@ -991,7 +993,7 @@ START_TEST(compaction_on_host) {
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
     /* up to eighteen tiles over the three emulated blocks, the last one partial */
-    static const int64_t sizes[] = {0, 1, 2, 33, 2600, 9000, 70000};
+    static const int64_t sizes[] = {0, 1, 2, 33, 2600, 9000, 70000, 100003};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
         host_batch_matches_cpu(p, &cg, dir, false, strstr(yaml, "reset: batch") != NULL,
                                1313 + (uint64_t)_i * 31 + z, sizes[z]);
@@ -1320,6 +1322,9 @@ static Suite *make_suite(void) {
     tc = tcase_create("host");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host_counts"); /* runnable alone: CK_RUN_CASE=host_counts */
+    tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, compaction_on_host, 0, (int)SL_ARRAY_LEN(count_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");

@@ -80,6 +80,7 @@ typedef struct group_state {
     sl_cuda_group *fused;
     const sl_cuda_group_layout *layout;
     void **carry;      /* device, cs->ring of them; carry[gen % ring] holds the committed state */
+    void *carry_spare; /* device: what a call's second and later runs write (carry_buffers) */
     int64_t gen;
     bool touched;      /* written in the current (uncommitted) call: generation gen + 1 */
     void **out_buf;    /* per lane and layout output ([lane * noutputs + i]): cap_rows rows */
@@ -290,6 +291,7 @@ static void free_group(sluice_context *ctx, cuda_session *cs, group_state *g) {
     if (g->fused) sl_cuda_group_free(ctx, g->fused);
     for (int i = 0; g->carry && i < cs->ring; i++)
         if (g->carry[i]) cudaFree(g->carry[i]);
+    if (g->carry_spare) cudaFree(g->carry_spare);
     sl_free(ctx, g->carry);
     sl_free(ctx, g->seeded);
     sl_free(ctx, g->out_buf);
@@ -438,6 +440,7 @@ static sluice_status open_group(sluice_session *s, cuda_session *cs, int gi) {
         if (!g->carry) return sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory opening a CUDA session");
         for (int i = 0; i < cs->ring; i++)
             SL_TRY(device_alloc(ctx, &g->carry[i], g->layout->carry_bytes, "a scan carry"));
+        SL_TRY(device_alloc(ctx, &g->carry_spare, g->layout->carry_bytes, "a scan carry"));
         int nscans = 0;
         (void)sl_cuda_group_scan_carries(g->fused, &nscans);
         g->seeded = sl_calloc(ctx, (size_t)nscans + 1, sizeof *g->seeded);
@@ -809,6 +812,26 @@ static sluice_status keep_temp(sluice_session *s, cuda_session *cs, void *ptr) {
     return SLUICE_OK;
 }
 
+/* The carries of a fused group's next run: it reads the committed generation (the call's
+ * first run) or what the call's last run wrote, and writes generation gen + 1. Never in place
+ * (core/cuda/fused.h): a run after the first in a call (a batch cut into pieces, a flush after
+ * a push) writes the group's spare buffer, which carry_written swaps into the ring. The
+ * buffer it leaves as the spare is read by that run's kernel only, which every later kernel
+ * on the stream waits for before it touches memory. */
+static void carry_buffers(const cuda_session *cs, const group_state *g, const void **from, void **to) {
+    void *next = g->carry[(g->gen + 1) % cs->ring];
+    *from = g->touched ? next : g->carry[g->gen % cs->ring];
+    *to = g->touched ? g->carry_spare : next;
+}
+
+/* After a run queued with carry_buffers' buffers: `to` holds generation gen + 1. */
+static void carry_written(const cuda_session *cs, group_state *g, void *to) {
+    void **next = &g->carry[(g->gen + 1) % cs->ring];
+    if (to == *next) return;
+    g->carry_spare = *next;
+    *next = to;
+}
+
 /* `need` bytes of zeroed scratch for a fused run on the stream (*zeroed true), the next
  * slice of the arena: when the arena is used up, the part handed out since the last clear is
  * cleared by one memset queued on the stream, after every kernel that used it (the slices are
@@ -886,8 +909,9 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
     if (st == SLUICE_OK) {
         /* Generation gen + 1 of the carry: from the committed one at the call's first piece,
          * in place after that (a batch cut into pieces). */
-        void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
-        void *to = g->carry[(g->gen + 1) % cs->ring];
+        const void *from;
+        void *to;
+        carry_buffers(cs, g, &from, &to);
         void *scratch = cs->scratch;
         bool zeroed = false;
         size_t need = piece->rows > 0 ? sl_cuda_group_scratch_size(g->fused, piece->rows) : 0;
@@ -897,6 +921,7 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         if (st == SLUICE_OK)
             st = zeroed ? sl_cuda_group_run_zeroed(ctx, g->fused, cs->stream, &io)
                         : sl_cuda_group_run(ctx, g->fused, cs->stream, &io);
+        if (st == SLUICE_OK) carry_written(cs, g, to);
         if (st == SLUICE_OK && piece->result) refill_spare(cs);
     }
     if (st == SLUICE_OK) {
@@ -954,11 +979,13 @@ static sluice_status flush_group_impl(sluice_session *s, cuda_session *cs, sl_pi
     lane *ln = &cs->lanes[piece->seq % cs->depth];
     bool held = reduce_held(g);
     if (st == SLUICE_OK && !held) {
-        void *from = g->carry[(g->touched ? g->gen + 1 : g->gen) % cs->ring];
-        void *to = g->carry[(g->gen + 1) % cs->ring];
+        const void *from;
+        void *to;
+        carry_buffers(cs, g, &from, &to);
         sl_cuda_group_io io = {0, -1, NULL, outp, s->params, from, to, cs->scratch,
                                (int64_t *)ln->dev_count};
         st = sl_cuda_group_flush(ctx, g->fused, cs->stream, &io);
+        if (st == SLUICE_OK) carry_written(cs, g, to);
     }
     if (st == SLUICE_OK) {
         g->touched = g->touched || !held;

@@ -153,6 +153,14 @@ static void fill_args(const sl_codegen *c, const sl_cuda_group_io *io, int64_t n
         sl_value_store(io->params[k].type, &slots[at + (size_t)k], 0, io->params[k]);
 }
 
+/* The carry is never updated in place (fused.h): a block may read carry_in after the batch's
+ * last tile has written carry_out. */
+static sluice_status check_carries(sluice_context *ctx, const sl_cuda_group_io *io) {
+    if (io->carry_out != io->carry_in) return SLUICE_OK;
+    return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
+                    "internal: a fused GPU group was given one buffer as its carry in and out");
+}
+
 /* A reduce's outputs are written by the close kernel even for an empty batch. */
 static sluice_status check_outputs(sluice_context *ctx, const sl_codegen *c,
                                    const sl_cuda_group_io *io) {
@@ -196,8 +204,9 @@ sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, v
     if (!io || !io->carry_in || !io->carry_out || !io->out_rows || (c->nparams > 0 && !io->params))
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a reduce was flushed without the buffers its layout needs");
+    SL_TRY(check_carries(ctx, io));
     SL_TRY(check_outputs(ctx, c, io));
-    if (io->carry_out != io->carry_in) {
+    {
         cudaError_t e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
                                         cudaMemcpyDeviceToDevice, stream);
         if (e != cudaSuccess) return cuda_failure(ctx, e, "a reduce's carry copy at flush");
@@ -234,11 +243,11 @@ static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a fused GPU group was run without the buffers its layout needs");
     cudaError_t e = cudaSuccess;
+    SL_TRY(check_carries(ctx, io));
     if (c->reduces) SL_TRY(check_outputs(ctx, c, io));
     if (io->rows == 0) {
-        if (io->carry_out != io->carry_in)
-            e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
-                                cudaMemcpyDeviceToDevice, stream);
+        e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes, cudaMemcpyDeviceToDevice,
+                            stream);
         if (e == cudaSuccess && c->compacts) e = cudaMemsetAsync(io->out_rows, 0, sizeof(int64_t), stream);
         if (e != cudaSuccess) return cuda_failure(ctx, e, "an empty batch's carry copy");
         /* a reduce still closes the batch: identities of its empty segments, its row */

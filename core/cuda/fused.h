@@ -21,8 +21,10 @@
  * Stream-wide state (running scan totals, open segments, the last key of a key-segmented
  * scan) is the carry: layout.carry_bytes of device memory. At session open and at reset the
  * host copies sl_cuda_group_carry_identity() into it. Each run reads carry_in and writes the
- * state after the batch to carry_out; they may be the same buffer. Keeping two and swapping
- * after a successful push is how the host makes pushes transactional. */
+ * state after the batch to carry_out, never the same buffer: a kernel's blocks may read the
+ * carry after the batch's last tile has written the next one (a block's prefix takes the
+ * carry's batch constants when its own look-back ends). Keeping two and swapping after a
+ * successful push is how the host makes pushes transactional. */
 #ifndef SL_CUDA_FUSED_H
 #define SL_CUDA_FUSED_H
 
@@ -55,7 +57,7 @@ typedef struct sl_cuda_group_io {
     void *const *outputs;         /* layout.noutputs pointers, room for `rows` elements each */
     const sl_value *params;       /* host: current value of every pipeline param */
     const void *carry_in;         /* layout.carry_bytes */
-    void *carry_out;              /* layout.carry_bytes; may equal carry_in */
+    void *carry_out;              /* layout.carry_bytes; not carry_in (see above) */
     void *scratch;                /* sl_cuda_group_scratch_size(g, rows) bytes, 256-aligned */
     int64_t *out_rows;            /* compacting groups: kept rows of this batch; else unused */
 } sl_cuda_group_io;
@@ -81,7 +83,7 @@ size_t sl_cuda_group_scratch_size(const sl_cuda_group *g, int64_t rows);
 /* Enqueues the group's work for one batch on `stream` (a cudaStream_t; NULL = default
  * stream): resets the scratch, launches the kernel. Does not synchronise. Errors:
  * SLUICE_ERR_CUDA (launch failure, with cudaGetErrorString in the message),
- * SLUICE_ERR_INVALID_ARGUMENT (a NULL pointer the layout needs). */
+ * SLUICE_ERR_INVALID_ARGUMENT (a NULL pointer the layout needs, carry_out == carry_in). */
 sluice_status sl_cuda_group_run(sluice_context *ctx, const sl_cuda_group *g, void *stream,
                                 const sl_cuda_group_io *io);
 /* The same for a caller that hands io->scratch already zero (cleared in stream order before
@@ -95,7 +97,7 @@ sluice_status sl_cuda_group_run_zeroed(sluice_context *ctx, const sl_cuda_group 
  * last run of keys or head-flag segment), from carry_in, into row 0 of io.outputs, the rows
  * (0 or 1) into *io.out_rows, and the carry with that segment closed into carry_out.
  * io.rows and io.inputs are unused. Errors: SLUICE_ERR_INVALID_ARGUMENT (not a reduce
- * group, a buffer missing), SLUICE_ERR_CUDA (launch failure). */
+ * group, a buffer missing, carry_out == carry_in), SLUICE_ERR_CUDA (launch failure). */
 sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, void *stream,
                                   const sl_cuda_group_io *io);
 
