@@ -725,29 +725,33 @@ static const struct host_case {
                     key, or of a key the map makes from inputs (g, big), the runs' aggregate
                     loop (long runs of kb: a byte is 0 one time in 256; kf: random bits, NaNs
                     and negative zeros among them) */
+    bool scan_rows; /* the scan over offsets segments (`rows`), the reduce over its own: the
+                       segment index kernel runs, the empty-segments kernel does not */
 } host_cases[] = {
-    {"      segments: {key: g}\n", true, false, false},
-    {"      segments: {key: big}\n", true, false, false},
-    {"      segments: hd\n", true, false, false},
-    {"", true, false, false},
-    {"      segments: {key: g}\n      per: batch\n", true, false, false},
-    {"      segments: hd\n      per: batch\n", true, false, false},
-    {"      per: batch\n", true, false, false},
-    {"      segments: {key: g}\n", false, false, false},
-    {"      segments: hd\n      per: batch\n", false, false, false},
-    {"", false, false, false},
-    {"      per: batch\n", false, false, false},
-    {"      segments: rows\n", false, false, false},
-    {"      segments: rows\n", true, false, false},
-    {"      segments: rows\n", false, true, false},
-    {"      segments: rows\n", true, true, false},
-    {"      segments: {key: kb}\n", false, false, true},
-    {"      segments: {key: kb}\n      per: batch\n", false, false, true},
-    {"      segments: {key: k}\n", false, false, true},
-    {"      segments: {key: kb}\n", true, false, true},
-    {"      segments: {key: kf}\n", false, false, true},
-    {"      segments: {key: g}\n", false, false, true},   /* keys made by the map: */
-    {"      segments: {key: big}\n", false, false, true}, /* RunKeys::at (bool: big) */
+    {"      segments: {key: g}\n", true, false, false, false},
+    {"      segments: {key: big}\n", true, false, false, false},
+    {"      segments: hd\n", true, false, false, false},
+    {"", true, false, false, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false, false, false},
+    {"      segments: hd\n      per: batch\n", true, false, false, false},
+    {"      per: batch\n", true, false, false, false},
+    {"      segments: {key: g}\n", false, false, false, false},
+    {"      segments: hd\n      per: batch\n", false, false, false, false},
+    {"", false, false, false, false},
+    {"      per: batch\n", false, false, false, false},
+    {"      segments: rows\n", false, false, false, false},
+    {"      segments: rows\n", true, false, false, false},
+    {"      segments: rows\n", false, true, false, false},
+    {"      segments: rows\n", true, true, false, false},
+    {"      segments: {key: kb}\n", false, false, true, false},
+    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false},
+    {"      segments: {key: k}\n", false, false, true, false},
+    {"      segments: {key: kb}\n", true, false, true, false},
+    {"      segments: {key: kf}\n", false, false, true, false},
+    {"      segments: {key: g}\n", false, false, true, false},   /* keys made by the map: */
+    {"      segments: {key: big}\n", false, false, true, false}, /* RunKeys::at (bool: big) */
+    {"      segments: {key: g}\n", true, false, false, true},
+    {"      segments: hd\n      per: batch\n", true, false, false, true},
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
@@ -869,7 +873,8 @@ static void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *cg, con
 START_TEST(reduce_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
-    const bool offsets = strstr(host_cases[_i].segments, "segments: rows") != NULL;
+    const bool offsets =
+        strstr(host_cases[_i].segments, "segments: rows") != NULL || host_cases[_i].scan_rows;
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
              "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\n%sstages:\n"
@@ -882,7 +887,9 @@ START_TEST(reduce_on_host) {
              _i, offsets ? "  rows: {type: i64, role: offsets}\n" : "",
              host_cases[_i].plain ? "  kb: bool\n  kf: f32\n" : "",
              offsets || host_cases[_i].plain ? "" : "  - filter: x % 5 != 0\n",
-             host_cases[_i].scan ? "  - scan: {of: x, op: max, into: run}\n" : "",
+             host_cases[_i].scan_rows ? "  - segmented_scan: {of: x, op: max, segments: rows, into: run}\n"
+             : host_cases[_i].scan    ? "  - scan: {of: x, op: max, into: run}\n"
+                                      : "",
              host_cases[_i].segments,
              host_cases[_i].narrow && host_cases[_i].scan ? "run" : "x",
              host_cases[_i].narrow ? "output: [seg, s]\n"

@@ -2004,6 +2004,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         /* the aggregate loop's last block closes the batch itself: no close kernel after it
            (a launch and its gap less a batch) */
         out->closes_in_kernel = g.aggregate && g.reduce->segments == SL_SEGMENTS_NONE;
+        out->reduce_offsets = g.reduce && g.reduce->segments == SL_SEGMENTS_OFFSETS;
         out->block_records = block_records_loop(&g);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
             g.override = *g.tuning;

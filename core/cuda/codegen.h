@@ -106,6 +106,8 @@ typedef struct sl_codegen {
     bool compacts;           /* rows out differ from rows in: a compaction or a reduce */
     bool reduces;            /* ends in a reduce: launch the close kernel after the main one */
     bool has_offsets;        /* an offsets-segmented scan: launch the segindex kernel first */
+    bool reduce_offsets;     /* the reduce is over the offsets' segments: the empty-segments
+                                kernel (SL_CG_EMPTIES_KERNEL) runs before the close kernel */
     int offsets_input;       /* index into inputs of the offsets column, -1 if none */
 
     int phases;              /* chained look-backs (0: a purely elementwise group) */

@@ -79,7 +79,7 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
                 e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
             if (e == cudaSuccess && g->cg.reduces)
                 e = cudaLibraryGetKernel(&g->close, g->library, SL_CG_CLOSE_KERNEL);
-            if (e == cudaSuccess && g->cg.reduces && g->cg.has_offsets)
+            if (e == cudaSuccess && g->cg.reduce_offsets)
                 e = cudaLibraryGetKernel(&g->empties, g->library, SL_CG_EMPTIES_KERNEL);
             if (e != cudaSuccess) {
                 st = cuda_failure(ctx, e, "finding a generated kernel (cudaLibraryGetKernel)");
@@ -174,14 +174,14 @@ static sluice_status check_outputs(sluice_context *ctx, const sl_codegen *c,
 static sluice_status launch_close(sluice_context *ctx, const sl_cuda_group *g, cudaStream_t stream,
                                   const sl_cuda_group_io *io, bool flush) {
     const sl_codegen *c = &g->cg;
-    if (c->has_offsets && !flush && (!io->inputs || !io->inputs[c->offsets_input]))
+    if (c->reduce_offsets && !flush && (!io->inputs || !io->inputs[c->offsets_input]))
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: a reduce over offsets was run without its offsets");
     uint64_t slots[512];
     fill_args(c, io, flush ? -1 : sl_cuda_codegen_tiles(c, io->rows), slots);
     void *args[1] = {slots};
     cudaError_t e = cudaSuccess;
-    if (c->has_offsets && !flush && io->nsegments > 0) {
+    if (c->reduce_offsets && !flush && io->nsegments > 0) {
         /* the empty segments' rows, a thread per segment up to a grid the device holds */
         int64_t blocks = (io->nsegments + SL_CG_CLOSE_THREADS - 1) / SL_CG_CLOSE_THREADS;
         if (blocks > 8192) blocks = 8192;

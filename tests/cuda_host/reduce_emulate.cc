@@ -20,7 +20,8 @@
  * SL_GENERATED (the source's path), SL_IN_SIZES and SL_OUT_SIZES (bytes per element of the
  * kernel's inputs and outputs, in argument order), SL_CARRY_IDENTITY (the carry's identity
  * bytes), SL_CLOSE_THREADS (the close kernel's block), SL_CLOSES (1: the group has a close
- * kernel, a reduce's) and SL_OFFSETS_INPUT (the kernel input
+ * kernel, a reduce's), SL_REDUCE_OFFSETS (1: the reduce is over the offsets' segments, whose
+ * empty-segments kernel runs before the close kernel) and SL_OFFSETS_INPUT (the kernel input
  * that is an offsets input, or -1), and linked with -latomic (16-byte atomics). Every loop
  * runs (the aggregate loop, the two-stage one, and the one with a look-back warp, whose named
  * barrier is emulated too), over a grid of up to EMULATED_GRID blocks run one after another.
@@ -174,7 +175,7 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
         const int grid = ntiles < EMULATED_GRID ? (int)ntiles : EMULATED_GRID; /* as fused.c */
         launch_grid(grid, THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
     }
-#if SL_OFFSETS_INPUT >= 0
+#if SL_REDUCE_OFFSETS /* as fused.c: a reduce over the offsets' segments */
     if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
 #endif
 #if SL_CLOSES
