@@ -366,13 +366,7 @@ START_TEST(reduce_carries_on_host) {
     }
     free(bytes);
     free(after);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    sl_cuda_codegen_free(ctx, &cg);
-    sl_plan_free(ctx, &plan);
-    sluice_pipeline_free(p);
-    sluice_context_destroy(ctx);
+    emu_finish(ctx, p, &plan, &cg, dir);
 }
 END_TEST
 

@@ -924,7 +924,6 @@ START_TEST(reduce_on_host) {
     char dir[] = "/tmp/sluice-reduce-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
-    char cmd[4096];
 
     /* rows; with offsets, segments (of about 130 rows on average: up to 15 tiles, so the
      * segments' aggregate loop gives each of the three emulated blocks several). 9000,
@@ -944,12 +943,7 @@ START_TEST(reduce_on_host) {
         uint64_t seed = 977 + (uint64_t)_i * 31 + z;
         host_batch_matches_cpu(p, &cg, dir, offsets, per_batch, seed, rows);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    sl_cuda_codegen_free(ctx, &cg);
-    sl_plan_free(ctx, &plan);
-    sluice_pipeline_free(p);
-    sluice_context_destroy(ctx);
+    emu_finish(ctx, p, &plan, &cg, dir);
 }
 END_TEST
 
@@ -1004,13 +998,7 @@ START_TEST(compaction_on_host) {
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
         host_batch_matches_cpu(p, &cg, dir, false, strstr(yaml, "reset: batch") != NULL,
                                1313 + (uint64_t)_i * 31 + z, sizes[z]);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    sl_cuda_codegen_free(ctx, &cg);
-    sl_plan_free(ctx, &plan);
-    sluice_pipeline_free(p);
-    sluice_context_destroy(ctx);
+    emu_finish(ctx, p, &plan, &cg, dir);
 }
 END_TEST
 

@@ -51,7 +51,20 @@ static inline void emu_build(const sluice_pipeline *p, const sl_codegen *cg, con
                    "' '%s/tests/cuda_host/reduce_emulate.cc' -o '%s/emulate' -latomic",
                    SLUICE_SOURCE_DIR, dir);
     ck_assert_int_lt(at, (int)sizeof cmd);
-    ck_assert_msg(system(cmd) == 0, "the host build of the generated reduce failed: %s", cmd);
+    ck_assert_msg(system(cmd) == 0, "the host build of the generated group failed: %s", cmd);
+}
+
+/* The end of a test that built an emulation: its folder removed, the group, plan, pipeline
+ * and context freed. */
+static inline void emu_finish(sluice_context *ctx, sluice_pipeline *p, sl_plan *plan, sl_codegen *cg,
+                              const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    sl_cuda_codegen_free(ctx, cg);
+    sl_plan_free(ctx, plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
 }
 
 #endif
