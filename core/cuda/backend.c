@@ -907,8 +907,7 @@ static sluice_status run_fused(sluice_session *s, cuda_session *cs, sl_piece *pi
         ln->launched_ns = clock_ns();
     }
     if (st == SLUICE_OK) {
-        /* Generation gen + 1 of the carry: from the committed one at the call's first piece,
-         * in place after that (a batch cut into pieces). */
+        /* Generation gen + 1 of the carry, never in place (carry_buffers). */
         const void *from;
         void *to;
         carry_buffers(cs, g, &from, &to);
