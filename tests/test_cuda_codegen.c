@@ -953,8 +953,8 @@ END_TEST
  * batch, and cut in three: the count goes on across the cuts, except where it is reset
  * every batch) against the CPU backend:
  * exclusive and inclusive counts beside another scan in their phase, a count before the
- * compaction and one between two (neither derived), and a count in a second phase (the
- * two-stage loop). */
+ * compaction and one between two (neither derived), a count in a later phase (the
+ * two-stage loop), and one a map reads after it. */
 static const struct {
     const char *stages;
     int derived; /* count scans derive_counts takes */
@@ -971,6 +971,8 @@ static const struct {
     {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0},
     {"  - scan: {of: x, op: sum, acc: i64, into: s}\n  - scan: {of: s, op: max, into: m}\n"
      "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1},
+    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n"
+     "  - map: {z: slot * 3 + i64(k)}\n", 1},
 };
 
 START_TEST(compaction_on_host) {
