@@ -43,8 +43,14 @@ static timing one_round(sluice_context *ctx, size_t bytes, int blocks, void *dev
     t.h2d_gbs = (double)bytes * blocks / (now_ms() - a) / 1e6;
     a = now_ms();
     for (int i = 0; i < blocks; i++) {
-        if (ctx) sluice_cuda_host_free(ctx, p[i]);
-        else CK(cudaFreeHost(p[i]));
+        if (ctx) {
+            if (sluice_cuda_host_free(ctx, p[i]) != SLUICE_OK) {
+                fprintf(stderr, "pin_bench: sluice_cuda_host_free failed\n");
+                exit(1);
+            }
+        } else {
+            CK(cudaFreeHost(p[i]));
+        }
     }
     t.free_ms = now_ms() - a;
     return t;

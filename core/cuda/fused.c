@@ -206,11 +206,9 @@ sluice_status sl_cuda_group_flush(sluice_context *ctx, const sl_cuda_group *g, v
                         "internal: a reduce was flushed without the buffers its layout needs");
     SL_TRY(check_carries(ctx, io));
     SL_TRY(check_outputs(ctx, c, io));
-    {
-        cudaError_t e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
-                                        cudaMemcpyDeviceToDevice, stream);
-        if (e != cudaSuccess) return cuda_failure(ctx, e, "a reduce's carry copy at flush");
-    }
+    cudaError_t e = cudaMemcpyAsync(io->carry_out, io->carry_in, c->carry_bytes,
+                                    cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) return cuda_failure(ctx, e, "a reduce's carry copy at flush");
     return launch_close(ctx, g, stream, io, true);
 }
 

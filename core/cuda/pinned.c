@@ -142,18 +142,19 @@ static cudaError_t pin_new(size_t bytes, void **out, size_t *mapped) {
     return cudaHostAlloc(out, bytes, cudaHostAllocPortable);
 }
 
-static void pin_release(void *p, size_t mapped) {
-    if (mapped) {
-        cudaHostUnregister(p);
-        munmap(p, mapped);
-    } else {
-        cudaFreeHost(p);
-    }
+/* Gives back what pin_new gave: cudaFreeHost's status, or success for our own mapping (its
+ * unregistering and unmapping report nothing a caller could act on). */
+static cudaError_t pin_release(void *p, size_t mapped) {
+    if (!mapped) return cudaFreeHost(p);
+    cudaHostUnregister(p);
+    cudaGetLastError();
+    munmap(p, mapped);
+    return cudaSuccess;
 }
 
 static void release_range(const pinned_range *r) {
     if (r->kind == PINNED_REGISTERED) cudaHostUnregister(r->base);
-    else pin_release(r->base, r->mapped);
+    else (void)pin_release(r->base, r->mapped);
     cudaGetLastError();
 }
 
@@ -279,7 +280,8 @@ static void *pool_take(sluice_context *ctx, size_t bytes) {
     }
     if (range_add(ctx, cx, p, size, PINNED_POOL, mapped) != SLUICE_OK) {
         sl_diag_clear(ctx); /* not the call's error: the batch falls back to pageable memory */
-        pin_release(p, mapped);
+        (void)pin_release(p, mapped);
+        cudaGetLastError();
         return NULL;
     }
     return p;
@@ -355,7 +357,8 @@ SLUICE_API sluice_status sluice_cuda_host_alloc(sluice_context *ctx, size_t byte
     if (e != cudaSuccess) return pin_error(ctx, e, bytes, "allocating pinned host memory");
     sluice_status st = range_add(ctx, cx, p, bytes, PINNED_ALLOC, mapped);
     if (st != SLUICE_OK) {
-        pin_release(p, mapped);
+        (void)pin_release(p, mapped);
+        cudaGetLastError();
         return st;
     }
     *out = p;
@@ -390,9 +393,7 @@ SLUICE_API sluice_status sluice_cuda_host_free(sluice_context *ctx, void *ptr) {
     if (!ptr) return SLUICE_OK;
     pinned_range *r;
     SL_TRY(own_range(ctx, ptr, PINNED_ALLOC, "sluice_cuda_host_free", &r));
-    cudaError_t e = cudaSuccess;
-    if (r->mapped) pin_release(r->base, r->mapped);
-    else e = cudaFreeHost(r->base);
+    cudaError_t e = pin_release(r->base, r->mapped);
     range_remove(ctx_state(ctx, false), r);
     if (e != cudaSuccess) return pin_error(ctx, e, 0, "freeing pinned host memory");
     return SLUICE_OK;
