@@ -116,6 +116,18 @@ static unsigned grid(int64_t n) { return (unsigned)std::min<int64_t>((n + 255) /
 struct Positive {
     __host__ __device__ bool operator()(float v) const { return v > 0.0f; }
 };
+struct TwicePlusOne {
+    __host__ __device__ float operator()(float v) const { return v * 2.0f + 1.0f; }
+};
+struct AboveOne {
+    __host__ __device__ bool operator()(float v) const { return v > 1.0f; }
+};
+// slot[i] = i for the *count kept rows (the cull's exclusive count, done the CUB way)
+__global__ void k_iota(int64_t *slot, const int64_t *count) {
+    int64_t n = *count;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        slot[i] = i;
+}
 struct Affine {  // (a1, b1) then (a2, b2) = (a1*a2, a2*b1 + b2)
     __host__ __device__ float2 operator()(float2 l, float2 r) const {
         return make_float2(l.x * r.x, r.x * l.y + r.y);
@@ -144,8 +156,8 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
         ab[i] = make_float2(a[i], b[i]);
 }
 
-// GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, segscan,
-// sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
+// GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, widen,
+// f64acc, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
 // them all. The copy always runs: it is the yardstick.
 static bool want(const char *job) {
     const char *list = getenv("GPU_BENCH_JOBS");
@@ -381,6 +393,66 @@ int main(int argc, char **argv) {
         g_rows.push_back({"linear recurrence f32 (% of copy)", fmt("%.1f%%", pct(jb, t_sl)),
                           fmt("%.1f%%", pct(jb, t_cub)), ">= 80%"});
         fill_normalish<<<grid(n), 256, 0, g_stream>>>(y, n, 2);
+    }
+    // 3b. scans whose accumulator is wider than their input: i32 summed in i64, f32 summed in
+    // f64 (exclusive), against CUB's ExclusiveScan given an init of the wide type (which makes
+    // it accumulate in that type).
+    for (int f64 = 0; f64 < 2; f64++) {
+        if (!want(f64 ? "f64acc" : "widen")) continue;
+        size_t b = tmp_bytes;
+        double t_cub = f64 ? time_ms([&] {
+            CK(cub::DeviceScan::ExclusiveScan(tmp, b, x, (double *)out2, cuda::std::plus<>{}, 0.0, n, g_stream));
+        }) : time_ms([&] {
+            CK(cub::DeviceScan::ExclusiveScan(tmp, b, (const int32_t *)u, (int64_t *)out2, cuda::std::plus<>{},
+                                              (int64_t)0, n, g_stream));
+        });
+        double t_sl = -1;
+        sluice_job j;
+        const char *yaml = f64 ? "sluice: 1\nname: bench-f64acc\ninput: {x: f32}\nstages:\n"
+                                 "  - scan: {of: x, op: sum, acc: f64, kind: exclusive, into: s}\noutput: [s]\n"
+                               : "sluice: 1\nname: bench-widen\ninput: {x: i32}\nstages:\n"
+                                 "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n";
+        if (sluice_open(j, yaml, n)) {
+            std::vector<sluice_column> c = {{"x", f64 ? SLUICE_F32 : SLUICE_I32, f64 ? (void *)x : (void *)u, n}};
+            t_sl = time_sluice_ms(j, c);
+            if (j.failed) t_sl = -1;
+            sluice_close(j);
+        } else printf("sluice %s: %s\n", f64 ? "f64acc" : "widen", j.why.c_str());
+        double jb = 12.0 * n;  // 4 bytes read, 8 written
+        const char *what = f64 ? "f32 -> f64 exclusive sum (% of copy)" : "i32 -> i64 exclusive sum (% of copy)";
+        printf("%-15s sluice %8.3f ms (%5.1f%% copy)  CUB ExclusiveScan %8.3f ms (%5.1f%% copy)\n",
+               f64 ? "f64acc" : "widen", t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({what, fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= 90%"});
+    }
+    // 3c. the cull: map, filter, and the kept rows' slots (an i64 count), against CUB's
+    // Select::If over the mapped values and a kernel writing the slots, as a CUB user would.
+    if (want("cull")) {
+        size_t b = tmp_bytes;
+        float *yo = (float *)uo;
+        int64_t *slot = (int64_t *)out2;
+        double t_cub = time_ms([&] {
+            CK(cub::DeviceSelect::If(tmp, b, thrust::make_transform_iterator(x, TwicePlusOne()), yo, count, n,
+                                     AboveOne(), g_stream));
+            k_iota<<<grid(n), 256, 0, g_stream>>>(slot, count);
+        });
+        int64_t kept;
+        CK(cudaMemcpy(&kept, count, 8, cudaMemcpyDeviceToHost));
+        double floor_ms = (4.0 * n + 12.0 * kept) / copy_bw * 1e3;
+        double t_sl = -1;
+        sluice_job j;
+        if (sluice_open(j, "sluice: 1\nname: bench-cull\ninput: {x: f32}\nstages:\n"
+                           "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
+                           "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n", n)) {
+            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
+            t_sl = time_sluice_ms(j, c);
+            if (j.failed) t_sl = -1;
+            if (j.out_rows != kept) printf("sluice cull kept %lld rows, CUB %lld\n", (long long)j.out_rows, (long long)kept);
+            sluice_close(j);
+        } else printf("sluice cull: %s\n", j.why.c_str());
+        printf("cull            sluice %8.3f ms (%5.2fx floor)  CUB Select::If + slots %8.3f ms (%5.2fx floor), floor %.3f ms\n",
+               t_sl, t_sl < 0 ? -1 : t_sl / floor_ms, t_cub, t_cub / floor_ms, floor_ms);
+        g_rows.push_back({"cull: map, filter, i64 slots (time / floor)", fmt("%.2fx", t_sl < 0 ? -1 : t_sl / floor_ms),
+                          fmt("%.2fx", t_cub / floor_ms), "<= 1.10x"});
     }
     // 4. segmented sum over offsets, average segment 1000 and 8 rows.
     for (int avg : {1000, 8}) {

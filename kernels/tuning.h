@@ -1,10 +1,12 @@
 /* tuning.h — launch shape of the fused single-pass kernels, one row per GPU architecture:
- * threads per block and how many bytes of the widest column each thread keeps in registers.
+ * threads per block, and how many bytes of the widest column a group loads each thread keeps
+ * in registers.
  * Read by the code generator on the host (plain C) and embedded for NVRTC; nothing else may
  * hard-code a block size or an items-per-thread count.
  *
  * Why these numbers: the kernels are bound by memory bandwidth, so each thread must have
- * several 16-byte loads in flight (64 bytes of the widest column: 4 x 16-byte loads), and a
+ * several 16-byte loads in flight (64 bytes of the widest column it loads: 4 x 16-byte loads;
+ * a wider column it only makes, an i64 sum of i32 rows, does not halve them), and a
  * tile must be large enough that the per-tile look-back and barriers are amortised over a
  * few thousand rows, yet small enough that enough tiles are resident per SM to hide the
  * look-back latency. Register pressure grows with the number of live columns, so the code
@@ -15,7 +17,7 @@
 typedef struct sl_tuning {
     int arch;                 /* compute capability major*10+minor this row is for */
     int block_threads;        /* threads per block (a multiple of 32) */
-    int bytes_per_thread;     /* bytes of the widest column per thread */
+    int bytes_per_thread;     /* bytes of the widest loaded column per thread */
     int min_items, max_items; /* bounds on items per thread (powers of two) */
     int register_items;       /* budget: live columns x items per thread stays under this */
     int min_blocks;           /* resident blocks per SM asked of the register allocator for

@@ -1951,16 +1951,25 @@ static bool tuning_override(int *threads, int *items, int *min_blocks) {
     return true;
 }
 
+/* Items a thread: bytes_per_thread of the widest column the kernel loads, so that each
+ * thread keeps the same bytes of loads in flight whatever the group makes from them (an i64
+ * sum or count of f32 rows loads like the f32 scan, and is as bound by those loads). The
+ * offsets of a segmented group are read a few per tile, not per item, so they do not count.
+ * A group that loads no column (a count alone) sizes by the widest it makes. Then halved
+ * while the group's live columns would hold more items in registers than the budget. */
 static int choose_items(const cg *g) {
     const sl_tuning *t = g->tuning;
-    size_t widest = 1;
+    size_t widest_loaded = 0, widest_made = 1;
     int ncols = 0;
     for (int c = 0; c < g->p->ncolumns; c++) {
         if (!g->in_group[c]) continue;
         ncols++;
+        if (g->p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
         size_t sz = sluice_type_size(g->p->columns[c].type);
-        if (sz > widest) widest = sz;
+        size_t *widest = g->made[c] ? &widest_made : &widest_loaded;
+        if (sz > *widest) *widest = sz;
     }
+    size_t widest = widest_loaded ? widest_loaded : widest_made;
     int items = t->bytes_per_thread / (int)widest;
     if (items > t->max_items) items = t->max_items;
     while (items > t->min_items && ncols * items > t->register_items) items /= 2;
