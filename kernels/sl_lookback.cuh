@@ -16,11 +16,11 @@
  * For exact operators (integers, min/max, bitwise, count, flags) every association gives
  * the same bits; for float sums, products and recurrences and for declared operators it
  * does not. `determinism: run_to_run` therefore uses the ordered look-back below for such
- * states: tile j's inclusive prefix is defined as the left fold P_j = P_{j-1} (+) A_j over
- * the tiles' aggregates (P_-1 = the carry), and the look-back computes exactly that: from
- * the nearest inclusive prefix it folds the aggregates after it one at a time, in tile
- * order. An inclusive state met on the way is P_m itself, the value the fold would reach
- * there, so the result is the same bits whichever tiles happened to be inclusive. */
+ * states: the exclusive prefix of every tile is defined by one fixed association over the
+ * tiles' aggregates and the carry (chunks of 32 tiles scanned by a warp's fixed tree, the
+ * chunks folded left to right: lookback_exclusive_ordered), and the look-back computes exactly
+ * that: the only inclusive states are the chunks' prefixes, each the value the fold has
+ * there, so the result is the same bits whichever tiles happened to finish first. */
 #ifndef SL_LOOKBACK_CUH
 #define SL_LOOKBACK_CUH
 
@@ -143,6 +143,17 @@ template <typename T> struct tile_states {
     static constexpr int K_NEXT = PACKING == 8 ? 8 : PACKING == 16 ? 4 : 2;
     unsigned char *base;
     int64_t ntiles;
+
+    /* `v` as a reader of its published state gets it back: in the packed layouts the words
+       past the payload (batch constants, which those do not carry) read as zeros. */
+    __device__ __forceinline__ static T as_read(const T &v) {
+        if constexpr (PACKING == 0) return v;
+        uint32_t w[W];
+        to_words(v, w);
+#pragma unroll
+        for (int k = PW; k < W; k++) w[k] = 0;
+        return from_words<T>(w);
+    }
 
     __device__ __forceinline__ void publish(int64_t tile, uint32_t status, const T &v) const {
         if constexpr (PACKING == 8) {
@@ -461,111 +472,143 @@ __device__ __noinline__ bool lookback_window_block(const tile_states<T> &states,
 
 /* ---- the ordered look-back (determinism: run_to_run) ---------------------------------- */
 
-/* The last lane of the warp holding an inclusive state of its window, or -1. */
-template <int K>
-__device__ __forceinline__ int last_inclusive_lane(const uint32_t (&status)[K]) {
-    bool any = false;
-#pragma unroll
-    for (int j = 0; j < K; j++) any = any || status[j] == SL_STATUS_INCLUSIVE;
-    const unsigned lanes = __ballot_sync(FULL_MASK, any);
-    return lanes ? 31 - __clz((int)lanes) : -1;
-}
+/* Chunks of this many tiles (a warp's lanes) fix the association of the ordered prefixes. */
+static constexpr int ORDERED_CHUNK = 32;
 
-/* Folds the states of lanes from_lane..31 of a window into `acc` one at a time, in tile
- * order: an aggregate A_m makes acc (+) A_m, an inclusive state P_m replaces acc (it is the
- * value the fold has there). Every lane computes the same fold (the states come by
- * shuffles, the next lane's fetched while the current one is folded), so the result is in
- * every lane. One dependent combine per state: the price of an association that timing
- * cannot change. */
+/* The chunk total T_c = S_c[31] of K consecutive chunks at once, folded in chunk order into
+ * `acc` (Q of the chunk before the first): lane l reads tile 32c + l of each chunk c (K loads
+ * issued together: one round trip for the K chunks), waits until all are published (they are
+ * all predecessors, taken and reduced without waiting on anything), scans each chunk by
+ * warp_inclusive_scan, then folds the K totals one at a time. A chunk whose last tile has
+ * published its inclusive state Q_c replaces acc with it: it is the value the fold has there.
+ * Chunks past `last_chunk` are left out. */
 template <int K, typename T, typename Op>
-__device__ __forceinline__ T fold_window_ordered(const uint32_t (&status)[K], const T (&v)[K],
-                                                 int from_lane, T acc, Op op) {
-    unsigned inclusive = 0;
+__device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, int64_t first_chunk,
+                                                 int64_t last_chunk, T acc, T identity, Op op) {
+    const int lane = threadIdx.x & 31;
+    uint32_t status[K];
+    T v[K];
 #pragma unroll
-    for (int j = 0; j < K; j++) inclusive |= (status[j] == SL_STATUS_INCLUSIVE ? 1u : 0u) << j;
-    unsigned inc = __shfl_sync(FULL_MASK, inclusive, from_lane);
-    T x[K];
+    for (int k = 0; k < K; k++) {
+        status[k] = SL_STATUS_AGGREGATE; /* a chunk left out: nothing to wait for */
+        v[k] = identity;
+        if (first_chunk + k <= last_chunk)
+            states.read((first_chunk + k) * ORDERED_CHUNK + lane, status[k], v[k]);
+    }
+    wait_published_all<K>(status, [&](int k) {
+        states.read((first_chunk + k) * ORDERED_CHUNK + lane, status[k], v[k]);
+    });
+    T total[K];
 #pragma unroll
-    for (int j = 0; j < K; j++) x[j] = shfl_idx(v[j], from_lane);
-    for (int l = from_lane; l < 32; l++) {
-        /* lane l + 1's states (lane 0's again after lane 31: unused) */
-        const unsigned inc_next = __shfl_sync(FULL_MASK, inclusive, (l + 1) & 31);
-        T x_next[K];
+    for (int k = 0; k < K; k++) total[k] = shfl_idx(warp_inclusive_scan(v[k], lane, op), 31);
 #pragma unroll
-        for (int j = 0; j < K; j++) x_next[j] = shfl_idx(v[j], (l + 1) & 31);
-#pragma unroll
-        for (int j = 0; j < K; j++) acc = ((inc >> j) & 1u) ? x[j] : op(acc, x[j]);
-        inc = inc_next;
-#pragma unroll
-        for (int j = 0; j < K; j++) x[j] = x_next[j];
+    for (int k = 0; k < K; k++) {
+        if (first_chunk + k > last_chunk) break;
+        const bool closed = __shfl_sync(FULL_MASK, status[k] == SL_STATUS_INCLUSIVE ? 1u : 0u, 31) != 0;
+        acc = closed ? shfl_idx(v[k], 31) : op(acc, total[k]);
     }
     return acc;
 }
 
-/* The exclusive prefix P_{tile-1} of `tile` (> 0) as the left fold over the tiles'
- * aggregates (see the top of this file); called by all 32 lanes of one warp, returns the
- * same value in every lane. The first window (the same widths as lookback_exclusive) stays
- * in registers; when it holds no inclusive state, windows further left are read until one
- * does, folded from it, and the windows between are read again (every state in them is
- * published by then) and folded in order before the first. */
-template <typename T, typename Op>
-__device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
-                                                     T identity, Op op) {
-    constexpr int K_FIRST = tile_states<T>::K_FIRST, K_NEXT = tile_states<T>::K_NEXT;
-    uint32_t status1[K_FIRST];
-    T v1[K_FIRST];
-    read_window<K_FIRST>(states, tile - 1, identity, status1, v1);
-    int from = last_inclusive_lane(status1);
-    T acc = identity;
-    if (from < 0) {
-        const int64_t end1 = tile - 1 - 32 * K_FIRST; /* the second window's last tile */
-        int64_t end = end1;
-        for (;;) {
-            uint32_t status[K_NEXT];
-            T v[K_NEXT];
-            read_window<K_NEXT>(states, end, identity, status, v);
-            const int l = last_inclusive_lane(status);
-            if (l >= 0) {
-                acc = fold_window_ordered(status, v, l, acc, op);
-                break;
-            }
-            end -= 32 * K_NEXT;
+/* Q_c of chunk `chunk` (>= -1; Q_-1 is the carry, `carry()` reads it): from the nearest chunk at
+ * or before it whose last tile has published Q (32 chunk ends read a round trip), then the
+ * totals of the chunks after that one, folded in order. */
+template <typename T, typename Op, typename Carry>
+__device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, int64_t chunk,
+                                                  Carry carry, T identity, Op op) {
+    constexpr int K = tile_states<T>::K_FIRST;
+    const int lane = threadIdx.x & 31;
+    int64_t nearest = chunk; /* the window's chunk ends: nearest - lane */
+    T q = identity;
+    for (;;) {
+        const int64_t end_of = nearest - lane;
+        uint32_t status = SL_STATUS_INVALID;
+        T v = identity;
+        if (end_of >= 0) {
+            states.read(end_of * ORDERED_CHUNK + (ORDERED_CHUNK - 1), status, v);
+        } else if (end_of == -1) {
+            status = SL_STATUS_INCLUSIVE;
+            v = carry();
         }
-        for (end += 32 * K_NEXT; end <= end1; end += 32 * K_NEXT) {
-            uint32_t status[K_NEXT];
-            T v[K_NEXT];
-            read_window<K_NEXT>(states, end, identity, status, v);
-            acc = fold_window_ordered(status, v, 0, acc, op);
+        const unsigned closed = __ballot_sync(FULL_MASK, status == SL_STATUS_INCLUSIVE);
+        if (closed) {
+            const int at = 31 - __clz((int)(closed & (0u - closed))); /* the nearest */
+            q = shfl_idx(v, at);
+            nearest -= at;
+            break;
         }
-        from = 0;
+        nearest -= 32;
     }
-    return fold_window_ordered(status1, v1, from, acc, op);
+    for (int64_t first = nearest + 1; first <= chunk; first += K)
+        q = fold_chunks_ordered<K>(states, first, chunk, q, identity, op);
+    return q;
+}
+
+/* The exclusive prefix E_j of `tile` under the association that timing cannot change
+ * (determinism: run_to_run). Tiles form chunks of 32; with l = tile mod 32, c = tile / 32 and
+ * A_j the tiles' aggregates:
+ *   S_c[l] = warp_inclusive_scan of A_32c .. A_32c+l (a fixed tree of combines),
+ *   Q_-1 = the carry, Q_c = Q_c-1 (+) S_c[31],
+ *   E_j = Q_c-1 when l = 0, else Q_c-1 (+) S_c[l-1].
+ * Every tile publishes its aggregate (tile 0 too); a chunk's last tile alone publishes an
+ * inclusive state, Q_c, returned in `chunk_inclusive` when this returns true. So a look-back
+ * does one dependent combine a chunk, not one a tile (the left fold P_j = P_j-1 (+) A_j this
+ * replaces cost run_to_run 32-40% of its speed on 16-byte states: bench/RESULTS.md), and a
+ * state it reads is Q itself or an aggregate, whichever tiles happened to finish first.
+ * Called by all 32 lanes of one warp; returns the same in every lane. `aggregate` is the
+ * tile's own A_j; `carry()` the state before the batch (read only when Q_-1 is needed). */
+template <typename T, typename Op, typename Carry>
+__device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
+                                                     const T &aggregate, Carry carry, T identity,
+                                                     Op op, T &chunk_inclusive, bool &closes_chunk) {
+    const int lane = threadIdx.x & 31;
+    const int64_t chunk = tile / ORDERED_CHUNK;
+    const int at = (int)(tile % ORDERED_CHUNK);
+    uint32_t status = SL_STATUS_AGGREGATE;
+    /* the tile's own aggregate as the chunk's other readers see it; lanes after the tile's
+       are unused by the lanes up to it */
+    T v = lane == at ? tile_states<T>::as_read(aggregate) : identity;
+    if (lane < at) {
+        const int64_t before = chunk * ORDERED_CHUNK + lane;
+        states.read(before, status, v);
+        wait_published(status, [&] { states.read(before, status, v); });
+    }
+    const T scanned = warp_inclusive_scan(v, lane, op);
+    const T within = shfl_idx(scanned, at > 0 ? at - 1 : 0);
+    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
+    closes_chunk = at == ORDERED_CHUNK - 1;
+    if (closes_chunk) chunk_inclusive = op(q, shfl_idx(scanned, ORDERED_CHUNK - 1));
+    return at == 0 ? q : op(q, within);
 }
 
 /* The whole block finds the tile's exclusive prefix. `aggregate` is the tile's reduction
- * (the same in every thread), `carry` the state before this batch (used by tile 0).
- * Publishes the tile's aggregate, then its inclusive prefix, and returns the exclusive
- * prefix in every thread. `broadcast` is a shared slot; the call ends with a barrier.
- * ORDERED: the look-back whose association timing cannot change (lookback_exclusive_ordered). */
-template <bool ORDERED = false, typename T, typename Op>
+ * (the same in every thread), `carry()` reads the state before this batch (for tile 0, and
+ * for the ordered look-back when it reaches the batch's start). Publishes the tile's aggregate, then its inclusive prefix (ORDERED: a
+ * chunk's last tile its Q, lookback_exclusive_ordered), and returns the exclusive prefix in
+ * every thread. `broadcast` is a shared slot; the call ends with a barrier. */
+template <bool ORDERED = false, typename T, typename Op, typename Carry>
 __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states, int64_t tile,
-                                                   const T &carry, const T &aggregate,
+                                                   Carry carry, const T &aggregate,
                                                    T identity, Op op, T *broadcast) {
     if (threadIdx.x < 32) {
         T exclusive;
-        if (tile == 0) {
-            exclusive = carry;
-        } else {
+        if constexpr (ORDERED) {
             if (threadIdx.x == 0) states.publish(tile, SL_STATUS_AGGREGATE, aggregate);
-            if constexpr (ORDERED)
-                exclusive = lookback_exclusive_ordered(states, tile, identity, op);
-            else
+            T closed = identity;
+            bool closes = false;
+            exclusive = lookback_exclusive_ordered(states, tile, aggregate, carry, identity, op,
+                                                   closed, closes);
+            if (threadIdx.x == 0 && closes) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
+        } else {
+            if (tile == 0) {
+                exclusive = threadIdx.x == 0 ? carry() : identity;
+            } else {
+                if (threadIdx.x == 0) states.publish(tile, SL_STATUS_AGGREGATE, aggregate);
                 exclusive = lookback_exclusive(states, tile, identity, op);
+            }
+            if (threadIdx.x == 0) states.publish(tile, SL_STATUS_INCLUSIVE, op(exclusive, aggregate));
         }
-        if (threadIdx.x == 0) {
-            states.publish(tile, SL_STATUS_INCLUSIVE, op(exclusive, aggregate));
-            *broadcast = exclusive;
-        }
+        if (threadIdx.x == 0) *broadcast = exclusive;
     }
     __syncthreads();
     return *broadcast;

@@ -401,10 +401,10 @@ __device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::T
         const typename P::Op op;
         S thread_excl, block_agg;
         tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
-        const S carry = carry_in<K, P>(a, t.tile == 0 && threadIdx.x == 0);
         const tile_states<S> states = {a.scratch + offset, ntiles};
-        S tile_excl = tile_exclusive_prefix<P::ORDERED>(states, t.tile, carry, block_agg,
-                                                        P::identity(), op, &broadcast);
+        S tile_excl = tile_exclusive_prefix<P::ORDERED>(
+            states, t.tile, [&] { return carry_in<K, P>(a, true); }, block_agg, P::identity(), op,
+            &broadcast);
         /* fields that do not travel through the look-back: the carry's (Phase::batch_constants) */
         if constexpr (P::BATCH_CONSTANTS)
             if (t.tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
@@ -489,7 +489,8 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
  * batch (read by the look-back warp while the first tile loads) is put left of each tile's
  * look-back result. So no look-back waits for tile 0's read of the carry; the association
  * changes, which the default mode allows (sl_lookback.cuh). `determinism: run_to_run` keeps
- * the states absolute, P_j = P_{j-1} (+) A_j from P_-1 = the carry, as its look-back defines.
+ * the states absolute, from the carry, in the association its look-back defines
+ * (lookback_exclusive_ordered: every tile publishes its aggregate, tile 0 too).
  *
  * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
  * the same instruction (__syncthreads met at two places is undefined in PTX and failed
@@ -552,8 +553,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             S thread_excl, block_agg;
             tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
             if (threadIdx.x == 0) {
-                if (tile != 0) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
-                else if constexpr (!P::ORDERED) states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
+                /* the ordered look-back's chunk scans read tile 0's aggregate as any other */
+                if (tile != 0 || P::ORDERED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
+                else states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
                 handed_agg[s] = block_agg;
             }
             next_thread_excl = thread_excl;
@@ -586,12 +588,14 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             const S block_agg = handed_agg[s];
             S tile_excl;
             if constexpr (P::ORDERED) {
-                tile_excl = tile == 0 ? carry_in<K, P>(a, true)
-                                      : lookback_exclusive_ordered(states, tile, P::identity(), op);
+                S closed = P::identity();
+                bool closes = false;
+                tile_excl = lookback_exclusive_ordered(states, tile, block_agg,
+                                                       [&] { return carry_in<K, P>(a, true); },
+                                                       P::identity(), op, closed, closes);
                 if constexpr (P::BATCH_CONSTANTS)
                     if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
-                if ((threadIdx.x & 31) == 0)
-                    states.publish(tile, SL_STATUS_INCLUSIVE, op(tile_excl, block_agg));
+                if ((threadIdx.x & 31) == 0 && closes) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
             } else {
                 /* within the batch; tile 0 published its own when it was reduced */
                 S local = P::identity();

@@ -1004,6 +1004,50 @@ START_TEST(compaction_on_host) {
 }
 END_TEST
 
+/* `determinism: run_to_run` on the host: the ordered look-back (kernels/sl_lookback.cuh,
+ * lookback_exclusive_ordered: chunks of 32 tiles) in the loop with a look-back warp (one
+ * phase: a sum, a segmented sum whose state is a sum beside its flags) and in the two-stage
+ * loop (a second phase after it), against the CPU, one batch and cut in three, over batches
+ * of up to 66 tiles, so that chunks close, publish their prefixes and are read back by the
+ * emulated blocks. The values are small integers in f32, whose sums are exact in every
+ * association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
+ * association itself is tile_states_test's. */
+static const char *const ordered_cases[] = {
+    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n",
+    "  - map: {xf: f32(x & 15), g: k & 3}\n"
+    "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
+    "output: [s]\n",
+    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\n"
+    "  - scan: {of: s, op: max, kind: exclusive, into: m}\noutput: [s, m]\n",
+};
+
+START_TEST(ordered_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: ordered-%d\ndeterminism: run_to_run\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
+             _i, ordered_cases[_i]);
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    ck_assert_ptr_nonnull(strstr(cg.source, "ORDERED = true"));
+    ck_assert_int_eq(cg.phases, _i == 2 ? 2 : 1);
+    ck_assert(cg.lookback_warp == (_i != 2));
+    char dir[] = "/tmp/sluice-ordered-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t tile = cg.tile_rows;
+    const int64_t sizes[] = {0, 1, 33, 9000, 32 * tile, 32 * tile + 1, 66 * tile - 5};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)_i * 31 + z, sizes[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
 START_TEST(layouts) {
     sluice_context *ctx = new_ctx();
     sluice_pipeline *p;
@@ -1323,6 +1367,10 @@ static Suite *make_suite(void) {
     tc = tcase_create("host_counts"); /* runnable alone: CK_RUN_CASE=host_counts */
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, compaction_on_host, 0, (int)SL_ARRAY_LEN(count_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host_ordered"); /* runnable alone: CK_RUN_CASE=host_ordered */
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

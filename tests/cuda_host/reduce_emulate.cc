@@ -1,7 +1,9 @@
 /* reduce_emulate.cc — runs the generated kernels of a GPU group ending in a reduce, or of one
- * that compacts (SL_CLOSES 0: no close kernel), on the host, kernels/sl_tile.cuh's loop and its
- * templates included, so that they can be checked without a GPU under the host compiler's
- * sanitizers (test_cuda_codegen's reduce_on_host and compaction_on_host build it with
+ * that compacts (SL_CLOSES 0: no close kernel), or of one that keeps every row (SL_KEEPS_ROWS
+ * 1: as many rows out as in, as core/cuda/fused.c counts them), on the host,
+ * kernels/sl_tile.cuh's loop and its templates included, so that they can be checked without
+ * a GPU under the host compiler's sanitizers (test_cuda_codegen's reduce_on_host,
+ * compaction_on_host and ordered_on_host build it with
  * -fsanitize=address,undefined and compare its rows with the CPU backend's).
  *
  * The generated source (core/cuda/codegen.c) is included as SL_GENERATED after
@@ -182,6 +184,9 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
     /* as fused.c: where the main kernel closed the batch (Kernel::closes), no close kernel */
     if (flush || rows == 0 || !Kernel::closes)
         launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
+#endif
+#if SL_KEEPS_ROWS
+    if (!flush) out_rows = rows;
 #endif
     if (out_rows < 0 || (size_t)out_rows > cap) {
         fprintf(stderr, "reduce_emulate: %lld rows out of a batch of %lld\n", out_rows, rows);

@@ -11,13 +11,17 @@
  *     host_device.h makes the state words host atomics, indivisible one 8-byte word at a time
  *     as on the device), a reader sees a tile unpublished, or its whole aggregate, or its
  *     whole inclusive prefix;
- *   - the look-back itself (lookback_exclusive, and lookback_exclusive_ordered for
- *     determinism: run_to_run; and a block's first look-back, lookback_window_block over
- *     three warps, then lookback_exclusive_from), run by 32 host threads as one warp (96 as
- *     a block) while other threads publish the predecessors' aggregates and some inclusive
- *     prefixes in random order and
- *     timing, returns exactly the left fold of the predecessors, for targets inside the first
- *     window, at window edges and several windows back. The states are affine maps (exact
+ *   - the look-back itself (lookback_exclusive; and a block's first look-back,
+ *     lookback_window_block over three warps, then lookback_exclusive_from), run by 32 host
+ *     threads as one warp (96 as a block) while other threads publish the predecessors'
+ *     aggregates and some inclusive prefixes in random order and timing, returns exactly the
+ *     left fold of the predecessors, for targets inside the first window, at window edges
+ *     and several windows back;
+ *   - the ordered look-back (lookback_exclusive_ordered, determinism: run_to_run), the same
+ *     way with every predecessor's aggregate and some chunks' prefixes published, returns
+ *     exactly the association it defines (computed here plainly: chunks of 32 scanned as
+ *     Kogge-Stone's tree, chunk prefixes folded from the carry), and a chunk's last tile its
+ *     chunk prefix. The states are affine maps (exact
  *     modular arithmetic, associative, not commutative), so a state combined out of order or
  *     a window folded twice or skipped shows.
  * Prints one line per state shape and exits 1 if anything failed. Needs no GPU. */
@@ -231,15 +235,37 @@ template <int N, finder HOW> void check_lookback(const char *what) {
         for (int k = 0; k < N; k++) agg[(size_t)j].w[k] = next() | (k % 2 == 0 ? 1u : 0u);
         prefix[(size_t)j] = j == 0 ? agg[0] : op(prefix[(size_t)j - 1], agg[(size_t)j]);
     }
+    /* ORDERED: the association lookback_exclusive_ordered defines, computed here the plain
+       way: chunks of 32 tiles scanned as Kogge-Stone's tree does (step d: lane l >= d takes
+       lane l - d's value left of its own), chunk prefixes Q folded left to right from the
+       carry; `excl` is each tile's exclusive prefix, `chunk_q` each chunk's Q. */
+    S carry;
+    for (int k = 0; k < N; k++) carry.w[k] = next() | (k % 2 == 0 ? 1u : 0u);
+    std::vector<S> excl((size_t)ntiles), chunk_q((size_t)(ntiles + 31) / 32);
+    for (long long c = 0; c * 32 < ntiles; c++) {
+        S lanes[32];
+        for (int l = 0; l < 32; l++) lanes[l] = c * 32 + l < ntiles ? agg[(size_t)(c * 32 + l)] : identity;
+        for (int d = 1; d < 32; d *= 2) {
+            S before[32];
+            for (int l = 0; l < 32; l++) before[l] = lanes[l];
+            for (int l = d; l < 32; l++) lanes[l] = op(before[l - d], before[l]);
+        }
+        const S q_before = c == 0 ? carry : chunk_q[(size_t)c - 1];
+        for (int l = 0; l < 32 && c * 32 + l < ntiles; l++)
+            excl[(size_t)(c * 32 + l)] = l == 0 ? q_before : op(q_before, lanes[l - 1]);
+        chunk_q[(size_t)c] = op(q_before, lanes[31]);
+    }
     const size_t region = (size_t)sl_tile_states_bytes(sizeof(S), (unsigned long long)ntiles);
     std::vector<uint4> mem((region + 15) / 16);
     unsigned char *base = reinterpret_cast<unsigned char *>(mem.data());
     const states_t states = {base, ntiles};
     /* in the first window, at its edge, after it, several windows back (a block's window:
        BLOCK_NT or twice that many states) */
-    const long long targets[] = {1, 2, 31, 2 * 32, 2 * 32 + 1, 4 * 32, 4 * 32 + 1, 192, 193, 300, 699};
+    const long long targets[] = {1, 2, 31, 2 * 32, 2 * 32 + 1, 4 * 32, 4 * 32 + 1, 192, 193, 300, 699,
+                                 0, 63, 20 * 32 + 31};
     for (int some_inclusive = 0; some_inclusive < 2; some_inclusive++)
     for (long long target : targets) {
+        if (target == 0 && !ORDERED) continue; /* the fast look-back is never asked for tile 0 */
         memset(base, 0, region);
         /* two publishers, each over every other predecessor in a shuffled order: an
            aggregate, then (in the second pass) for some an inclusive prefix; tile 0
@@ -256,6 +282,12 @@ template <int N, finder HOW> void check_lookback(const char *what) {
                     const long long j = order[i];
                     y = y * 6364136223846793005ull + 1442695040888963407ull;
                     for (volatile unsigned spin = 0; spin < (unsigned)(y >> 56); spin++) {
+                    }
+                    if (ORDERED) { /* every tile its aggregate, some chunks' last tiles Q */
+                        states.publish(j, SL_STATUS_AGGREGATE, agg[(size_t)j]);
+                        if (some_inclusive && j % 32 == 31 && (y >> 40) % 3 != 0)
+                            states.publish(j, SL_STATUS_INCLUSIVE, chunk_q[(size_t)j / 32]);
+                        continue;
                     }
                     if (j == 0) {
                         states.publish(0, SL_STATUS_INCLUSIVE, prefix[0]);
@@ -285,17 +317,38 @@ template <int N, finder HOW> void check_lookback(const char *what) {
                     r = prefix[(size_t)target - 1]; /* the other warps are done */
                 got[threadIdx.x] = r;
             });
-        } else {
+        } else if constexpr (ORDERED) {
+            std::vector<S> closed_q((size_t)nt);
+            std::vector<char> closes((size_t)nt);
             run_warp([&] {
-                const S r = ORDERED ? sl::lookback_exclusive_ordered(states, target, identity, op)
-                                    : sl::lookback_exclusive(states, target, identity, op);
-                got[threadIdx.x] = r;
+                S q = identity;
+                bool c = false;
+                got[threadIdx.x] = sl::lookback_exclusive_ordered(
+                    states, target, agg[(size_t)target], [&] { return carry; }, identity, op, q, c);
+                closed_q[threadIdx.x] = q;
+                closes[threadIdx.x] = c;
             });
+            for (int lane = 0; lane < nt; lane++) {
+                const bool last = target % 32 == 31;
+                if (closes[(size_t)lane] != last) {
+                    fail(what, (int)sizeof(S), target, "closes a chunk: wrong answer");
+                    break;
+                }
+                if (last && memcmp(&closed_q[(size_t)lane], &chunk_q[(size_t)target / 32], sizeof(S)) != 0) {
+                    fail(what, (int)sizeof(S), target, "the chunk's Q is not the fixed association's");
+                    break;
+                }
+            }
+        } else {
+            run_warp([&] { got[threadIdx.x] = sl::lookback_exclusive(states, target, identity, op); });
         }
         for (auto &t : publishers) t.join();
+        const S &want = ORDERED ? excl[(size_t)target] : prefix[(size_t)target - 1];
         for (int lane = 0; lane < nt; lane++)
-            if (memcmp(&got[(size_t)lane], &prefix[(size_t)target - 1], sizeof(S)) != 0) {
-                fail(what, (int)sizeof(S), target, "the look-back's prefix is not the left fold of the predecessors");
+            if (memcmp(&got[(size_t)lane], &want, sizeof(S)) != 0) {
+                fail(what, (int)sizeof(S), target,
+                     ORDERED ? "the ordered look-back's prefix is not the fixed association's"
+                             : "the look-back's prefix is not the left fold of the predecessors");
                 break;
             }
     }
