@@ -475,37 +475,26 @@ __device__ __noinline__ bool lookback_window_block(const tile_states<T> &states,
 /* Chunks of this many tiles (a warp's lanes) fix the association of the ordered prefixes. */
 static constexpr int ORDERED_CHUNK = 32;
 
-/* Lane l's reads of tile 32c + l of the K chunks c = first_chunk .. first_chunk + K - 1, all
- * issued together (one round trip for the K chunks), not waited for. Chunks outside
- * [0, last_chunk] are not read (an aggregate identity: nothing to wait for). */
-template <int K, typename T>
-__device__ __forceinline__ void read_chunks(const tile_states<T> &states, int64_t first_chunk,
-                                            int64_t last_chunk, T identity, uint32_t (&status)[K],
-                                            T (&v)[K]) {
+/* The chunk total T_c = S_c[31] of K consecutive chunks at once, folded in chunk order into
+ * `acc` (Q of the chunk before the first): lane l reads tile 32c + l of each chunk c (K loads
+ * issued together: one round trip for the K chunks), waits until all are published (they are
+ * all predecessors, taken and reduced without waiting on anything), scans each chunk by
+ * warp_inclusive_scan, then folds the K totals one at a time. A chunk whose last tile has
+ * published its inclusive state Q_c replaces acc with it: it is the value the fold has there.
+ * Chunks past `last_chunk` are left out. */
+template <int K, typename T, typename Op>
+__device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, int64_t first_chunk,
+                                                 int64_t last_chunk, T acc, T identity, Op op) {
     const int lane = threadIdx.x & 31;
+    uint32_t status[K];
+    T v[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
-        status[k] = SL_STATUS_AGGREGATE;
+        status[k] = SL_STATUS_AGGREGATE; /* a chunk left out: nothing to wait for */
         v[k] = identity;
-        if (first_chunk + k >= 0 && first_chunk + k <= last_chunk)
+        if (first_chunk + k <= last_chunk)
             states.read((first_chunk + k) * ORDERED_CHUNK + lane, status[k], v[k]);
     }
-}
-
-/* Folds the chunks from_chunk .. last_chunk of K chunks read from first_chunk (read_chunks)
- * into `acc` (Q of the chunk before from_chunk), in chunk order: waits until their states are
- * published (all predecessors, taken and reduced without waiting on anything), scans each
- * chunk by warp_inclusive_scan and combines its total T_c = S_c[31]. A chunk whose last tile
- * has published its inclusive state Q_c replaces acc with it: it is the value the fold has
- * there. */
-template <int K, typename T, typename Op>
-__device__ __forceinline__ T fold_read_chunks(const tile_states<T> &states, int64_t first_chunk,
-                                              int64_t from_chunk, int64_t last_chunk,
-                                              uint32_t (&status)[K], T (&v)[K], T acc, Op op) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int k = 0; k < K; k++)
-        if (first_chunk + k < from_chunk) status[k] = SL_STATUS_AGGREGATE; /* not waited for */
     wait_published_all<K>(status, [&](int k) {
         states.read((first_chunk + k) * ORDERED_CHUNK + lane, status[k], v[k]);
     });
@@ -514,11 +503,45 @@ __device__ __forceinline__ T fold_read_chunks(const tile_states<T> &states, int6
     for (int k = 0; k < K; k++) total[k] = shfl_idx(warp_inclusive_scan(v[k], lane, op), 31);
 #pragma unroll
     for (int k = 0; k < K; k++) {
-        if (first_chunk + k < from_chunk || first_chunk + k > last_chunk) continue;
+        if (first_chunk + k > last_chunk) break;
         const bool closed = __shfl_sync(FULL_MASK, status[k] == SL_STATUS_INCLUSIVE ? 1u : 0u, 31) != 0;
         acc = closed ? shfl_idx(v[k], 31) : op(acc, total[k]);
     }
     return acc;
+}
+
+/* Q_c of chunk `chunk` (>= -1; Q_-1 is the carry, `carry()` reads it): from the nearest chunk at
+ * or before it whose last tile has published Q (32 chunk ends read a round trip), then the
+ * totals of the chunks after that one, folded in order. */
+template <typename T, typename Op, typename Carry>
+__device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, int64_t chunk,
+                                                  Carry carry, T identity, Op op) {
+    constexpr int K = tile_states<T>::K_FIRST;
+    const int lane = threadIdx.x & 31;
+    int64_t nearest = chunk; /* the window's chunk ends: nearest - lane */
+    T q = identity;
+    for (;;) {
+        const int64_t end_of = nearest - lane;
+        uint32_t status = SL_STATUS_INVALID;
+        T v = identity;
+        if (end_of >= 0) {
+            states.read(end_of * ORDERED_CHUNK + (ORDERED_CHUNK - 1), status, v);
+        } else if (end_of == -1) {
+            status = SL_STATUS_INCLUSIVE;
+            v = carry();
+        }
+        const unsigned closed = __ballot_sync(FULL_MASK, status == SL_STATUS_INCLUSIVE);
+        if (closed) {
+            const int at = 31 - __clz((int)(closed & (0u - closed))); /* the nearest */
+            q = shfl_idx(v, at);
+            nearest -= at;
+            break;
+        }
+        nearest -= 32;
+    }
+    for (int64_t first = nearest + 1; first <= chunk; first += K)
+        q = fold_chunks_ordered<K>(states, first, chunk, q, identity, op);
+    return q;
 }
 
 /* The exclusive prefix E_j of `tile` under the association that timing cannot change
@@ -528,40 +551,22 @@ __device__ __forceinline__ T fold_read_chunks(const tile_states<T> &states, int6
  *   Q_-1 = the carry, Q_c = Q_c-1 (+) S_c[31],
  *   E_j = Q_c-1 when l = 0, else Q_c-1 (+) S_c[l-1].
  * Every tile publishes its aggregate (tile 0 too); a chunk's last tile alone publishes an
- * inclusive state, Q_c, returned in `chunk_inclusive` when `closes_chunk`. So a look-back
+ * inclusive state, Q_c, returned in `chunk_inclusive` when this returns true. So a look-back
  * does one dependent combine a chunk, not one a tile (the left fold P_j = P_j-1 (+) A_j this
- * replaced cost run_to_run 12-50% of its speed: bench/RESULTS.md, nineteenth session), and a
+ * replaces cost run_to_run 32-40% of its speed on 16-byte states: bench/RESULTS.md), and a
  * state it reads is Q itself or an aggregate, whichever tiles happened to finish first.
- *
- * Q_c-1 comes from the nearest chunk at or before c - 1 whose Q is published (the ends of 32
- * chunks read a round trip), then the totals of the chunks after it. The reads it most likely
- * needs go out together before it waits for any: those chunk ends, the tiles of the K chunks
- * just before this one (folded when Q_c-1 is not published yet: as a rule the nearest Q is
- * fewer than K chunks back) and this chunk's tiles before this one.
  * Called by all 32 lanes of one warp; returns the same in every lane. `aggregate` is the
  * tile's own A_j; `carry()` the state before the batch (read only when Q_-1 is needed). */
 template <typename T, typename Op, typename Carry>
 __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
                                                      const T &aggregate, Carry carry, T identity,
                                                      Op op, T &chunk_inclusive, bool &closes_chunk) {
-    constexpr int K = tile_states<T>::K_FIRST;
     const int lane = threadIdx.x & 31;
     const int64_t chunk = tile / ORDERED_CHUNK;
     const int at = (int)(tile % ORDERED_CHUNK);
-    /* the chunk ends, lane i: chunk - 1 - i's (the carry for chunk -1) */
-    int64_t window = chunk - 1;
-    uint32_t end_status = SL_STATUS_INVALID;
-    T end_v = identity;
-    if (window - lane >= 0)
-        states.read((window - lane) * ORDERED_CHUNK + (ORDERED_CHUNK - 1), end_status, end_v);
-    /* the K chunks before this one */
-    const int64_t near_first = chunk - K;
-    uint32_t near_status[K];
-    T near_v[K];
-    read_chunks<K>(states, near_first, chunk - 1, identity, near_status, near_v);
-    /* this chunk's tiles before this one; the tile's own aggregate as the others read it; the
-       lanes after the tile's are unused by the lanes up to it */
     uint32_t status = SL_STATUS_AGGREGATE;
+    /* the tile's own aggregate as the chunk's other readers see it; lanes after the tile's
+       are unused by the lanes up to it */
     T v = lane == at ? tile_states<T>::as_read(aggregate) : identity;
     if (lane < at) {
         const int64_t before = chunk * ORDERED_CHUNK + lane;
@@ -570,40 +575,7 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     }
     const T scanned = warp_inclusive_scan(v, lane, op);
     const T within = shfl_idx(scanned, at > 0 ? at - 1 : 0);
-
-    /* the nearest published Q */
-    int64_t nearest;
-    T q;
-    for (;;) {
-        if (window - lane == -1) {
-            end_status = SL_STATUS_INCLUSIVE;
-            end_v = carry();
-        }
-        const unsigned closed = __ballot_sync(FULL_MASK, end_status == SL_STATUS_INCLUSIVE);
-        if (closed) {
-            const int i = 31 - __clz((int)(closed & (0u - closed))); /* the nearest */
-            q = shfl_idx(end_v, i);
-            nearest = window - i;
-            break;
-        }
-        window -= 32;
-        end_status = SL_STATUS_INVALID;
-        end_v = identity;
-        if (window - lane >= 0)
-            states.read((window - lane) * ORDERED_CHUNK + (ORDERED_CHUNK - 1), end_status, end_v);
-    }
-    /* the chunks after it: those before the K read already, then those */
-    int64_t first = nearest + 1;
-    while (first < near_first) {
-        uint32_t st[K];
-        T vs[K];
-        const int64_t last = first + K - 1 < near_first - 1 ? first + K - 1 : near_first - 1;
-        read_chunks<K>(states, first, last, identity, st, vs);
-        q = fold_read_chunks<K>(states, first, first, last, st, vs, q, op);
-        first = last + 1;
-    }
-    if (first <= chunk - 1)
-        q = fold_read_chunks<K>(states, near_first, first, chunk - 1, near_status, near_v, q, op);
+    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
     closes_chunk = at == ORDERED_CHUNK - 1;
     if (closes_chunk) chunk_inclusive = op(q, shfl_idx(scanned, ORDERED_CHUNK - 1));
     return at == 0 ? q : op(q, within);
