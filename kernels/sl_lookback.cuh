@@ -504,7 +504,8 @@ __device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, i
 #pragma unroll
     for (int k = 0; k < K; k++) {
         if (first_chunk + k > last_chunk) break;
-        const bool closed = __shfl_sync(FULL_MASK, status[k] == SL_STATUS_INCLUSIVE ? 1u : 0u, 31) != 0;
+        const unsigned inclusive = status[k] == SL_STATUS_INCLUSIVE ? 1u : 0u;
+        const bool closed = __shfl_sync(FULL_MASK, inclusive, 31) != 0;
         acc = closed ? shfl_idx(v[k], 31) : op(acc, total[k]);
     }
     return acc;
@@ -551,16 +552,20 @@ __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, 
  *   Q_-1 = the carry, Q_c = Q_c-1 (+) S_c[31],
  *   E_j = Q_c-1 when l = 0, else Q_c-1 (+) S_c[l-1].
  * Every tile publishes its aggregate (tile 0 too); a chunk's last tile alone publishes an
- * inclusive state, Q_c, returned in `chunk_inclusive` when this returns true. So a look-back
- * does one dependent combine a chunk, not one a tile (the left fold P_j = P_j-1 (+) A_j this
- * replaces cost run_to_run 32-40% of its speed on 16-byte states: bench/RESULTS.md), and a
- * state it reads is Q itself or an aggregate, whichever tiles happened to finish first.
+ * inclusive state, Q_c, returned in `chunk_inclusive` when `closes_chunk`. So a look-back
+ * does one dependent combine a chunk, not one a tile (the left fold P_j = P_j-1 (+) A_j it
+ * replaced cost run_to_run 12-50% of the fast mode's speed), and a state it reads is Q
+ * itself or an aggregate, whichever tiles happened to finish first. It waits for the
+ * aggregates of its own chunk before it looks for Q: by then the previous chunk's Q is as a
+ * rule published (reading the chunk ends first found older ones and folded more: slower by
+ * 12-34%). Figures: bench/RESULTS.md, nineteenth session.
  * Called by all 32 lanes of one warp; returns the same in every lane. `aggregate` is the
  * tile's own A_j; `carry()` the state before the batch (read only when Q_-1 is needed). */
 template <typename T, typename Op, typename Carry>
 __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
                                                      const T &aggregate, Carry carry, T identity,
-                                                     Op op, T &chunk_inclusive, bool &closes_chunk) {
+                                                     Op op, T &chunk_inclusive,
+                                                     bool &closes_chunk) {
     const int lane = threadIdx.x & 31;
     const int64_t chunk = tile / ORDERED_CHUNK;
     const int at = (int)(tile % ORDERED_CHUNK);
@@ -583,9 +588,9 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
 
 /* The whole block finds the tile's exclusive prefix. `aggregate` is the tile's reduction
  * (the same in every thread), `carry()` reads the state before this batch (for tile 0, and
- * for the ordered look-back when it reaches the batch's start). Publishes the tile's aggregate, then its inclusive prefix (ORDERED: a
- * chunk's last tile its Q, lookback_exclusive_ordered), and returns the exclusive prefix in
- * every thread. `broadcast` is a shared slot; the call ends with a barrier. */
+ * for the ordered look-back when it reaches the batch's start). Publishes the tile's
+ * aggregate, then its inclusive prefix (ORDERED: a chunk's last tile its Q,
+ * lookback_exclusive_ordered), and returns the exclusive prefix in every thread. `broadcast` is a shared slot; the call ends with a barrier. */
 template <bool ORDERED = false, typename T, typename Op, typename Carry>
 __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states, int64_t tile,
                                                    Carry carry, const T &aggregate,

@@ -6,7 +6,8 @@
  *
  *   struct SlArgs           the kernel's one parameter (slots as codegen.h lists them)
  *   S<k>, Op<k>, Phase<k>   each look-back phase's state tuple, its combine, and its traits:
- *                             typedef S, Op; ORDERED (the ordered look-back), CARRY_OFFSET,
+ *                             typedef S, Op; ORDERED (the ordered look-back), CHUNKS (the
+ *                             same look-back in the large overlapped kernel), CARRY_OFFSET,
  *                             COUNTS (it holds the compaction's kept-row count, read by
  *                             count(s)); identity(); reset(carry) (per-batch resets)
  *   struct Params           the pipeline's params, loaded once per block from SlArgs
@@ -490,7 +491,8 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
  * look-back result. So no look-back waits for tile 0's read of the carry; the association
  * changes, which the default mode allows (sl_lookback.cuh). `determinism: run_to_run` keeps
  * the states absolute, from the carry, in the association its look-back defines
- * (lookback_exclusive_ordered: every tile publishes its aggregate, tile 0 too).
+ * (lookback_exclusive_ordered: every tile publishes its aggregate, tile 0 too), and so does
+ * the large kernel for phases whose generator chose that look-back for speed (CHUNKS).
  *
  * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
  * the same instruction (__syncthreads met at two places is undefined in PTX and failed
@@ -507,6 +509,9 @@ template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
 template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
+    /* the chunked look-back: run_to_run's (ORDERED), and the large kernel's where the
+       generator found it faster (CHUNKS); both keep the states absolute */
+    constexpr bool CHUNKED = P::ORDERED || (P::CHUNKS && !SMALL);
     constexpr int STAGES = K::stages, BLOCK = K::block;
     const long long rows = a.rows, ntiles = a.ntiles;
     const typename K::Params params(a);
@@ -554,12 +559,12 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
             if (threadIdx.x == 0) {
                 /* the ordered look-back's chunk scans read tile 0's aggregate as any other */
-                if (tile != 0 || P::ORDERED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
+                if (tile != 0 || CHUNKED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
                 else states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
                 handed_agg[s] = block_agg;
             }
             next_thread_excl = thread_excl;
-        } else if (!P::ORDERED && j == 0 && threadIdx.x == BLOCK) {
+        } else if (!CHUNKED && j == 0 && threadIdx.x == BLOCK) {
             /* the look-back warp, idle until the first hand-over: the carry it puts left of
                the prefixes within the batch */
             batch_carry = carry_in<K, P>(a, true);
@@ -574,7 +579,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
            window held no inclusive state. */
         S first_window = P::identity();
         bool first_found = false, block_first = false;
-        if constexpr (SMALL && !P::ORDERED) {
+        if constexpr (SMALL && !CHUNKED) {
             const long long first_tile = queue.tile[0];
             block_first = j == 0 && first_tile > 0 && first_tile < ntiles;
             if (block_first)
@@ -587,7 +592,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             if (tile >= ntiles) break;
             const S block_agg = handed_agg[s];
             S tile_excl;
-            if constexpr (P::ORDERED) {
+            if constexpr (CHUNKED) {
                 S closed = P::identity();
                 bool closes = false;
                 tile_excl = lookback_exclusive_ordered(states, tile, block_agg,

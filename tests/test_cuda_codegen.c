@@ -1004,39 +1004,49 @@ START_TEST(compaction_on_host) {
 }
 END_TEST
 
-/* `determinism: run_to_run` on the host: the ordered look-back (kernels/sl_lookback.cuh,
- * lookback_exclusive_ordered: chunks of 32 tiles) in the loop with a look-back warp (one
+/* The chunked look-back on the host (kernels/sl_lookback.cuh, lookback_exclusive_ordered:
+ * chunks of 32 tiles): under `determinism: run_to_run` in the loop with a look-back warp (one
  * phase: a sum, a segmented sum whose state is a sum beside its flags) and in the two-stage
- * loop (a second phase after it), against the CPU, one batch and cut in three, over batches
- * of up to 66 tiles, so that chunks close, publish their prefixes and are read back by the
- * emulated blocks. The values are small integers in f32, whose sums are exact in every
- * association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
+ * loop (a second phase after it), and in the fast mode where the large kernel takes it for a
+ * state of 4 bytes (CHUNKS: an f32 sum, an i32 maximum), against the CPU, one batch and cut in
+ * three, over batches of up to 66 tiles, so that chunks close, publish their prefixes and are
+ * read back by the emulated blocks. The values are small integers, whose sums are exact in
+ * every association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
  * association itself is tile_states_test's. */
-static const char *const ordered_cases[] = {
-    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n",
-    "  - map: {xf: f32(x & 15), g: k & 3}\n"
-    "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
-    "output: [s]\n",
-    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\n"
-    "  - scan: {of: s, op: max, kind: exclusive, into: m}\noutput: [s, m]\n",
+static const struct {
+    const char *stages;
+    bool run_to_run;
+    int phases;
+} ordered_cases[] = {
+    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n", true, 1},
+    {"  - map: {xf: f32(x & 15), g: k & 3}\n"
+     "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
+     "output: [s]\n",
+     true, 1},
+    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\n"
+     "  - scan: {of: s, op: max, kind: exclusive, into: m}\noutput: [s, m]\n",
+     true, 2},
+    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\noutput: [s]\n",
+     false, 1},
+    {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1},
 };
 
 START_TEST(ordered_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
     char yaml[2048];
-    snprintf(yaml, sizeof yaml,
-             "sluice: 1\nname: ordered-%d\ndeterminism: run_to_run\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
-             _i, ordered_cases[_i]);
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: ordered-%d\n%sinput:\n  x: i32\n  k: i16\nstages:\n%s", _i,
+             ordered_cases[_i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[_i].stages);
     sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
     ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
     ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
     ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
-    ck_assert_ptr_nonnull(strstr(cg.source, "ORDERED = true"));
-    ck_assert_int_eq(cg.phases, _i == 2 ? 2 : 1);
-    ck_assert(cg.lookback_warp == (_i != 2));
+    ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[_i].run_to_run ? "ORDERED = true, CHUNKS = false"
+                                                                         : "ORDERED = false, CHUNKS = true"));
+    ck_assert_int_eq(cg.phases, ordered_cases[_i].phases);
+    ck_assert(cg.lookback_warp == (ordered_cases[_i].phases == 1));
     char dir[] = "/tmp/sluice-ordered-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);

@@ -719,6 +719,17 @@ static bool phase_ordered(const cg *g, int phase) {
     return false;
 }
 
+/* Whether the large kernel of the loop with a look-back warp takes the chunked look-back
+ * (kernels/sl_lookback.cuh, lookback_exclusive_ordered) for phase `phase` although its
+ * association may change from run to run: for look-back states of at most 4 bytes (one
+ * packed 8-byte word with the status: a 4-byte sum, min, max, ...), where it measured faster
+ * than the fast look-back on the H200 (bench/RESULTS.md, nineteenth session: the f32 scan
+ * 67% -> 76.5% of copy); wider states lost or held. The small kernel, the two-stage loop and
+ * phase_ordered's phases are unaffected. */
+static bool phase_chunks(const cg *g, int phase) {
+    return g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
+}
+
 /* A key column's value as segments compare it: a bool key is its truth value (keys 1, 2, 2,
  * 0 are two segments). */
 static const char *key_read(const cg *g, int column) {
@@ -913,7 +924,7 @@ static void emit_struct(cg *g, int phase) {
     else snprintf(count_expr, sizeof count_expr, "((void)s, 0ll)");
     sl_strbuf_printf(sb,
                      "struct Phase%d {\n    typedef S%d S;\n    typedef Op%d Op;\n"
-                     "    static constexpr bool ORDERED = %s;\n"
+                     "    static constexpr bool ORDERED = %s, CHUNKS = %s;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
                      "    static constexpr bool COUNTS = %s;\n"
                      "    static constexpr bool REDUCES = %s;\n"
@@ -921,7 +932,7 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ long long count(const S &s) { return %s; }\n"
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
-                     g->carry_offset[phase], count_field >= 0 ? "true" : "false",
+                     phase_chunks(g, phase) ? "true" : "false", g->carry_offset[phase], count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
@@ -1698,8 +1709,8 @@ static void emit_run_state(cg *g) {
                      last, seen, last, last, seen, seen, seen, restart, restart, restart);
     sl_strbuf_printf(sb,
                      "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
-                     "    static constexpr bool ORDERED = false, COUNTS = false, REDUCES = false, "
-                     "BATCH_CONSTANTS = false;\n"
+                     "    static constexpr bool ORDERED = false, CHUNKS = false, COUNTS = false, "
+                     "REDUCES = false, BATCH_CONSTANTS = false;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
                      "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
                      "    __device__ static __forceinline__ long long count(const S &s) { return "
