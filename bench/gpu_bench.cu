@@ -254,6 +254,23 @@ static double time_sluice_ms(sluice_job &j, const std::vector<sluice_column> &co
     return time_ms([&] { sluice_push(j, cols); }, [&] { sluice_drain(j); });
 }
 
+// One job through sluice: a session of `yaml` for up to n rows (sluice_open), one push of
+// `cols` timed (time_sluice_ms), the session closed. The time in ms, or -1 where the session
+// would not open (the reason printed, naming `what`) or a push failed; *rows, when given, the
+// rows of the last batch pulled.
+static double sluice_job_ms(const char *what, const char *yaml, const std::vector<sluice_column> &cols,
+                            int64_t n, int64_t *rows = nullptr) {
+    sluice_job j;
+    double t = -1;
+    if (sluice_open(j, yaml, n)) {
+        t = time_sluice_ms(j, cols);
+        if (j.failed) t = -1;
+        if (rows) *rows = j.out_rows;
+        sluice_close(j);
+    } else printf("sluice %s: %s\n", what, j.why.c_str());
+    return t;
+}
+
 // ---- the table --------------------------------------------------------------------------
 struct row {
     std::string job, sluice, cub, bar;
@@ -280,13 +297,7 @@ static void sort_job(const char *what, const char *cub_what, double t_cub, const
         t_launch = time_ms([&] {
             CK((cudaError_t)sl_cuda_sort_run(&s, tmp, n, desc.types, in, out, g_stream));
         });
-    double t_sl = -1;
-    sluice_job j;
-    if (sluice_open(j, yaml, n)) {
-        t_sl = time_sluice_ms(j, cols);
-        if (j.failed) t_sl = -1;
-        sluice_close(j);
-    } else printf("sluice %s: %s\n", what, j.why.c_str());
+    const double t_sl = sluice_job_ms(what, yaml, cols, n);
     printf("%-17s sluice %8.3f ms  launcher %8.3f ms  CUB %s %8.3f ms (%.3fx / %.3fx of CUB speed)\n", what,
            t_sl, t_launch, cub_what, t_cub, t_sl < 0 ? -1 : t_cub / t_sl, t_launch < 0 ? -1 : t_cub / t_launch);
     g_rows.push_back({std::string(what) + " (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl),
@@ -333,15 +344,10 @@ int main(int argc, char **argv) {
     if (want("scan")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceScan::ExclusiveSum(tmp, b, x, out, n, g_stream)); });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
-                           "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n", n)) {
-            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice scan: %s\n", j.why.c_str());
+        const double t_sl = sluice_job_ms("scan",
+                                          "sluice: 1\nname: bench-scan\ninput: {x: f32}\nstages:\n"
+                                          "  - scan: {of: x, op: sum, kind: exclusive, into: s}\noutput: [s]\n",
+                                          {{"x", SLUICE_F32, x, n}}, n);
         double jb = 8.0 * n;
         printf("scan            sluice %8.3f ms (%5.1f%% copy)  CUB ExclusiveSum %8.3f ms (%5.1f%% copy)\n",
                t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -355,16 +361,12 @@ int main(int argc, char **argv) {
         int64_t kept;
         CK(cudaMemcpy(&kept, count, 8, cudaMemcpyDeviceToHost));
         double floor_ms = (4.0 * n + 4.0 * kept) / copy_bw * 1e3;
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
-                           "  - filter: x > 0\noutput: [x]\n", n)) {
-            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            if (j.out_rows != kept) printf("sluice filter kept %lld rows, CUB %lld\n", (long long)j.out_rows, (long long)kept);
-            sluice_close(j);
-        } else printf("sluice filter: %s\n", j.why.c_str());
+        int64_t rows = -1;
+        const double t_sl = sluice_job_ms("filter",
+                                          "sluice: 1\nname: bench-filter\ninput: {x: f32}\nstages:\n"
+                                          "  - filter: x > 0\noutput: [x]\n",
+                                          {{"x", SLUICE_F32, x, n}}, n, &rows);
+        if (t_sl >= 0 && rows != kept) printf("sluice filter kept %lld rows, CUB %lld\n", (long long)rows, (long long)kept);
         printf("filter          sluice %8.3f ms (%5.2fx floor)  CUB Select::If %8.3f ms (%5.2fx floor), floor %.3f ms, kept %lld\n",
                t_sl, t_sl < 0 ? -1 : t_sl / floor_ms, t_cub, t_cub / floor_ms, floor_ms, (long long)kept);
         g_rows.push_back({"filter x > 0 (time / floor)", fmt("%.2fx", t_sl < 0 ? -1 : t_sl / floor_ms),
@@ -378,15 +380,10 @@ int main(int argc, char **argv) {
         k_pack2<<<grid(n), 256, 0, g_stream>>>(a, x, ab, n);
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceScan::InclusiveScan(tmp, b, ab, (float2 *)out, Affine(), n, g_stream)); });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-linrec\ninput: {a: f32, b: f32}\nstages:\n"
-                           "  - scan: {op: linrec, a: a, b: b, into: h}\noutput: [h]\n", n)) {
-            std::vector<sluice_column> c = {{"a", SLUICE_F32, a, n}, {"b", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice linrec: %s\n", j.why.c_str());
+        const double t_sl = sluice_job_ms("linrec",
+                                          "sluice: 1\nname: bench-linrec\ninput: {a: f32, b: f32}\nstages:\n"
+                                          "  - scan: {op: linrec, a: a, b: b, into: h}\noutput: [h]\n",
+                                          {{"a", SLUICE_F32, a, n}, {"b", SLUICE_F32, x, n}}, n);
         double jb = 12.0 * n;  // a, b read; h written
         printf("linrec          sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveScan(pair) %8.3f ms (%5.1f%% copy)\n",
                t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -406,18 +403,12 @@ int main(int argc, char **argv) {
             CK(cub::DeviceScan::ExclusiveScan(tmp, b, (const int32_t *)u, (int64_t *)out2, cuda::std::plus<>{},
                                               (int64_t)0, n, g_stream));
         });
-        double t_sl = -1;
-        sluice_job j;
         const char *yaml = f64 ? "sluice: 1\nname: bench-f64acc\ninput: {x: f32}\nstages:\n"
                                  "  - scan: {of: x, op: sum, acc: f64, kind: exclusive, into: s}\noutput: [s]\n"
                                : "sluice: 1\nname: bench-widen\ninput: {x: i32}\nstages:\n"
                                  "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n";
-        if (sluice_open(j, yaml, n)) {
-            std::vector<sluice_column> c = {{"x", f64 ? SLUICE_F32 : SLUICE_I32, f64 ? (void *)x : (void *)u, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice %s: %s\n", f64 ? "f64acc" : "widen", j.why.c_str());
+        const double t_sl = sluice_job_ms(f64 ? "f64acc" : "widen", yaml,
+                                          {{"x", f64 ? SLUICE_F32 : SLUICE_I32, f64 ? (void *)x : (void *)u, n}}, n);
         double jb = 12.0 * n;  // 4 bytes read, 8 written
         const char *what = f64 ? "f32 -> f64 exclusive sum (% of copy)" : "i32 -> i64 exclusive sum (% of copy)";
         printf("%-15s sluice %8.3f ms (%5.1f%% copy)  CUB ExclusiveScan %8.3f ms (%5.1f%% copy)\n",
@@ -438,17 +429,13 @@ int main(int argc, char **argv) {
         int64_t kept;
         CK(cudaMemcpy(&kept, count, 8, cudaMemcpyDeviceToHost));
         double floor_ms = (4.0 * n + 12.0 * kept) / copy_bw * 1e3;
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-cull\ninput: {x: f32}\nstages:\n"
-                           "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
-                           "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n", n)) {
-            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            if (j.out_rows != kept) printf("sluice cull kept %lld rows, CUB %lld\n", (long long)j.out_rows, (long long)kept);
-            sluice_close(j);
-        } else printf("sluice cull: %s\n", j.why.c_str());
+        int64_t rows = -1;
+        const double t_sl = sluice_job_ms("cull",
+                                          "sluice: 1\nname: bench-cull\ninput: {x: f32}\nstages:\n"
+                                          "  - map: {y: x * 2.0 + 1.0}\n  - filter: y > 1.0\n"
+                                          "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [y, slot]\n",
+                                          {{"x", SLUICE_F32, x, n}}, n, &rows);
+        if (t_sl >= 0 && rows != kept) printf("sluice cull kept %lld rows, CUB %lld\n", (long long)rows, (long long)kept);
         printf("cull            sluice %8.3f ms (%5.2fx floor)  CUB Select::If + slots %8.3f ms (%5.2fx floor), floor %.3f ms\n",
                t_sl, t_sl < 0 ? -1 : t_sl / floor_ms, t_cub, t_cub / floor_ms, floor_ms);
         g_rows.push_back({"cull: map, filter, i64 slots (time / floor)", fmt("%.2fx", t_sl < 0 ? -1 : t_sl / floor_ms),
@@ -468,15 +455,11 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(doff, off.data(), off.size() * 8, cudaMemcpyHostToDevice));
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceScan::InclusiveSumByKey(tmp, b, dkeys, x, out, n, cuda::std::equal_to<>(), g_stream)); });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-segscan\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
-                           "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n", n)) {
-            std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice segmented: %s\n", j.why.c_str());
+        const double t_sl = sluice_job_ms(
+            "segmented",
+            "sluice: 1\nname: bench-segscan\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
+            "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n",
+            {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}}, n);
         double jb = 8.0 * n + 8.0 * off.size();
         printf("segscan avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveSumByKey %8.3f ms (%5.1f%% copy)\n",
                avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -515,14 +498,9 @@ int main(int argc, char **argv) {
     if (want("sortf32")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceRadixSort::SortKeys(tmp, b, x, out, (int)n, 0, 32, g_stream)); });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-sort-f32\ninput: {k: f32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n", n)) {
-            std::vector<sluice_column> c = {{"k", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice sort f32: %s\n", j.why.c_str());
+        const double t_sl = sluice_job_ms(
+            "sort f32", "sluice: 1\nname: bench-sort-f32\ninput: {k: f32}\nstages:\n  - sort: {key: k, per: batch}\noutput: [k]\n",
+            {{"k", SLUICE_F32, x, n}}, n);
         printf("f32 key sort    sluice %8.3f ms  CUB DeviceRadixSort<float> %8.3f ms (%.3fx of CUB speed)\n",
                t_sl, t_cub, t_sl < 0 ? -1 : t_cub / t_sl);
         g_rows.push_back({"f32 key sort (speed / CUB's)", fmt("%.3fx", t_sl < 0 ? -1 : t_cub / t_sl), "1.000x", ">= 0.95x"});
@@ -588,17 +566,12 @@ int main(int argc, char **argv) {
             CK(cub::DeviceSelect::Flagged(tmp, b, z, keep, zo, count + 1, m, g_stream));
             CK(cub::DeviceSelect::Flagged(tmp, b, r2c, keep, r2o, count + 2, m, g_stream));
         });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-six\ninput: {x: f32, y: f32}\nstages:\n"
-                           "  - map: {r2: x*x + y*y}\n  - flag: {keep: r2 < 2.0}\n  - compact: {by: keep}\n"
-                           "  - scan: {of: r2, op: sum, kind: exclusive, into: before}\n"
-                           "  - map: {z: x * 2.0 + before}\n  - filter: x > 0\noutput: [z, r2]\n", n)) {
-            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}, {"y", SLUICE_F32, y, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            sluice_close(j);
-        } else printf("sluice six-stage: %s\n", j.why.c_str());
+        const double t_sl = sluice_job_ms("six-stage",
+                                          "sluice: 1\nname: bench-six\ninput: {x: f32, y: f32}\nstages:\n"
+                                          "  - map: {r2: x*x + y*y}\n  - flag: {keep: r2 < 2.0}\n  - compact: {by: keep}\n"
+                                          "  - scan: {of: r2, op: sum, kind: exclusive, into: before}\n"
+                                          "  - map: {z: x * 2.0 + before}\n  - filter: x > 0\noutput: [z, r2]\n",
+                                          {{"x", SLUICE_F32, x, n}, {"y", SLUICE_F32, y, n}}, n);
         printf("six-stage       sluice %8.3f ms  CUB+kernels %8.3f ms  (%.2fx faster)\n", t_sl, t_cub,
                t_sl < 0 ? -1 : t_cub / t_sl);
         g_rows.push_back({"six-stage pipeline (speed-up over CUB+kernels)", fmt("%.2fx", t_sl < 0 ? -1 : t_cub / t_sl),
@@ -652,16 +625,12 @@ int main(int argc, char **argv) {
     if (want("reduce")) {
         size_t b = tmp_bytes;
         double t_cub = time_ms([&] { CK(cub::DeviceReduce::Sum(tmp, b, x, out, n, g_stream)); });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-reduce\ninput: {x: f32}\nstages:\n"
-                           "  - reduce: {values: [{op: sum, of: x, into: s}], per: batch}\noutput: [s]\n", n)) {
-            std::vector<sluice_column> c = {{"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            if (!j.failed && j.out_rows != 1) printf("sluice reduce gave %lld rows, want 1\n", (long long)j.out_rows);
-            sluice_close(j);
-        } else printf("sluice reduce: %s\n", j.why.c_str());
+        int64_t rows = -1;
+        const double t_sl = sluice_job_ms("reduce",
+                                          "sluice: 1\nname: bench-reduce\ninput: {x: f32}\nstages:\n"
+                                          "  - reduce: {values: [{op: sum, of: x, into: s}], per: batch}\noutput: [s]\n",
+                                          {{"x", SLUICE_F32, x, n}}, n, &rows);
+        if (t_sl >= 0 && rows != 1) printf("sluice reduce gave %lld rows, want 1\n", (long long)rows);
         double jb = 4.0 * n;
         printf("reduce sum      sluice %8.3f ms (%5.1f%% copy)  CUB DeviceReduce::Sum %8.3f ms (%5.1f%% copy)\n",
                t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -681,16 +650,14 @@ int main(int argc, char **argv) {
         double t_cub = time_ms([&] {
             CK(cub::DeviceSegmentedReduce::Sum(tmp, b, x, out, nseg, doff, doff + 1, g_stream));
         });
-        double t_sl = -1;
-        sluice_job j;
-        if (sluice_open(j, "sluice: 1\nname: bench-segreduce\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
-                           "stages:\n  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\noutput: [s]\n", n)) {
-            std::vector<sluice_column> c = {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}};
-            t_sl = time_sluice_ms(j, c);
-            if (j.failed) t_sl = -1;
-            if (!j.failed && j.out_rows != nseg) printf("sluice segmented reduce gave %lld rows, want %lld\n", (long long)j.out_rows, (long long)nseg);
-            sluice_close(j);
-        } else printf("sluice segmented reduce: %s\n", j.why.c_str());
+        int64_t rows = -1;
+        const double t_sl = sluice_job_ms(
+            "segmented reduce",
+            "sluice: 1\nname: bench-segreduce\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
+            "stages:\n  - reduce: {segments: rows, values: [{op: sum, of: x, into: s}]}\noutput: [s]\n",
+            {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}}, n, &rows);
+        if (t_sl >= 0 && rows != nseg)
+            printf("sluice segmented reduce gave %lld rows, want %lld\n", (long long)rows, (long long)nseg);
         double jb = 4.0 * n + 8.0 * off.size() + 4.0 * nseg;
         printf("segreduce avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB DeviceSegmentedReduce::Sum %8.3f ms (%5.1f%% copy)\n",
                avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
@@ -717,18 +684,12 @@ int main(int argc, char **argv) {
         /* sluice's time for a reduce by key over k and x; -1 when it failed or gave the wrong
            number of runs */
         auto time_sluice = [&](const char *yaml, const char *what) {
-            double t = -1;
-            sluice_job j;
-            if (sluice_open(j, yaml, n)) {
-                std::vector<sluice_column> c = {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}};
-                t = time_sluice_ms(j, c);
-                if (j.failed) t = -1;
-                if (!j.failed && j.out_rows != nseg) {
-                    printf("sluice %s gave %lld rows, want %lld\n", what, (long long)j.out_rows, (long long)nseg);
-                    t = -1;
-                }
-                sluice_close(j);
-            } else printf("sluice %s: %s\n", what, j.why.c_str());
+            int64_t rows = -1;
+            double t = sluice_job_ms(what, yaml, {{"k", SLUICE_I32, dkeys, n}, {"x", SLUICE_F32, x, n}}, n, &rows);
+            if (t >= 0 && rows != nseg) {
+                printf("sluice %s gave %lld rows, want %lld\n", what, (long long)rows, (long long)nseg);
+                t = -1;
+            }
             return t;
         };
         const double t_sl = time_sluice("sluice: 1\nname: bench-reducebykey\ninput: {k: i32, x: f32}\nstages:\n"
