@@ -590,7 +590,8 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
  * (the same in every thread), `carry()` reads the state before this batch (for tile 0, and
  * for the ordered look-back when it reaches the batch's start). Publishes the tile's
  * aggregate, then its inclusive prefix (ORDERED: a chunk's last tile its Q,
- * lookback_exclusive_ordered), and returns the exclusive prefix in every thread. `broadcast` is a shared slot; the call ends with a barrier. */
+ * lookback_exclusive_ordered), and returns the exclusive prefix in every thread.
+ * `broadcast` is a shared slot; the call ends with a barrier. */
 template <bool ORDERED = false, typename T, typename Op, typename Carry>
 __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states, int64_t tile,
                                                    Carry carry, const T &aggregate,
