@@ -600,7 +600,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                                                        P::identity(), op, closed, closes);
                 if constexpr (P::BATCH_CONSTANTS)
                     if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
-                if ((threadIdx.x & 31) == 0 && closes) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
+                if ((threadIdx.x & 31) == 0 && closes)
+                    states.publish(tile, SL_STATUS_INCLUSIVE, closed);
             } else {
                 /* within the batch; tile 0 published its own when it was reduced */
                 S local = P::identity();

@@ -932,7 +932,8 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ long long count(const S &s) { return %s; }\n"
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
-                     phase_chunks(g, phase) ? "true" : "false", g->carry_offset[phase], count_field >= 0 ? "true" : "false",
+                     phase_chunks(g, phase) ? "true" : "false", g->carry_offset[phase],
+                     count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
     for (int si = 0; si < g->nslots; si++) {
         const cg_slot *slot = &g->slots[si];
