@@ -115,6 +115,22 @@ __device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
 __device__ __forceinline__ void fence_acquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 #endif
 
+/* A state that absorbs what lies left of it: op(x, s) == s, bit for bit, for every x — a
+ * segmented scan's state once its span holds a segment head (its values restart there, the
+ * flag is set whatever x holds). A look-back that reads such a state needs nothing before
+ * it, whichever association it uses: every fold whose last operand absorbs is that operand.
+ * The generated Op says which states absorb (ABSORBS, absorbs()); others absorb none. */
+template <typename Op, typename = void> struct op_absorbs {
+    static constexpr bool value = false;
+};
+template <typename Op> struct op_absorbs<Op, decltype((void)Op::ABSORBS)> {
+    static constexpr bool value = Op::ABSORBS;
+};
+template <typename Op, typename T> __device__ __forceinline__ bool absorbs(const T &v) {
+    if constexpr (op_absorbs<Op>::value) return Op::absorbs(v);
+    else return ((void)v, false);
+}
+
 /* Only a state's payload (sl_device.cuh, payload_of) travels through the tile states, so a
  * padded state still fits one 16-byte word with its status. (The scratch is sized by
  * sizeof(T): never too small.) The layouts (sl_scratch.h):
@@ -349,8 +365,8 @@ __device__ __forceinline__ bool lookback_window(const tile_states<T> &states, in
     bool has_inclusive = false;
 #pragma unroll
     for (int j = 0; j < K; j++) {
-        if (status[j] == SL_STATUS_INCLUSIVE) {
-            folded = v[j]; /* everything before it is already inside v */
+        if (status[j] == SL_STATUS_INCLUSIVE || absorbs<Op>(v[j])) {
+            folded = v[j]; /* everything before it is already inside v, or absorbed by it */
             has_inclusive = true;
         } else {
             folded = op(folded, v[j]);
@@ -444,7 +460,7 @@ __device__ __noinline__ bool lookback_window_block(const tile_states<T> &states,
     bool has_inclusive = false;
 #pragma unroll
     for (int j = 0; j < R; j++) {
-        if (status[j] == SL_STATUS_INCLUSIVE) {
+        if (status[j] == SL_STATUS_INCLUSIVE || absorbs<Op>(v[j])) {
             folded = v[j];
             has_inclusive = true;
         } else {
@@ -580,8 +596,14 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     }
     const T scanned = warp_inclusive_scan(v, lane, op);
     const T within = shfl_idx(scanned, at > 0 ? at - 1 : 0);
-    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
     closes_chunk = at == ORDERED_CHUNK - 1;
+    /* S_c[l-1] that absorbs makes Q_c-1 needless: E_j is S_c[l-1] itself, and Q_c (which
+       folds the tile's own aggregate after it) absorbs as well */
+    if (at > 0 && absorbs<Op>(within)) {
+        if (closes_chunk) chunk_inclusive = shfl_idx(scanned, ORDERED_CHUNK - 1);
+        return within;
+    }
+    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
     if (closes_chunk) chunk_inclusive = op(q, shfl_idx(scanned, ORDERED_CHUNK - 1));
     return at == 0 ? q : op(q, within);
 }

@@ -730,6 +730,40 @@ static bool phase_chunks(const cg *g, int phase) {
     return g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
 }
 
+/* Whether every state of phase `phase` whose span holds a segment head absorbs what lies
+ * left of it (kernels/sl_lookback.cuh, absorbs): each of its slots is a scan segmented by
+ * head flags or offsets, whose combine takes the right side's values and sets the flag
+ * where the right side's flag is set. A count, a reduce, key segments (whose right side
+ * still compares its first key with the left side's last) or a plain scan in the phase
+ * absorb nothing. */
+static bool phase_absorbs(const cg *g, int phase) {
+    bool any = false;
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase) continue;
+        if (slot->kind != SLOT_SCAN || slot->from_count || slot->flag_field < 0) return false;
+        const sl_scan *sc = slot->sc;
+        if (sc->segments != SL_SEGMENTS_HEADFLAG && sc->segments != SL_SEGMENTS_OFFSETS) return false;
+        if (g->reduce && slot->stage == g->reduce_stage) return false;
+        any = true;
+    }
+    return any;
+}
+
+/* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
+static void emit_absorbs(cg *g, int phase) {
+    if (!phase_absorbs(g, phase)) return;
+    sl_strbuf *sb = &g->sb;
+    sl_strbuf_printf(sb,
+                     "    static constexpr bool ABSORBS = true;\n"
+                     "    __device__ static __forceinline__ bool absorbs(const S%d &s) {\n"
+                     "        return true",
+                     phase);
+    for (int si = 0; si < g->nslots; si++)
+        if (g->slots[si].phase == phase) sl_strbuf_printf(sb, " && s.f%d", g->slots[si].flag_field);
+    sl_strbuf_append(sb, ";\n    }\n");
+}
+
 /* A key column's value as segments compare it: a bool key is its truth value (keys 1, 2, 2,
  * 0 are two segments). */
 static const char *key_read(const cg *g, int column) {
@@ -914,7 +948,9 @@ static void emit_struct(cg *g, int phase) {
         }
         sl_strbuf_append(sb, "        }\n");
     }
-    sl_strbuf_append(sb, "        return o;\n    }\n};\n");
+    sl_strbuf_append(sb, "        return o;\n    }\n");
+    emit_absorbs(g, phase);
+    sl_strbuf_append(sb, "};\n");
 
     /* traits: the look-back, where the phase sits in the carry, the kept-row count, the
        per-batch resets (reset: batch, and the compaction's count, start every batch from

@@ -23,7 +23,8 @@
  *     Kogge-Stone's tree, chunk prefixes folded from the carry), and a chunk's last tile its
  *     chunk prefix. The states are affine maps (exact
  *     modular arithmetic, associative, not commutative), so a state combined out of order or
- *     a window folded twice or skipped shows.
+ *     a window folded twice or skipped shows; and a segmented sum with its flag, whose states
+ *     with the flag set absorb what lies left of them (the look-backs stop there).
  * Prints one line per state shape and exits 1 if anything failed. Needs no GPU. */
 #include <atomic>
 #include <cstdint>
@@ -166,11 +167,13 @@ template <class S> void check_shape(const char *what) {
 
 /* ---- the look-back against racing publishers -------------------------------------------- */
 
-/* Word pairs (a, b) are the map x -> a*x + b mod 2^32, combined left then right; an odd last
- * word is a sum. */
-template <int N> struct affine_op {
-    state<N> operator()(const state<N> &l, const state<N> &r) const {
-        state<N> o;
+/* The states the look-backs are checked with, each a "kind": its type S, combine, identity
+ * and a random value. affine<N>: word pairs (a, b) are the map x -> a*x + b mod 2^32,
+ * combined left then right; an odd last word is a sum. */
+template <int N> struct affine {
+    typedef state<N> S;
+    S operator()(const S &l, const S &r) const {
+        S o;
         for (int k = 0; k + 1 < N; k += 2) {
             o.w[k] = l.w[k] * r.w[k];
             o.w[k + 1] = r.w[k] * l.w[k + 1] + r.w[k + 1];
@@ -178,12 +181,39 @@ template <int N> struct affine_op {
         if (N % 2) o.w[N - 1] = l.w[N - 1] + r.w[N - 1];
         return o;
     }
+    static S identity() {
+        S v;
+        for (int k = 0; k < N; k++) v.w[k] = (k % 2 == 0 && k + 1 < N) ? 1u : 0u;
+        return v;
+    }
+    template <class R> static S random(R next) {
+        S v;
+        for (int k = 0; k < N; k++) v.w[k] = next() | (k % 2 == 0 ? 1u : 0u);
+        return v;
+    }
 };
-template <int N> state<N> affine_identity() {
-    state<N> v;
-    for (int k = 0; k < N; k++) v.w[k] = (k % 2 == 0 && k + 1 < N) ? 1u : 0u;
-    return v;
-}
+
+/* A segmented u32 sum with its segment flag, laid out as the generator does (value, flag,
+ * padding: 5 of 8 bytes travel; PACKING 16): not commutative; a state with its flag set
+ * absorbs what lies left of it (sl_lookback.cuh, absorbs), so the look-backs stop there. */
+struct flagged_state {
+    uint32_t v;
+    uint8_t flag, pad[3];
+    static constexpr int PAYLOAD_BYTES = 5;
+};
+struct flagged_sum {
+    typedef flagged_state S;
+    S operator()(const S &l, const S &r) const {
+        return {r.flag ? r.v : l.v + r.v, (uint8_t)(l.flag | r.flag), {0, 0, 0}};
+    }
+    static constexpr bool ABSORBS = true;
+    static bool absorbs(const S &s) { return s.flag != 0; }
+    static S identity() { return {0, 0, {0, 0, 0}}; }
+    template <class R> static S random(R next) {
+        const uint32_t x = next();
+        return {x, (uint8_t)(x % 5u == 0), {0, 0, 0}};
+    }
+};
 
 /* Runs `body` as the NT threads of one block, NT / 32 warps (host_device.h's exchange and
  * barriers). */
@@ -218,29 +248,28 @@ template <class F> void run_warp(F warp) { run_block<32>(warp); }
 enum class finder { warp, ordered, block };
 constexpr int BLOCK_NT = 96;
 
-template <int N, finder HOW> void check_lookback(const char *what) {
+template <class KIND, finder HOW> void check_lookback(const char *what) {
     constexpr bool ORDERED = HOW == finder::ordered;
-    typedef state<N> S;
+    typedef typename KIND::S S;
     typedef sl::tile_states<S> states_t;
-    const affine_op<N> op;
-    const S identity = affine_identity<N>();
+    const KIND op;
+    const S identity = KIND::identity();
     const long long ntiles = 700;
     std::vector<S> agg((size_t)ntiles), prefix((size_t)ntiles);
-    uint64_t x = 0x5eed0000ull + (uint64_t)N * 2 + ORDERED;
+    uint64_t x = 0x5eed0000ull + (uint64_t)sizeof(S) * 2 + ORDERED;
     auto next = [&x] {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         return (uint32_t)(x >> 32);
     };
     for (long long j = 0; j < ntiles; j++) {
-        for (int k = 0; k < N; k++) agg[(size_t)j].w[k] = next() | (k % 2 == 0 ? 1u : 0u);
+        agg[(size_t)j] = KIND::random(next);
         prefix[(size_t)j] = j == 0 ? agg[0] : op(prefix[(size_t)j - 1], agg[(size_t)j]);
     }
     /* ORDERED: the association lookback_exclusive_ordered defines, computed here the plain
        way: chunks of 32 tiles scanned as Kogge-Stone's tree does (step d: lane l >= d takes
        lane l - d's value left of its own), chunk prefixes Q folded left to right from the
        carry; `excl` is each tile's exclusive prefix, `chunk_q` each chunk's Q. */
-    S carry;
-    for (int k = 0; k < N; k++) carry.w[k] = next() | (k % 2 == 0 ? 1u : 0u);
+    const S carry = KIND::random(next);
     std::vector<S> excl((size_t)ntiles), chunk_q((size_t)(ntiles + 31) / 32);
     for (long long c = 0; c * 32 < ntiles; c++) {
         S lanes[32];
@@ -358,10 +387,10 @@ template <int N, finder HOW> void check_lookback(const char *what) {
            sizeof targets / sizeof targets[0]);
 }
 
-template <int N> void check_lookbacks(const char *what) {
-    check_lookback<N, finder::warp>(what);
-    check_lookback<N, finder::ordered>(what);
-    check_lookback<N, finder::block>(what);
+template <class KIND> void check_lookbacks(const char *what) {
+    check_lookback<KIND, finder::warp>(what);
+    check_lookback<KIND, finder::ordered>(what);
+    check_lookback<KIND, finder::block>(what);
 }
 
 } /* namespace */
@@ -370,6 +399,7 @@ int main() {
     check_shape<state<1>>("one word");
     check_shape<state<2>>("two words");
     check_shape<state<3>>("three words");
+    check_shape<with_payload<2, 5>>("two words, 5 carry data");
     check_shape<with_payload<4, 12>>("four words, 12 carry data");
     check_shape<state<4>>("four words (tagged)");
     check_shape<state<5>>("five words (tagged, odd)");
@@ -377,13 +407,14 @@ int main() {
     check_shape<with_payload<10, 28>>("ten words, 28 carry data (tagged)");
     check_shape<state<9>>("nine words (separate arrays)");
     check_shape<state<16>>("sixteen words (separate arrays)");
-    check_lookbacks<1>("one word");
-    check_lookbacks<2>("two words");
-    check_lookbacks<3>("three words");
-    check_lookbacks<4>("four words (tagged)");
-    check_lookbacks<5>("five words (tagged, odd)");
-    check_lookbacks<8>("eight words (tagged)");
-    check_lookbacks<9>("nine words (separate arrays)");
+    check_lookbacks<affine<1>>("one word");
+    check_lookbacks<flagged_sum>("a flagged sum (5 of 8 bytes)");
+    check_lookbacks<affine<2>>("two words");
+    check_lookbacks<affine<3>>("three words");
+    check_lookbacks<affine<4>>("four words (tagged)");
+    check_lookbacks<affine<5>>("five words (tagged, odd)");
+    check_lookbacks<affine<8>>("eight words (tagged)");
+    check_lookbacks<affine<9>>("nine words (separate arrays)");
     if (g_failures) {
         fprintf(stderr, "tile_states_test: %d failures\n", g_failures);
         return 1;
