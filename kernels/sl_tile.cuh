@@ -180,20 +180,49 @@ template <class K> __device__ __forceinline__ void segment_index(const typename 
  * from the offsets inside the tile. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
 template <class K, int BAR>
-__device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::Args &a, long long tile,
-                                            long long tile_first) {
+__device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::Args &a,
+                                            long long tile_first, long long j0, long long j1) {
     for (int w = threadIdx.x; w < K::tile / 32; w += K::block) heads[w] = 0;
     block_sync<BAR, K::block>();
     {
         const long long *offs = (const long long *)a.in[K::offsets_input];
-        const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
-        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
         for (long long j = j0 + threadIdx.x; j < j1; j += K::block) {
             const long long r = offs[j] - tile_first;
             if (r >= 0 && r < K::tile) atomicOr(&heads[r >> 5], 1u << (r & 31));
         }
     }
     block_sync<BAR, K::block>();
+}
+
+/* The tile's offsets entries [j0, j1) from the segment index (sl_fused_segindex). */
+template <class K>
+__device__ __forceinline__ void tile_segments(const typename K::Args &a, long long tile, long long &j0,
+                                              long long &j1) {
+    const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+    j0 = (long long)segidx[tile];
+    j1 = (long long)segidx[tile + 1];
+}
+
+template <class K, int BAR>
+__device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::Args &a, long long tile,
+                                            long long tile_first) {
+    long long j0, j1;
+    tile_segments<K>(a, tile, j0, j1);
+    build_heads<K, BAR>(heads, a, tile_first, j0, j1);
+}
+
+/* Thread 0, once it has taken a tile a loop iteration ahead: the L2 lines of the offsets
+ * entries the tile's heads and segment ends will read ([j0, j1] with the next tile's first;
+ * entries past the batch's segments are not the array's), so those reads wait on L2, not
+ * on memory, in the tile's serial steps. At most 32 lines (512 entries: segments of 8 rows
+ * and more in a 4096-row tile), so thread 0 is never long away from its rows. */
+template <class K>
+__device__ __forceinline__ void prefetch_tile_offsets(const typename K::Args &a, long long j0,
+                                                      long long j1) {
+    const long long *offs = (const long long *)a.in[K::offsets_input];
+    const long long last = j1 < a.nsegments ? j1 : a.nsegments - 1;
+    const long long first = j0 & ~15ll;
+    for (long long j = first; j <= last && j < first + 32 * 16; j += 16) prefetch_l2(offs + j);
 }
 
 /* The keys a warp's edge lanes need from outside the warp: lane 0's row before its first,
@@ -526,6 +555,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
+    /* offsets segments: each stage's tile's offsets entries [lo, hi), read by thread 0 when it
+       takes the tile (tile_segments), so the tile's serial steps do not wait for the index */
+    __shared__ long long segs_of_stage[K::offsets ? STAGES : 1][2];
     const typename P::Op op;
     const tile_states<S> states = {a.scratch + phase_offset0, ntiles};
     if (threadIdx.x == 0) {
@@ -533,9 +565,12 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         const long long t0 = take_tile(a.scratch);
         queue.tile[0] = t0;
         if (t0 < ntiles) K::issue_loads(queue, a, sl_smem, t0, 0);
+        if constexpr (K::offsets)
+            if (t0 < ntiles) tile_segments<K>(a, t0, segs_of_stage[0][0], segs_of_stage[0][1]);
     }
     __syncthreads();
     S held_thread_excl = P::identity(); /* tile j-1's, for its epilogue */
+    long long next_segs[2] = {0, 0}; /* thread 0: the taken tile's, stored at the iteration's end */
     for (int j = 0;; j++) {
         const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
         long long tile_j = ntiles;
@@ -550,9 +585,10 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
-                build_heads<K, 1>(heads_of_stage[s], a, tile, t.tile_first);
+                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, segs_of_stage[s][0],
+                                  segs_of_stage[s][1]);
                 t.use_heads(heads_of_stage[s]);
-                t.segments_at(a, K::offsets_input);
+                t.segments_at(a, K::offsets_input, segs_of_stage[s][0], segs_of_stage[s][1]);
             }
             t.maps(0);
             S thread_excl, block_agg;
@@ -631,6 +667,10 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             const int sn = (j + 1) % STAGES;
             queue.tile[sn] = next_tile;
             if (next_tile < ntiles) K::issue_loads(queue, a, sl_smem, next_tile, sn);
+            /* its index entries now; they are stored (and its offsets fetched into L2) once
+               tile j-1 is finished, so nothing here waits for them */
+            if constexpr (K::offsets)
+                if (next_tile < ntiles) tile_segments<K>(a, next_tile, next_segs[0], next_segs[1]);
         }
         if (j > 0) { /* ---- finish tile j-1 ---- */
             const long long tile = queue.tile[sp];
@@ -641,7 +681,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
                 t.use_heads(heads_of_stage[sp]);
-                t.segments_at(a, K::offsets_input);
+                t.segments_at(a, K::offsets_input, segs_of_stage[sp][0], segs_of_stage[sp][1]);
             }
             t.maps(0);
             {
@@ -654,6 +694,12 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         }
         held_thread_excl = next_thread_excl;
         if (tile_j >= ntiles) break;
+        if constexpr (K::offsets)
+            if (threadIdx.x == 0 && queue.tile[(j + 1) % STAGES] < ntiles) {
+                segs_of_stage[(j + 1) % STAGES][0] = next_segs[0];
+                segs_of_stage[(j + 1) % STAGES][1] = next_segs[1];
+                prefetch_tile_offsets<K>(a, next_segs[0], next_segs[1]);
+            }
         /* stage sp is free once its tile is finished and its stores read out */
         fence_async_proxy();
         block_sync<1, BLOCK>();
