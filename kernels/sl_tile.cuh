@@ -196,8 +196,8 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
 
 /* The tile's offsets entries [j0, j1) from the segment index (sl_fused_segindex). */
 template <class K>
-__device__ __forceinline__ void tile_segments(const typename K::Args &a, long long tile, long long &j0,
-                                              long long &j1) {
+__device__ __forceinline__ void tile_segments(const typename K::Args &a, long long tile,
+                                              long long &j0, long long &j1) {
     const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
     j0 = (long long)segidx[tile];
     j1 = (long long)segidx[tile + 1];

@@ -743,7 +743,8 @@ static bool phase_absorbs(const cg *g, int phase) {
         if (slot->phase != phase) continue;
         if (slot->kind != SLOT_SCAN || slot->from_count || slot->flag_field < 0) return false;
         const sl_scan *sc = slot->sc;
-        if (sc->segments != SL_SEGMENTS_HEADFLAG && sc->segments != SL_SEGMENTS_OFFSETS) return false;
+        if (sc->segments != SL_SEGMENTS_HEADFLAG && sc->segments != SL_SEGMENTS_OFFSETS)
+            return false;
         if (g->reduce && slot->stage == g->reduce_stage) return false;
         any = true;
     }
