@@ -1029,6 +1029,12 @@ static const struct {
     {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\noutput: [s]\n",
      false, 1},
     {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1},
+    /* head-flag segments, a head in about 40% of the tiles: the ordered look-back ends at a
+       head before the tile in its chunk where there is one (kernels/sl_lookback.cuh absorbs)
+       and takes the chunk prefix where there is none */
+    {"  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
+     "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
+     true, 1},
 };
 
 START_TEST(ordered_on_host) {
@@ -1055,6 +1061,45 @@ START_TEST(ordered_on_host) {
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
         host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)_i * 31 + z, sizes[z]);
     emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
+/* Which phases' states absorb what lies left of them (codegen.c phase_absorbs): those whose
+ * every slot is a scan segmented by head flags or offsets; key segments, a plain scan or a
+ * compaction's count beside them absorb nothing. */
+START_TEST(segment_heads_absorb) {
+    static const struct {
+        const char *stages;
+        bool absorbs;
+    } cases[] = {
+        {"  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n", true},
+        {"  - map: {h: x > 1.0}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
+         "output: [s]\n",
+         true},
+        {"  - segmented_scan: {of: x, op: sum, segments: {key: x}, into: s}\noutput: [s]\n", false},
+        {"  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\n"
+         "  - scan: {of: x, op: sum, into: t}\noutput: [s, t]\n",
+         false},
+        {"  - map: {h: x > 1.0}\n  - filter: x > 0.0\n"
+         "  - segmented_scan: {of: x, op: sum, segments: h, into: s}\noutput: [s]\n",
+         false},
+        {"  - scan: {of: x, op: sum, into: s}\noutput: [s]\n", false},
+    };
+    sluice_context *ctx = new_ctx();
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: absorb\ninput:\n  rows: {type: i64, role: offsets}\n  x: f32\n"
+                 "stages:\n%s",
+                 cases[i].stages);
+        sluice_pipeline *p;
+        sl_codegen cg = generate(ctx, yaml, &p, 0);
+        ck_assert_int_eq(cg.phases, 1);
+        ck_assert_msg((strstr(cg.source, "ABSORBS = true") != NULL) == cases[i].absorbs, "case %zu", i);
+        sl_cuda_codegen_free(ctx, &cg);
+        sluice_pipeline_free(p);
+    }
+    sluice_context_destroy(ctx);
 }
 END_TEST
 
@@ -1349,6 +1394,7 @@ static Suite *make_suite(void) {
     TCase *tc = tcase_create("basics");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, layouts);
+    tcase_add_test(tc, segment_heads_absorb);
     tcase_add_test(tc, compile_error_is_a_status_with_the_log);
     tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
     tcase_add_test(tc, kernel_cache_key_covers_the_headers);
