@@ -30,38 +30,41 @@
 namespace sl {
 
 /* ---- L2-coherent word access (the look-back must not read stale L1 lines) -----------
+ * Relaxed at GPU scope: the states are written and read by blocks of one kernel on one
+ * device, so nothing wider is needed, and on the H200 these measured 0-1% faster than
+ * volatile accesses (relaxed at system scope; bench/RESULTS.md, twenty-first session).
  * A host emulation of the kernels (tests/cuda_host, SL_HOST_EMULATION: host threads play a
  * block) gets the same accesses as atomics: each one indivisible, as the device's are. */
 
 #if defined(SL_HOST_EMULATION)
 #define SL_HOST_WORD_(T, p) reinterpret_cast<T *>(const_cast<uint32_t *>(p))
-__device__ __forceinline__ void store_volatile_u64(uint64_t *p, uint64_t v) {
+__device__ __forceinline__ void store_relaxed_u64(uint64_t *p, uint64_t v) {
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ uint64_t load_volatile_u64(const uint64_t *p) {
+__device__ __forceinline__ uint64_t load_relaxed_u64(const uint64_t *p) {
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ void store_volatile_v4(uint32_t *p, const uint32_t (&w)[4]) {
+__device__ __forceinline__ void store_relaxed_v4(uint32_t *p, const uint32_t (&w)[4]) {
     unsigned __int128 x;
     memcpy(&x, w, sizeof x);
     __atomic_store_n(SL_HOST_WORD_(unsigned __int128, p), x, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ void load_volatile_v4(const uint32_t *p, uint32_t (&w)[4]) {
+__device__ __forceinline__ void load_relaxed_v4(const uint32_t *p, uint32_t (&w)[4]) {
     const unsigned __int128 x = __atomic_load_n(SL_HOST_WORD_(unsigned __int128, p), __ATOMIC_SEQ_CST);
     memcpy(w, &x, sizeof x);
 }
-__device__ __forceinline__ void store_volatile_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
+__device__ __forceinline__ void store_relaxed_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
     __atomic_store_n(p, a, __ATOMIC_SEQ_CST);
     __atomic_store_n(p + 1, b, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ void load_volatile_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
+__device__ __forceinline__ void load_relaxed_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
     a = __atomic_load_n(p, __ATOMIC_SEQ_CST);
     b = __atomic_load_n(p + 1, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
+__device__ __forceinline__ void store_relaxed_u32(uint32_t *p, uint32_t v) {
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
 }
-__device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
+__device__ __forceinline__ uint32_t load_relaxed_u32(const uint32_t *p) {
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
 __device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
@@ -70,39 +73,39 @@ __device__ __forceinline__ void store_release_u32(uint32_t *p, uint32_t v) {
 __device__ __forceinline__ void fence_acquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 #undef SL_HOST_WORD_
 #else
-__device__ __forceinline__ void store_volatile_u64(uint64_t *p, uint64_t v) {
-    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+__device__ __forceinline__ void store_relaxed_u64(uint64_t *p, uint64_t v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-__device__ __forceinline__ uint64_t load_volatile_u64(const uint64_t *p) {
+__device__ __forceinline__ uint64_t load_relaxed_u64(const uint64_t *p) {
     uint64_t v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void store_volatile_v4(uint32_t *p, const uint32_t (&w)[4]) {
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]),
+__device__ __forceinline__ void store_relaxed_v4(uint32_t *p, const uint32_t (&w)[4]) {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]),
                  "r"(w[1]), "r"(w[2]), "r"(w[3])
                  : "memory");
 }
-__device__ __forceinline__ void load_volatile_v4(const uint32_t *p, uint32_t (&w)[4]) {
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+__device__ __forceinline__ void load_relaxed_v4(const uint32_t *p, uint32_t (&w)[4]) {
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                  : "l"(p)
                  : "memory");
 }
 /* Two 8-byte words in one 16-byte access; each word is indivisible (what the tagged
  * states rely on), the pair need not be. */
-__device__ __forceinline__ void store_volatile_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+__device__ __forceinline__ void store_relaxed_v2u64(uint64_t *p, uint64_t a, uint64_t b) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
-__device__ __forceinline__ void load_volatile_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+__device__ __forceinline__ void load_relaxed_v2u64(const uint64_t *p, uint64_t &a, uint64_t &b) {
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
-__device__ __forceinline__ void store_volatile_u32(uint32_t *p, uint32_t v) {
-    asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void store_relaxed_u32(uint32_t *p, uint32_t v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ uint32_t load_volatile_u32(const uint32_t *p) {
+__device__ __forceinline__ uint32_t load_relaxed_u32(const uint32_t *p) {
     uint32_t v;
-    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 /* A state's status after its words (states too wide for one word with their status): the
@@ -175,7 +178,7 @@ template <typename T> struct tile_states {
         if constexpr (PACKING == 8) {
             uint32_t w[W];
             to_words(v, w);
-            store_volatile_u64(reinterpret_cast<uint64_t *>(base) + tile,
+            store_relaxed_u64(reinterpret_cast<uint64_t *>(base) + tile,
                                ((uint64_t)status << 32) | w[0]);
         } else if constexpr (PACKING == 16) {
             uint32_t w[4] = {status, 0, 0, 0};
@@ -183,7 +186,7 @@ template <typename T> struct tile_states {
             to_words(v, vw);
 #pragma unroll
             for (int k = 0; k < PW; k++) w[1 + k] = vw[k];
-            store_volatile_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
+            store_relaxed_v4(reinterpret_cast<uint32_t *>(base) + 4 * tile, w);
         } else if constexpr (PACKING == 32) {
             uint32_t vw[W];
             to_words(v, vw);
@@ -191,7 +194,7 @@ template <typename T> struct tile_states {
             const uint64_t tag = (uint64_t)status << 32;
 #pragma unroll
             for (int k = 0; k < TW; k += 2)
-                store_volatile_v2u64(at + k, tag | vw[k], tag | (k + 1 < PW ? vw[k + 1] : 0u));
+                store_relaxed_v2u64(at + k, tag | vw[k], tag | (k + 1 < PW ? vw[k + 1] : 0u));
         } else {
             uint32_t *status_words = reinterpret_cast<uint32_t *>(base);
             uint32_t *values = values_of(status);
@@ -200,7 +203,7 @@ template <typename T> struct tile_states {
             /* a state's words start on a 4-byte boundary: sizeof(T) > 12 here and the
                generator pads states to a multiple of 4 bytes */
 #pragma unroll
-            for (int k = 0; k < W; k++) store_volatile_u32(values + (int64_t)W * tile + k, vw[k]);
+            for (int k = 0; k < W; k++) store_relaxed_u32(values + (int64_t)W * tile + k, vw[k]);
             store_release_u32(status_words + tile, status);
         }
     }
@@ -215,27 +218,27 @@ template <typename T> struct tile_states {
     /* PACKING 0, in two steps so that a window's loads go out together: the status (no
        ordering), then, after one fence_acquire for the window, the state it announces. */
     __device__ __forceinline__ uint32_t read_status(int64_t tile) const {
-        return load_volatile_u32(reinterpret_cast<const uint32_t *>(base) + tile);
+        return load_relaxed_u32(reinterpret_cast<const uint32_t *>(base) + tile);
     }
     __device__ __forceinline__ T read_value(int64_t tile, uint32_t status) const {
         const uint32_t *values = values_of(status);
         uint32_t vw[W];
 #pragma unroll
-        for (int k = 0; k < W; k++) vw[k] = load_volatile_u32(values + (int64_t)W * tile + k);
+        for (int k = 0; k < W; k++) vw[k] = load_relaxed_u32(values + (int64_t)W * tile + k);
         return from_words<T>(vw);
     }
 
     /* One non-blocking read: status SL_STATUS_INVALID means not yet published. */
     __device__ __forceinline__ void read(int64_t tile, uint32_t &status, T &v) const {
         if constexpr (PACKING == 8) {
-            uint64_t word = load_volatile_u64(reinterpret_cast<const uint64_t *>(base) + tile);
+            uint64_t word = load_relaxed_u64(reinterpret_cast<const uint64_t *>(base) + tile);
             status = (uint32_t)(word >> 32);
             uint32_t w[W] = {};
             w[0] = (uint32_t)word;
             v = from_words<T>(w);
         } else if constexpr (PACKING == 16) {
             uint32_t w[4];
-            load_volatile_v4(reinterpret_cast<const uint32_t *>(base) + 4 * tile, w);
+            load_relaxed_v4(reinterpret_cast<const uint32_t *>(base) + 4 * tile, w);
             status = w[0];
             uint32_t vw[W] = {};
 #pragma unroll
@@ -245,7 +248,7 @@ template <typename T> struct tile_states {
             const uint64_t *at = reinterpret_cast<const uint64_t *>(base) + (int64_t)TW * tile;
             uint64_t x[TW];
 #pragma unroll
-            for (int k = 0; k < TW; k += 2) load_volatile_v2u64(at + k, x[k], x[k + 1]);
+            for (int k = 0; k < TW; k += 2) load_relaxed_v2u64(at + k, x[k], x[k + 1]);
             status = (uint32_t)(x[0] >> 32);
             bool same = true;
 #pragma unroll
@@ -278,11 +281,11 @@ template <typename F> __device__ __forceinline__ void wait_published(const uint3
  * comes with it) again. Every poll rereads all the states still unpublished at once, so a
  * thread waits one round trip a poll, not one a state: waited one state at a time (as
  * wait_published does), a thread whose K states were all unpublished at the first read pays
- * K round trips in turn, even when they have all been published meanwhile. The block-wide
- * window uses it (bench/RESULTS.md, seventeenth session, runs 4-5: 288 threads of 2-4 states
- * each took 6,000-14,000 cycles where every state they read was published within about
- * 1,000 of the first read); the warps' windows keep wait_published, whose smaller code the
- * large kernels' registers have room for (this one spilled in the map-filter-count kernel). */
+ * K round trips in turn, even when they have all been published meanwhile. Every window
+ * uses it: the block-wide one (bench/RESULTS.md, seventeenth session, runs 4-5: 288 threads of
+ * 2-4 states each took 6,000-14,000 cycles where every state they read was published within
+ * about 1,000 of the first read) and the look-back warp's (twenty-first session: the
+ * segmented sums, recurrences, wide sums and cull 3-8% faster, nothing slower). */
 template <int K, typename F>
 __device__ __forceinline__ void wait_published_all(const uint32_t (&status)[K], F reread) {
     int backoff = 8;
@@ -300,9 +303,8 @@ __device__ __forceinline__ void wait_published_all(const uint32_t (&status)[K], 
 }
 
 /* The K consecutive states from `lane_first` (those before tile 0 as inclusive identities),
- * waiting for any that are unpublished: one state at a time, or (ALL_AT_ONCE) polling all
- * the unpublished ones together. */
-template <int K, typename T, bool ALL_AT_ONCE = false>
+ * polling all the unpublished ones together until none is (wait_published_all). */
+template <int K, typename T>
 __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_t lane_first,
                                             T identity, uint32_t (&status)[K], T (&v)[K]) {
     if constexpr (tile_states<T>::PACKING == 0) {
@@ -310,13 +312,7 @@ __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_
 #pragma unroll
         for (int j = 0; j < K; j++)
             status[j] = lane_first + j >= 0 ? states.read_status(lane_first + j) : SL_STATUS_INCLUSIVE;
-        if constexpr (ALL_AT_ONCE) {
-            wait_published_all<K>(status, [&](int j) { status[j] = states.read_status(lane_first + j); });
-        } else {
-#pragma unroll
-            for (int j = 0; j < K; j++)
-                wait_published(status[j], [&] { status[j] = states.read_status(lane_first + j); });
-        }
+        wait_published_all<K>(status, [&](int j) { status[j] = states.read_status(lane_first + j); });
         fence_acquire();
 #pragma unroll
         for (int j = 0; j < K; j++)
@@ -329,13 +325,7 @@ __device__ __forceinline__ void read_states(const tile_states<T> &states, int64_
         v[j] = identity;
         if (lane_first + j >= 0) states.read(lane_first + j, status[j], v[j]);
     }
-    if constexpr (ALL_AT_ONCE) {
-        wait_published_all<K>(status, [&](int j) { states.read(lane_first + j, status[j], v[j]); });
-    } else {
-#pragma unroll
-        for (int j = 0; j < K; j++)
-            wait_published(status[j], [&] { states.read(lane_first + j, status[j], v[j]); });
-    }
+    wait_published_all<K>(status, [&](int j) { states.read(lane_first + j, status[j], v[j]); });
 }
 
 /* Lane l reads the K consecutive states [window_end - 32K + 1 + lK, ... + K) of one window
@@ -454,7 +444,7 @@ __device__ __noinline__ bool lookback_window_block(const tile_states<T> &states,
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     uint32_t status[R];
     T v[R];
-    read_states<R, T, true>(states, tile - (int64_t)R * NT + (int64_t)threadIdx.x * R, identity, status,
+    read_states<R>(states, tile - (int64_t)R * NT + (int64_t)threadIdx.x * R, identity, status,
                             v);
     T folded = identity;
     bool has_inclusive = false;

@@ -770,13 +770,13 @@ template <class S> __device__ __forceinline__ void store_state(uint32_t *at, con
     uint32_t w[words_of<S>::value];
     to_words(v, w);
 #pragma unroll
-    for (int j = 0; j < words_of<S>::value; j++) store_volatile_u32(at + j, w[j]);
+    for (int j = 0; j < words_of<S>::value; j++) store_relaxed_u32(at + j, w[j]);
 }
 
 template <class S> __device__ __forceinline__ S load_state(const uint32_t *at) {
     uint32_t w[words_of<S>::value];
 #pragma unroll
-    for (int j = 0; j < words_of<S>::value; j++) w[j] = load_volatile_u32(at + j);
+    for (int j = 0; j < words_of<S>::value; j++) w[j] = load_relaxed_u32(at + j);
     return from_words<S>(w);
 }
 
@@ -978,9 +978,9 @@ template <class S>
 __device__ __forceinline__ void hold_pending(uint32_t *record, const S &run, long long k) {
     constexpr int W = words_of<S>::value;
     store_state(record + W, run);
-    store_volatile_u32(record + 2 * W, (uint32_t)(unsigned long long)k);
-    store_volatile_u32(record + 2 * W + 1, (uint32_t)((unsigned long long)k >> 32));
-    store_volatile_u32(record + 2 * W + 2, 1u);
+    store_relaxed_u32(record + 2 * W, (uint32_t)(unsigned long long)k);
+    store_relaxed_u32(record + 2 * W + 1, (uint32_t)((unsigned long long)k >> 32));
+    store_relaxed_u32(record + 2 * W + 2, 1u);
 }
 
 /* A segment's row from its whole state `v` at ordinal k of the batch (its index: the carry's
@@ -1082,9 +1082,9 @@ __device__ __forceinline__ void join_block_warps(const typename K::Args &a, unsi
     for (int w = 0; w < WARPS && b * WARPS + w < nwarps; w++) {
         const uint32_t *rec = block_record<S>(records, b * WARPS + w);
         const S total = load_state<S>(rec);
-        if (load_volatile_u32(rec + 2 * W + 2) != 0u) {
-            const long long k = (long long)((unsigned long long)load_volatile_u32(rec + 2 * W) |
-                                            ((unsigned long long)load_volatile_u32(rec + 2 * W + 1) << 32));
+        if (load_relaxed_u32(rec + 2 * W + 2) != 0u) {
+            const long long k = (long long)((unsigned long long)load_relaxed_u32(rec + 2 * W) |
+                                            ((unsigned long long)load_relaxed_u32(rec + 2 * W + 1) << 32));
             const S whole = op(run, load_state<S>(rec + W));
             if (K::restarted(whole)) {
                 close_segment<K, P>(a, whole, carry, k);
@@ -1098,7 +1098,7 @@ __device__ __forceinline__ void join_block_warps(const typename K::Args &a, unsi
     uint32_t *const mine = block_record<S>(records, b * WARPS);
     store_state(mine, run);
     if (pending_k >= 0) hold_pending(mine, pending, pending_k);
-    else store_volatile_u32(mine + 2 * W + 2, 0u);
+    else store_relaxed_u32(mine + 2 * W + 2, 0u);
 }
 
 /* The last block to finish, in the loops over segments without look-back: the `nrecords`
@@ -1131,9 +1131,9 @@ __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
             if (b0 + u >= p1) break;
             const uint32_t *rec = block_record<S>(records, (b0 + u) * stride);
             agg[u] = load_state<S>(rec);
-            held[u] = load_volatile_u32(rec + 2 * W + 2);
-            k_lo[u] = load_volatile_u32(rec + 2 * W);
-            k_hi[u] = load_volatile_u32(rec + 2 * W + 1);
+            held[u] = load_relaxed_u32(rec + 2 * W + 2);
+            k_lo[u] = load_relaxed_u32(rec + 2 * W);
+            k_hi[u] = load_relaxed_u32(rec + 2 * W + 1);
             partial[u] = load_state<S>(rec + W);
         }
 #pragma unroll
@@ -1340,7 +1340,7 @@ __device__ __forceinline__ long long block_changes(unsigned char *records, long 
     constexpr int W = words_of<S>::value;
     const uint64_t *slot = reinterpret_cast<const uint64_t *>(block_record<S>(records, p) + 2 * W + 4);
     unsigned long long v;
-    while ((v = load_volatile_u64(slot)) == 0ull) __nanosleep(64);
+    while ((v = load_relaxed_u64(slot)) == 0ull) __nanosleep(64);
     return (long long)(v - 1ull);
 }
 
@@ -1387,7 +1387,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         block_exclusive_scan<long long, K::block, 0>(count_storage, n, 0ll, plus, excl, changes);
         base = shfl_idx<long long>(excl, 0);
         if (threadIdx.x == 0)
-            store_volatile_u64(reinterpret_cast<uint64_t *>(block_first + 2 * W + 4),
+            store_relaxed_u64(reinterpret_cast<uint64_t *>(block_first + 2 * W + 4),
                                (unsigned long long)changes + 1ull);
     }
     /* the changes before the block: every earlier block's count */
