@@ -519,11 +519,13 @@ __device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, i
 
 /* Q_c of chunk `chunk` (>= -1; Q_-1 is the carry, `carry()` reads it): from the nearest chunk at
  * or before it whose last tile has published Q (32 chunk ends read a round trip), then the
- * totals of the chunks after that one, folded in order. */
+ * totals of the chunks after that one, folded in order, K_NEXT chunks a round trip (8 for
+ * 8-byte states: the scan 0.5-1% faster than with 4, in both modes; 16 spilled and ran 15%
+ * slower: bench/RESULTS.md, twenty-first session). */
 template <typename T, typename Op, typename Carry>
 __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, int64_t chunk,
                                                   Carry carry, T identity, Op op) {
-    constexpr int K = tile_states<T>::K_FIRST;
+    constexpr int K = tile_states<T>::K_NEXT;
     const int lane = threadIdx.x & 31;
     int64_t nearest = chunk; /* the window's chunk ends: nearest - lane */
     T q = identity;
