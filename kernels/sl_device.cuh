@@ -81,16 +81,6 @@ template <typename T> __device__ __forceinline__ T from_words(const uint32_t *w)
     return v;
 }
 
-/* Asks L2 to fetch the line holding `p` (global memory), without waiting for it: what a
- * later load will read. Nothing on the host emulation. */
-__device__ __forceinline__ void prefetch_l2(const void *p) {
-#if defined(SL_HOST_EMULATION)
-    (void)p;
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 /* ---- blocked tile loads and stores ---------------------------------------------------
  * A thread owns ITEMS consecutive rows [first, first + ITEMS). In a full tile with a
  * suitably aligned column the ITEMS elements are moved with the widest vector access

@@ -12,7 +12,9 @@
  *                       arm the stage's barrier with the byte count and start one bulk copy
  *                       per staged column, or just arrive (the consumers will load that tile
  *                       from global memory themselves: a ragged last tile, a column that is
- *                       not 16-byte aligned, or a GPU older than sm_90)
+ *                       not 16-byte aligned, or a GPU older than sm_90); copies that must
+ *                       land with the tile whatever the path (sl_tile.cuh issue_tile: the
+ *                       tile's segment index entries) are armed first by queue_expect_more
  *   queue_wait          every thread, before reading a stage
  * Each stage's barrier completes exactly one phase per use, so the k-th tile a block
  * handles waits on stage k % STAGES with parity (k / STAGES) & 1.
@@ -79,6 +81,23 @@ __device__ __forceinline__ void queue_expect(tile_queue<STAGES> &q, int s, unsig
                  : "r"(smem_address(&q.full[s])), "r"(bytes)
                  : "memory");
     (void)state;
+#else
+    (void)q; (void)s; (void)bytes;
+#endif
+}
+
+/* Adds `bytes` of bulk copies to stage `s`'s current phase without arriving: called before
+ * the phase's one arrival (queue_expect or queue_arrive), so that the phase cannot complete
+ * before those copies land (issue_tile's segment index entries). */
+template <int STAGES>
+__device__ __forceinline__ void queue_expect_more(tile_queue<STAGES> &q, int s, unsigned bytes) {
+#if defined(SL_HOST_EMULATION)
+    sl_host_mbarrier_expect_tx(&q.full[s], bytes);
+#elif SL_HAS_BULK_COPY
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
+                     smem_address(&q.full[s])),
+                 "r"(bytes)
+                 : "memory");
 #else
     (void)q; (void)s; (void)bytes;
 #endif

@@ -211,18 +211,38 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
     build_heads<K, BAR>(heads, a, tile_first, j0, j1);
 }
 
-/* Thread 0, once it has taken a tile a loop iteration ahead: the L2 lines of the offsets
- * entries the tile's heads and segment ends will read ([j0, j1] with the next tile's first;
- * entries past the batch's segments are not the array's), so those reads wait on L2, not
- * on memory, in the tile's serial steps. At most 32 lines (512 entries: segments of 8 rows
- * and more in a 4096-row tile), so thread 0 is never long away from its rows. */
-template <class K>
-__device__ __forceinline__ void prefetch_tile_offsets(const typename K::Args &a, long long j0,
-                                                      long long j1) {
-    const long long *offs = (const long long *)a.in[K::offsets_input];
-    const long long last = j1 < a.nsegments ? j1 : a.nsegments - 1;
-    const long long first = j0 & ~15ll;
-    for (long long j = first; j <= last && j < first + 32 * 16; j += 16) prefetch_l2(offs + j);
+/* A stage's copy of its tile's segment index entries (issue_tile): the 32 bytes on a 16-byte
+ * boundary that hold entries `tile` and `tile` + 1, as a bulk copy needs them. */
+struct __align__(16) staged_index {
+    long long entry[4];
+};
+
+/* Thread 0, once it has taken `tile` into stage `s`: the copies of its inputs (the generated
+ * issue_loads) and, for offsets segments, of its segment index entries (tile_segments) into
+ * `segs` (the index is 16-byte aligned in scratch, and scratch goes on past its last entry),
+ * counted on the same stage barrier, armed for them first so that the phase cannot complete
+ * without them. So no thread waits on a read of the index between the tile's barriers: the
+ * entries arrive with the tile (staged_segments). */
+template <class K, int STAGES>
+__device__ __forceinline__ void issue_tile(tile_queue<STAGES> &queue, const typename K::Args &a,
+                                           uint4 *smem, long long tile, int s, staged_index &segs) {
+    if constexpr (K::offsets) {
+        const unsigned char *index = a.scratch + SL_SCRATCH_ALIGN;
+        queue_expect_more(queue, s, 32u);
+        K::issue_loads(queue, a, smem, tile, s);
+        bulk_load(queue, s, segs.entry, index + (tile & ~1ll) * 8, 32u);
+    } else {
+        (void)segs;
+        K::issue_loads(queue, a, smem, tile, s);
+    }
+}
+
+/* The tile's offsets entries [j0, j1) from its stage's copy of the index (issue_tile). */
+__device__ __forceinline__ void staged_segments(const staged_index &segs, long long tile,
+                                                long long &j0, long long &j1) {
+    const int at = (int)(tile & 1);
+    j0 = segs.entry[at];
+    j1 = segs.entry[at + 1];
 }
 
 /* The keys a warp's edge lanes need from outside the warp: lane 0's row before its first,
@@ -555,22 +575,18 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
-    /* offsets segments: each stage's tile's offsets entries [lo, hi), read by thread 0 when it
-       takes the tile (tile_segments), so the tile's serial steps do not wait for the index */
-    __shared__ long long segs_of_stage[K::offsets ? STAGES : 1][2];
+    /* offsets segments: each stage's copy of its tile's segment index entries (issue_tile) */
+    __shared__ staged_index segs_of_stage[STAGES];
     const typename P::Op op;
     const tile_states<S> states = {a.scratch + phase_offset0, ntiles};
     if (threadIdx.x == 0) {
         queue_init(queue);
         const long long t0 = take_tile(a.scratch);
         queue.tile[0] = t0;
-        if (t0 < ntiles) K::issue_loads(queue, a, sl_smem, t0, 0);
-        if constexpr (K::offsets)
-            if (t0 < ntiles) tile_segments<K>(a, t0, segs_of_stage[0][0], segs_of_stage[0][1]);
+        if (t0 < ntiles) issue_tile<K>(queue, a, sl_smem, t0, 0, segs_of_stage[0]);
     }
     __syncthreads();
     S held_thread_excl = P::identity(); /* tile j-1's, for its epilogue */
-    long long next_segs[2] = {0, 0}; /* thread 0: the taken tile's, stored at the iteration's end */
     for (int j = 0;; j++) {
         const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
         long long tile_j = ntiles;
@@ -585,10 +601,11 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
-                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, segs_of_stage[s][0],
-                                  segs_of_stage[s][1]);
+                long long j0, j1;
+                staged_segments(segs_of_stage[s], tile, j0, j1);
+                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
                 t.use_heads(heads_of_stage[s]);
-                t.segments_at(a, K::offsets_input, segs_of_stage[s][0], segs_of_stage[s][1]);
+                t.segments_at(a, K::offsets_input, j0, j1);
             }
             t.maps(0);
             S thread_excl, block_agg;
@@ -666,11 +683,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                look-back, see above), into the stage tile j-2 left */
             const int sn = (j + 1) % STAGES;
             queue.tile[sn] = next_tile;
-            if (next_tile < ntiles) K::issue_loads(queue, a, sl_smem, next_tile, sn);
-            /* its index entries now; they are stored (and its offsets fetched into L2) once
-               tile j-1 is finished, so nothing here waits for them */
-            if constexpr (K::offsets)
-                if (next_tile < ntiles) tile_segments<K>(a, next_tile, next_segs[0], next_segs[1]);
+            if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn, segs_of_stage[sn]);
         }
         if (j > 0) { /* ---- finish tile j-1 ---- */
             const long long tile = queue.tile[sp];
@@ -680,8 +693,10 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             t.at(rows, tile, K::tile);
             t.load_inputs(a, staged, tile_buf);
             if constexpr (K::offsets) {
+                long long j0, j1;
+                staged_segments(segs_of_stage[sp], tile, j0, j1);
                 t.use_heads(heads_of_stage[sp]);
-                t.segments_at(a, K::offsets_input, segs_of_stage[sp][0], segs_of_stage[sp][1]);
+                t.segments_at(a, K::offsets_input, j0, j1);
             }
             t.maps(0);
             {
@@ -694,12 +709,6 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         }
         held_thread_excl = next_thread_excl;
         if (tile_j >= ntiles) break;
-        if constexpr (K::offsets)
-            if (threadIdx.x == 0 && queue.tile[(j + 1) % STAGES] < ntiles) {
-                segs_of_stage[(j + 1) % STAGES][0] = next_segs[0];
-                segs_of_stage[(j + 1) % STAGES][1] = next_segs[1];
-                prefetch_tile_offsets<K>(a, next_segs[0], next_segs[1]);
-            }
         /* stage sp is free once its tile is finished and its stores read out */
         fence_async_proxy();
         block_sync<1, BLOCK>();

@@ -1064,6 +1064,40 @@ START_TEST(ordered_on_host) {
 }
 END_TEST
 
+/* An offsets-segmented scan alone (one phase: the loop with a look-back warp), in the fast
+ * mode and under run_to_run, on the host: each tile's segment index entries come by bulk copy
+ * with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them until the
+ * stage's barrier completes and checks that barrier's transaction bytes; a read of them
+ * before the wait, or a phase armed without them, fails the run. Segments of about 130 rows
+ * (up to 2000: some 64 tiles), batches cut in three. */
+START_TEST(offsets_scan_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "sluice: 1\nname: offsets-scan-%d\n%sinput:\n  rows: {type: i64, role: offsets}\n"
+             "  x: i32\nstages:\n  - map: {xf: f32(x & 15)}\n"
+             "  - segmented_scan: {of: xf, op: sum, segments: rows, into: s}\noutput: [s]\n",
+             _i, _i == 1 ? "determinism: run_to_run\n" : "");
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    ck_assert_int_eq(plan.ngroups, 1);
+    sl_codegen cg;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    ck_assert_int_eq(cg.phases, 1);
+    ck_assert(cg.lookback_warp);
+    ck_assert_int_ge(cg.offsets_input, 0);
+    char dir[] = "/tmp/sluice-offsets-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t segments[] = {0, 1, 2, 33, 150, 400, 2000};
+    for (size_t z = 0; z < SL_ARRAY_LEN(segments); z++)
+        host_batch_matches_cpu(p, &cg, dir, true, false, 5151 + (uint64_t)_i * 31 + z, segments[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
 /* Which phases' states absorb what lies left of them (codegen.c phase_absorbs): those whose
  * every slot is a scan segmented by head flags or offsets; key segments, a plain scan or a
  * compaction's count beside them absorb nothing. */
@@ -1427,6 +1461,7 @@ static Suite *make_suite(void) {
     tc = tcase_create("host_ordered"); /* runnable alone: CK_RUN_CASE=host_ordered */
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
+    tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

@@ -244,6 +244,19 @@ static inline void sl_host_mbarrier_arrive_expect_tx(unsigned long long *bar, un
     sl_host_mbarrier_settle(m);
 }
 
+/* mbarrier.expect_tx: more transaction bytes for the current phase, no arrival. */
+static inline void sl_host_mbarrier_expect_tx(unsigned long long *bar, unsigned bytes) {
+    std::lock_guard<std::mutex> lock(g_block->pipe);
+    host_mbarrier &m = sl_host_mbarrier_of(bar);
+    host_mbarrier_state st = sl_host_mbarrier_unpack(*bar);
+    if (st.pending == 0)
+        sl_host_mbarrier_abort(m, "expect_tx on a phase with no arrival pending (after its arrival)");
+    if (st.tx + bytes > SL_HOST_MBAR_TX_MAX)
+        sl_host_mbarrier_abort(m, "expect_tx past the transaction count's limit");
+    st.tx += bytes;
+    *bar = sl_host_mbarrier_pack(st);
+}
+
 /* cp.async.bulk global -> shared completing on `bar`: poisons the destination and lands
  * when the phase is waited on (above). */
 static inline void sl_host_bulk_copy(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
