@@ -229,16 +229,24 @@ static inline void sl_host_mbarrier_init(unsigned long long *bar, unsigned count
     *bar = sl_host_mbarrier_pack({0, count, count, 0});
 }
 
+/* `bar`'s state with `bytes` more transaction bytes in its current phase, which must still
+ * await an arrival (`no_arrival` says what it means if not; g_block->pipe held). */
+static inline host_mbarrier_state sl_host_mbarrier_add_tx(host_mbarrier &m, unsigned long long *bar,
+                                                          unsigned bytes, const char *no_arrival) {
+    host_mbarrier_state st = sl_host_mbarrier_unpack(*bar);
+    if (st.pending == 0) sl_host_mbarrier_abort(m, no_arrival);
+    if (st.tx + bytes > SL_HOST_MBAR_TX_MAX)
+        sl_host_mbarrier_abort(m, "expect_tx past the transaction count's limit");
+    st.tx += bytes;
+    return st;
+}
+
 /* mbarrier.arrive.expect_tx (`bytes` 0: mbarrier.arrive). */
 static inline void sl_host_mbarrier_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {
     std::lock_guard<std::mutex> lock(g_block->pipe);
     host_mbarrier &m = sl_host_mbarrier_of(bar);
-    host_mbarrier_state st = sl_host_mbarrier_unpack(*bar);
-    if (st.pending == 0)
-        sl_host_mbarrier_abort(m, "an arrival on a phase with no arrival pending (a stage issued twice)");
-    if (st.tx + bytes > SL_HOST_MBAR_TX_MAX)
-        sl_host_mbarrier_abort(m, "expect_tx past the transaction count's limit");
-    st.tx += bytes;
+    host_mbarrier_state st = sl_host_mbarrier_add_tx(
+        m, bar, bytes, "an arrival on a phase with no arrival pending (a stage issued twice)");
     st.pending--;
     *bar = sl_host_mbarrier_pack(st);
     sl_host_mbarrier_settle(m);
@@ -248,13 +256,8 @@ static inline void sl_host_mbarrier_arrive_expect_tx(unsigned long long *bar, un
 static inline void sl_host_mbarrier_expect_tx(unsigned long long *bar, unsigned bytes) {
     std::lock_guard<std::mutex> lock(g_block->pipe);
     host_mbarrier &m = sl_host_mbarrier_of(bar);
-    host_mbarrier_state st = sl_host_mbarrier_unpack(*bar);
-    if (st.pending == 0)
-        sl_host_mbarrier_abort(m, "expect_tx on a phase with no arrival pending (after its arrival)");
-    if (st.tx + bytes > SL_HOST_MBAR_TX_MAX)
-        sl_host_mbarrier_abort(m, "expect_tx past the transaction count's limit");
-    st.tx += bytes;
-    *bar = sl_host_mbarrier_pack(st);
+    *bar = sl_host_mbarrier_pack(sl_host_mbarrier_add_tx(
+        m, bar, bytes, "expect_tx on a phase with no arrival pending (after its arrival)"));
 }
 
 /* cp.async.bulk global -> shared completing on `bar`: poisons the destination and lands
