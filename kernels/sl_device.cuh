@@ -14,20 +14,35 @@
 
 namespace sl {
 
-/* A barrier over the block's first THREADS threads: __syncthreads when BAR is 0, else the
- * named hardware barrier BAR (kernels that give one warp another role synchronise their
- * other THREADS threads among themselves this way; a host emulation of the kernels,
- * tests/cuda_host, supplies sl_host_named_barrier). */
+/* A barrier over THREADS threads of the block (whole warps): __syncthreads when BAR is 0,
+ * else the named hardware barrier BAR (kernels that give one warp another role synchronise
+ * their other threads among themselves this way, and hand values between the roles with
+ * block_arrive; a host emulation of the kernels, tests/cuda_host, supplies
+ * sl_host_named_barrier). */
 template <int BAR, int THREADS> __device__ __forceinline__ void block_sync() {
     if constexpr (BAR == 0) {
         __syncthreads();
     } else {
 #if defined(SL_HOST_EMULATION)
-        sl_host_named_barrier(BAR, THREADS);
+        sl_host_named_barrier(BAR, THREADS, true);
 #else
         asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
 #endif
     }
+}
+
+/* Counts the calling warp into named barrier BAR of THREADS threads without waiting for it
+ * (`bar.arrive`): a producer's half of a hand-over whose consumers block_sync the same
+ * barrier. What the warp wrote to shared memory before is visible to them after their sync.
+ * A producer must not arrive again before the consumers' sync has completed the barrier
+ * (the count would complete it without them): the caller's protocol guarantees it. */
+template <int BAR, int THREADS> __device__ __forceinline__ void block_arrive() {
+    static_assert(BAR != 0, "barrier 0 is __syncthreads");
+#if defined(SL_HOST_EMULATION)
+    sl_host_named_barrier(BAR, THREADS, false);
+#else
+    asm volatile("bar.arrive %0, %1;" ::"n"(BAR), "n"(THREADS) : "memory");
+#endif
 }
 
 /* Programmatic dependent launch (sm_90+): the host may launch a fused kernel before the

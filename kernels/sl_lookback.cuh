@@ -302,6 +302,28 @@ __device__ __forceinline__ void wait_published_all(const uint32_t (&status)[K], 
     }
 }
 
+/* Returns once `tile`'s state is published, polled from one lane (a long backoff: the caller
+ * is early). The overlapped loop's look-back warp starts a tile's look-back as soon as the
+ * tile is taken, when its nearest predecessors are still being reduced: polled from every
+ * lane of a window, their states put hundreds of loads a poll on the memory system for
+ * nothing (bench/RESULTS.md, twenty-second session). Once the nearest one is published, the
+ * window's others as a rule are too. Called by all 32 lanes of a warp. */
+template <typename T>
+__device__ __forceinline__ void wait_published_before(const tile_states<T> &states, int64_t tile) {
+    if ((threadIdx.x & 31) == 0 && tile >= 0) {
+        uint32_t status;
+        T v;
+        states.read(tile, status, v);
+        int backoff = 64;
+        while (status == SL_STATUS_INVALID) {
+            __nanosleep(backoff);
+            if (backoff < 1024) backoff *= 2;
+            states.read(tile, status, v);
+        }
+    }
+    __syncwarp();
+}
+
 /* The K consecutive states from `lane_first` (those before tile 0 as inclusive identities),
  * polling all the unpublished ones together until none is (wait_published_all). */
 template <int K, typename T>
@@ -553,6 +575,15 @@ __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, 
     return q;
 }
 
+/* What a chunk's closing tile (tile mod 32 = 31) keeps from its ordered look-back until its
+ * own aggregate is known: its lane's operand of the chunk's warp scan, Q_c-1, and whether
+ * S_c[30] absorbed everything left of it (Q_c-1 then needless). */
+template <typename T> struct ordered_chunk_close {
+    T lane_value;
+    T q;
+    bool absorbed;
+};
+
 /* The exclusive prefix E_j of `tile` under the association that timing cannot change
  * (determinism: run_to_run). Tiles form chunks of 32; with l = tile mod 32, c = tile / 32 and
  * A_j the tiles' aggregates:
@@ -560,27 +591,28 @@ __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, 
  *   Q_-1 = the carry, Q_c = Q_c-1 (+) S_c[31],
  *   E_j = Q_c-1 when l = 0, else Q_c-1 (+) S_c[l-1].
  * Every tile publishes its aggregate (tile 0 too); a chunk's last tile alone publishes an
- * inclusive state, Q_c, returned in `chunk_inclusive` when `closes_chunk`. So a look-back
+ * inclusive state, Q_c (ordered_chunk_inclusive, once its aggregate is known). So a look-back
  * does one dependent combine a chunk, not one a tile (the left fold P_j = P_j-1 (+) A_j it
  * replaced cost run_to_run 12-50% of the fast mode's speed), and a state it reads is Q
  * itself or an aggregate, whichever tiles happened to finish first. It waits for the
  * aggregates of its own chunk before it looks for Q: by then the previous chunk's Q is as a
  * rule published (reading the chunk ends first found older ones and folded more: slower by
  * 12-34%). Figures: bench/RESULTS.md, nineteenth session.
- * Called by all 32 lanes of one warp; returns the same in every lane. `aggregate` is the
- * tile's own A_j; `carry()` the state before the batch (read only when Q_-1 is needed). */
+ * E_j does not need the tile's own aggregate, so the look-back may run before the tile is
+ * reduced. Called by all 32 lanes of one warp; returns the same in every lane. `carry()`
+ * reads the state before the batch (only when Q_-1 is needed); `close` is what
+ * ordered_chunk_inclusive needs when the tile closes its chunk. */
 template <typename T, typename Op, typename Carry>
 __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
-                                                     const T &aggregate, Carry carry, T identity,
-                                                     Op op, T &chunk_inclusive,
-                                                     bool &closes_chunk) {
+                                                     Carry carry, T identity, Op op,
+                                                     ordered_chunk_close<T> &close) {
     const int lane = threadIdx.x & 31;
     const int64_t chunk = tile / ORDERED_CHUNK;
     const int at = (int)(tile % ORDERED_CHUNK);
     uint32_t status = SL_STATUS_AGGREGATE;
-    /* the tile's own aggregate as the chunk's other readers see it; lanes after the tile's
-       are unused by the lanes up to it */
-    T v = lane == at ? tile_states<T>::as_read(aggregate) : identity;
+    /* lanes from the tile's on are unused by the lanes before it; the tile's own lane takes
+       its aggregate in ordered_chunk_inclusive */
+    T v = identity;
     if (lane < at) {
         const int64_t before = chunk * ORDERED_CHUNK + lane;
         states.read(before, status, v);
@@ -588,16 +620,28 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     }
     const T scanned = warp_inclusive_scan(v, lane, op);
     const T within = shfl_idx(scanned, at > 0 ? at - 1 : 0);
-    closes_chunk = at == ORDERED_CHUNK - 1;
+    close.lane_value = v;
+    close.q = identity;
     /* S_c[l-1] that absorbs makes Q_c-1 needless: E_j is S_c[l-1] itself, and Q_c (which
        folds the tile's own aggregate after it) absorbs as well */
-    if (at > 0 && absorbs<Op>(within)) {
-        if (closes_chunk) chunk_inclusive = shfl_idx(scanned, ORDERED_CHUNK - 1);
-        return within;
-    }
+    close.absorbed = at > 0 && absorbs<Op>(within);
+    if (close.absorbed) return within;
     const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
-    if (closes_chunk) chunk_inclusive = op(q, shfl_idx(scanned, ORDERED_CHUNK - 1));
+    close.q = q;
     return at == 0 ? q : op(q, within);
+}
+
+/* Q_c of the chunk that `aggregate`'s tile closes (tile mod 32 = 31), from what its
+ * lookback_exclusive_ordered kept: the chunk's warp scan again with the tile's aggregate in
+ * its lane, as the chunk's readers scan it (fold_chunks_ordered), so the bits agree. Called by
+ * all 32 lanes of the warp that did the look-back. */
+template <typename T, typename Op>
+__device__ __forceinline__ T ordered_chunk_inclusive(const ordered_chunk_close<T> &close,
+                                                     const T &aggregate, Op op) {
+    const int lane = threadIdx.x & 31;
+    const T v = lane == ORDERED_CHUNK - 1 ? tile_states<T>::as_read(aggregate) : close.lane_value;
+    const T total = shfl_idx(warp_inclusive_scan(v, lane, op), ORDERED_CHUNK - 1);
+    return close.absorbed ? total : op(close.q, total);
 }
 
 /* The whole block finds the tile's exclusive prefix. `aggregate` is the tile's reduction
@@ -614,11 +658,12 @@ __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states,
         T exclusive;
         if constexpr (ORDERED) {
             if (threadIdx.x == 0) states.publish(tile, SL_STATUS_AGGREGATE, aggregate);
-            T closed = identity;
-            bool closes = false;
-            exclusive = lookback_exclusive_ordered(states, tile, aggregate, carry, identity, op,
-                                                   closed, closes);
-            if (threadIdx.x == 0 && closes) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
+            ordered_chunk_close<T> close;
+            exclusive = lookback_exclusive_ordered(states, tile, carry, identity, op, close);
+            if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
+                const T closed = ordered_chunk_inclusive(close, aggregate, op);
+                if (threadIdx.x == 0) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
+            }
         } else {
             if (tile == 0) {
                 exclusive = threadIdx.x == 0 ? carry() : identity;

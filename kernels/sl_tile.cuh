@@ -520,19 +520,35 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
 /* ---- the overlapped loop ----------------------------------------------------------------
  * A group with one look-back phase on a GPU with the copy engine (sm_90+): BLOCK threads own
  * the rows and one more warp does nothing but look-backs, so a block never stands still
- * while a tile waits for its predecessors. Per iteration j the BLOCK threads
- *   wait for tile j's copies (stage j % 3), reduce it and publish its aggregate at once;
- *   meet the look-back warp (a __syncthreads): it has finished tile j-1 by then and takes
- *   tile j;
- *   take tile j+1 and start its copies (into the stage tile j-2 left);
- *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store
- *   the outputs.
- * So a look-back runs while the block finishes the previous tile and waits for the next
- * one's copies. A tile is taken only when nothing stands between it and its aggregate but
- * its copies and the previous tile's epilogue. A block that waits at the hand-over must hold
- * no tile that is taken but not yet published: the look-backs of every later tile would wait
- * for it, their blocks would wait at their own hand-overs holding tiles of their own, and
- * the blocks would chain (bench/RESULTS.md has the measurements of the alternatives).
+ * while a tile waits for its predecessors. The row threads, per iteration j:
+ *   wait for tile j's copies (stage j % 3), reduce it, publish its aggregate at once and hand
+ *   it to the look-back warp (a barrier they only arrive at);
+ *   wait for tile j-1's exclusive prefix from the look-back warp;
+ *   take tile j+1, start its copies (into the stage tile j-2 left) and tell the look-back
+ *   warp which tile it is;
+ *   finish tile j-1 with its prefix: reload its inputs from its stage, compute and store the
+ *   outputs.
+ * The look-back warp, per tile: look back for the tile's exclusive prefix as soon as the tile
+ * is taken (the prefix needs only its predecessors, not the tile's own aggregate), so the
+ * look-back runs while the rows finish the tile before and reduce this one; then wait for
+ * the tile's aggregate, publish its inclusive prefix, wait for the next tile's number and
+ * hand the prefix to the rows. So a tile's inclusive prefix is published about when its
+ * aggregate is, later look-backs find one near, and the rows wait for a look-back only if it
+ * took longer than two iterations (bench/RESULTS.md, twenty-second session). A tile is
+ * taken only when nothing stands between it and its aggregate but its copies and the
+ * previous tile's epilogue: the rows hold no taken, unpublished tile while they wait for a
+ * prefix, else the look-backs of every later tile would wait for it and the blocks would
+ * chain (bench/RESULTS.md has the measurements of the alternatives).
+ *
+ * The hand-overs are named barriers one side arrives at and the other syncs (block_arrive),
+ * each used once a tile in alternation, which the order of the two loops guarantees: the rows
+ * arrive at a tile's TILE only after their sync of the EXCL two tiles before, which the
+ * look-back warp arrived at after its sync of the previous TILE; the look-back warp arrives
+ * at EXCL after its TILE sync, which follows the rows' previous EXCL sync. The aggregates
+ * alternate between two barriers by the tile's parity: the rows arrive at tile j's before
+ * their sync of tile j-1's prefix, so at j+1's they may be before the look-back warp synced
+ * j's. The block's first tile is handed over by __syncthreads, where SMALL's whole block
+ * reads the window before it (lookback_window_block).
  *
  * In the default mode the tile states hold prefixes within the batch: tile 0 publishes its
  * aggregate as its inclusive prefix as soon as it is reduced, and the carry from the previous
@@ -541,14 +557,10 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
  * changes, which the default mode allows (sl_lookback.cuh). `determinism: run_to_run` keeps
  * the states absolute, from the carry, in the association its look-back defines
  * (lookback_exclusive_ordered: every tile publishes its aggregate, tile 0 too), and so does
- * the large kernel for phases whose generator chose that look-back for speed (CHUNKS).
- *
- * Both roles run one loop, so that the hand-over is one __syncthreads every thread reaches at
- * the same instruction (__syncthreads met at two places is undefined in PTX and failed
- * synccheck). compute-sanitizer racecheck still reports thread 0's store of handed_agg and
- * the look-back warp's load of it across that barrier: scripts/racecheck_probe.cu shows it
- * reports this ordered pattern whenever the row threads also use a named barrier of their
- * own, and not without one (bench/RESULTS.md, runs 13-18). */
+ * the large kernel for phases whose generator chose that look-back for speed (CHUNKS). */
+
+/* The overlapped loop's named barriers (1 is the row threads' own, block_sync<1, BLOCK>). */
+enum overlapped_barrier { BAR_NEXT_TILE = 2, BAR_TILE_EXCL = 3, BAR_TILE_AGG = 4 /* and 5 */ };
 
 template <class P> struct first_phase;
 template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
@@ -586,79 +598,79 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         if (t0 < ntiles) issue_tile<K>(queue, a, sl_smem, t0, 0, segs_of_stage[0]);
     }
     __syncthreads();
+
+    /* the rows: tile j (stage s) reduced, its aggregate published and handed over; returns
+       the thread's exclusive prefix within the tile, for its epilogue */
+    auto reduce_tile = [&](int j, int s, long long tile) -> S {
+        queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
+        const bool staged = queue.bulk[s] != 0;
+        uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
+        typename K::Tile t(params);
+        t.at(rows, tile, K::tile);
+        t.load_inputs(a, staged, tile_buf);
+        if constexpr (K::offsets) {
+            long long j0, j1;
+            staged_segments(segs_of_stage[s], tile, j0, j1);
+            build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
+            t.use_heads(heads_of_stage[s]);
+            t.segments_at(a, K::offsets_input, j0, j1);
+        }
+        t.maps(0);
+        S thread_excl, block_agg;
+        tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
+        if (threadIdx.x == 0) {
+            /* the ordered look-back's chunk scans read tile 0's aggregate as any other */
+            if (tile != 0 || CHUNKED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
+            else states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
+            handed_agg[s] = block_agg;
+        }
+        return thread_excl;
+    };
+
+    /* ---- the block's first tile, handed over by __syncthreads ---- */
+    const long long first_tile = queue.tile[0];
     S held_thread_excl = P::identity(); /* tile j-1's, for its epilogue */
-    for (int j = 0;; j++) {
-        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
-        long long tile_j = ntiles;
-        S next_thread_excl = P::identity();
-        if (threadIdx.x < BLOCK) tile_j = queue.tile[s];
-        if (tile_j < ntiles) { /* ---- reduce tile j (row-owning threads) ---- */
-            const long long tile = tile_j;
-            queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
-            const bool staged = queue.bulk[s] != 0;
-            uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
-            typename K::Tile t(params);
-            t.at(rows, tile, K::tile);
-            t.load_inputs(a, staged, tile_buf);
-            if constexpr (K::offsets) {
-                long long j0, j1;
-                staged_segments(segs_of_stage[s], tile, j0, j1);
-                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
-                t.use_heads(heads_of_stage[s]);
-                t.segments_at(a, K::offsets_input, j0, j1);
-            }
-            t.maps(0);
-            S thread_excl, block_agg;
-            tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
-            if (threadIdx.x == 0) {
-                /* the ordered look-back's chunk scans read tile 0's aggregate as any other */
-                if (tile != 0 || CHUNKED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
-                else states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
-                handed_agg[s] = block_agg;
-            }
-            next_thread_excl = thread_excl;
-        } else if (!CHUNKED && j == 0 && threadIdx.x == BLOCK) {
-            /* the look-back warp, idle until the first hand-over: the carry it puts left of
-               the prefixes within the batch */
-            batch_carry = carry_in<K, P>(a, true);
-        }
-        /* the hand-over: the look-back warp has finished tile j-1 and takes tile j (or the end) */
-        __syncthreads();
-        /* tile j+1 is taken now (thread 0); it is stored and its copies started below */
-        long long next_tile = ntiles;
-        if (tile_j < ntiles && threadIdx.x == 0) next_tile = take_tile(a.scratch);
-        /* SMALL, a block's first tile: the whole block reads the states before it at once
-           (lookback_window_block), the look-back warp goes on further left only if that
-           window held no inclusive state. */
-        S first_window = P::identity();
-        bool first_found = false, block_first = false;
-        if constexpr (SMALL && !CHUNKED) {
-            const long long first_tile = queue.tile[0];
-            block_first = j == 0 && first_tile > 0 && first_tile < ntiles;
-            if (block_first)
-                first_found = lookback_window_block<BLOCK + 32>(states, first_tile, P::identity(), op,
-                                                                first_warp_vals, first_warp_inclusive,
-                                                                first_window);
-        }
-        if (threadIdx.x >= BLOCK) { /* ---- the look-back warp: tile j's prefix ---- */
-            const long long tile = queue.tile[s];
-            if (tile >= ntiles) break;
-            const S block_agg = handed_agg[s];
-            S tile_excl;
+    if (threadIdx.x < BLOCK) {
+        if (first_tile < ntiles) held_thread_excl = reduce_tile(0, 0, first_tile);
+    } else if (!CHUNKED && threadIdx.x == BLOCK) {
+        /* the look-back warp, idle until then: the carry it puts left of the prefixes
+           within the batch */
+        batch_carry = carry_in<K, P>(a, true);
+    }
+    __syncthreads();
+    /* SMALL: the whole block reads the states before its first tile at once
+       (lookback_window_block), the look-back warp goes on further left only if that window
+       held no inclusive state. */
+    S first_window = P::identity();
+    bool first_found = false;
+    const bool block_first = SMALL && !CHUNKED && first_tile > 0 && first_tile < ntiles;
+    if constexpr (SMALL && !CHUNKED)
+        if (block_first)
+            first_found = lookback_window_block<BLOCK + 32>(states, first_tile, P::identity(), op,
+                                                            first_warp_vals, first_warp_inclusive,
+                                                            first_window);
+
+    if (threadIdx.x >= BLOCK) { /* ---- the look-back warp ---- */
+        long long tile = first_tile;
+        for (int j = 0; tile < ntiles; j++) {
+            const int s = j % STAGES;
+            /* the prefix left of the tile, before its aggregate is known. The fast look-back
+               first waits until the nearest predecessor has published (its window polled from
+               every lane cost the filter, cull, recurrence and wide sums 2-7%); the chunked
+               one, which polls at most its chunk's lanes, measured faster without
+               (bench/RESULTS.md, twenty-second session, runs 2-3). */
+            S tile_excl, local = P::identity();
+            ordered_chunk_close<S> close;
+            if (!CHUNKED && j > 0) wait_published_before(states, tile - 1);
             if constexpr (CHUNKED) {
-                S closed = P::identity();
-                bool closes = false;
-                tile_excl = lookback_exclusive_ordered(states, tile, block_agg,
+                tile_excl = lookback_exclusive_ordered(states, tile,
                                                        [&] { return carry_in<K, P>(a, true); },
-                                                       P::identity(), op, closed, closes);
+                                                       P::identity(), op, close);
                 if constexpr (P::BATCH_CONSTANTS)
                     if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
-                if ((threadIdx.x & 31) == 0 && closes)
-                    states.publish(tile, SL_STATUS_INCLUSIVE, closed);
             } else {
                 /* within the batch; tile 0 published its own when it was reduced */
-                S local = P::identity();
-                if (block_first)
+                if (j == 0 && block_first)
                     local = first_found
                                 ? first_window
                                 : op(lookback_exclusive_from(states, before_block_window<S, BLOCK + 32>(tile),
@@ -666,24 +678,59 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                                      first_window);
                 else if (tile != 0)
                     local = lookback_exclusive(states, tile, P::identity(), op);
-                if ((threadIdx.x & 31) == 0 && tile != 0)
-                    states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
                 tile_excl = batch_carry;
                 if (tile != 0) {
                     tile_excl = op(batch_carry, local);
                     if constexpr (P::BATCH_CONSTANTS) P::batch_constants(tile_excl, batch_carry);
                 }
             }
+            /* the tile's aggregate (the first tile's came with the __syncthreads above) */
+            if (j > 0) {
+                if (j & 1) block_sync<BAR_TILE_AGG + 1, BLOCK + 32>();
+                else block_sync<BAR_TILE_AGG, BLOCK + 32>();
+            }
+            const S block_agg = handed_agg[s];
+            if constexpr (CHUNKED) {
+                if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
+                    const S closed = ordered_chunk_inclusive(close, block_agg, op);
+                    if ((threadIdx.x & 31) == 0) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
+                }
+            } else if ((threadIdx.x & 31) == 0 && tile != 0) {
+                states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
+            }
+            /* the next tile's number, then the prefix to the rows */
+            block_sync<BAR_NEXT_TILE, 64>();
+            tile = queue.tile[(j + 1) % STAGES];
             if ((threadIdx.x & 31) == 0) handed_excl[s] = tile_excl;
-            __syncwarp();
-            continue;
+            block_arrive<BAR_TILE_EXCL, BLOCK + 32>();
         }
-        if (tile_j < ntiles && threadIdx.x == 0) {
-            /* tile j+1, taken only after the hand-over (its aggregate must not wait for a
-               look-back, see above), into the stage tile j-2 left */
-            const int sn = (j + 1) % STAGES;
-            queue.tile[sn] = next_tile;
-            if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn, segs_of_stage[sn]);
+        return;
+    }
+
+    /* ---- the row threads ---- */
+    for (int j = 0;; j++) {
+        const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
+        const long long tile_j = queue.tile[s];
+        S next_thread_excl = held_thread_excl; /* j = 0: reduced above */
+        if (j > 0) {
+            if (tile_j < ntiles) {
+                next_thread_excl = reduce_tile(j, s, tile_j);
+                if (j & 1) block_arrive<BAR_TILE_AGG + 1, BLOCK + 32>();
+                else block_arrive<BAR_TILE_AGG, BLOCK + 32>();
+            }
+            block_sync<BAR_TILE_EXCL, BLOCK + 32>(); /* tile j-1's prefix */
+        }
+        if (tile_j < ntiles && threadIdx.x < 32) {
+            /* tile j+1, taken only now (its aggregate must not wait for a look-back, see
+               above), into the stage tile j-2 left */
+            if (threadIdx.x == 0) {
+                const int sn = (j + 1) % STAGES;
+                const long long next_tile = take_tile(a.scratch);
+                queue.tile[sn] = next_tile;
+                if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn, segs_of_stage[sn]);
+            }
+            __syncwarp();
+            block_arrive<BAR_NEXT_TILE, 64>();
         }
         if (j > 0) { /* ---- finish tile j-1 ---- */
             const long long tile = queue.tile[sp];

@@ -13,7 +13,9 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <bitset>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -63,14 +65,27 @@ struct host_mbarrier {
 struct host_block;
 inline void sl_host_mbarriers_at_end(const host_block &b);
 
-/* The block being run: its barriers (named barrier 1 over its first `named_threads` threads:
- * the row-owning threads of the kernel with a look-back warp), the warps' exchange slots,
- * its dynamic shared memory, its mbarriers (under `pipe`). A block must not end with a copy
- * in flight (on the device the copy engine would write into the next block's shared memory)
- * nor with a tile issued that no thread waited for. */
+/* A named hardware barrier (`bar.sync` / `bar.arrive` with a thread count): an instance
+ * completes when `threads` threads have arrived, and a thread that syncs waits for the
+ * completion of the instance it arrived in. The emulation checks what the device cannot: all
+ * arrivals of an instance name the same count, and no thread arrives twice in one instance
+ * (a producer a lap ahead of its consumers, whose second arrival the device would count as
+ * theirs). */
+struct host_named_barrier {
+    std::mutex m;
+    std::condition_variable done;
+    int threads = 0, arrived = 0;
+    unsigned long long generation = 0;
+    std::bitset<1024> in_instance;
+};
+
+/* The block being run: its barriers (__syncthreads, the named ones, each warp's), the warps'
+ * exchange slots, its dynamic shared memory, its mbarriers (under `pipe`). A block must not
+ * end with a copy in flight (on the device the copy engine would write into the next block's
+ * shared memory) nor with a tile issued that no thread waited for. */
 struct host_block {
-    pthread_barrier_t all, named;
-    int named_threads;
+    pthread_barrier_t all;
+    host_named_barrier named[16];
     pthread_barrier_t warp[32];
     unsigned slot[32][32];
     std::unique_ptr<unsigned char[]> smem;
@@ -81,12 +96,33 @@ struct host_block {
 inline host_block *g_block;
 
 static inline void __syncthreads() { pthread_barrier_wait(&g_block->all); }
-static inline void sl_host_named_barrier(int bar, int threads) {
-    if (bar != 1 || threads != g_block->named_threads) {
-        fprintf(stderr, "host emulation: named barrier %d over %d threads is not emulated\n", bar, threads);
+/* The calling thread arrives at named barrier `bar` of `threads` threads and, when `wait`
+ * (bar.sync, not bar.arrive), waits for the instance to complete. */
+static inline void sl_host_named_barrier(int bar, int threads, bool wait) {
+    if (bar < 1 || bar > 15 || threads < 32 || threads % 32 != 0) {
+        fprintf(stderr, "host emulation: named barrier %d over %d threads is not one the device has\n",
+                bar, threads);
         abort();
     }
-    pthread_barrier_wait(&g_block->named);
+    host_named_barrier &b = g_block->named[bar];
+    std::unique_lock<std::mutex> lock(b.m);
+    if (b.arrived == 0) b.threads = threads;
+    if (b.threads != threads || b.in_instance.test(threadIdx.x)) {
+        fprintf(stderr, "host emulation: thread %u at named barrier %d over %d threads: %s\n", threadIdx.x, bar,
+                threads, b.threads != threads ? "the instance's other arrivals named another count"
+                                              : "arrived twice before the barrier completed");
+        abort();
+    }
+    b.in_instance.set(threadIdx.x);
+    const unsigned long long generation = b.generation;
+    if (++b.arrived == threads) {
+        b.arrived = 0;
+        b.in_instance.reset();
+        b.generation++;
+        b.done.notify_all();
+        return;
+    }
+    if (wait) b.done.wait(lock, [&] { return b.generation != generation; });
 }
 static inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&g_block->warp[threadIdx.x / 32]); }
 /* every lane of the warp puts v and takes lane `from`'s */

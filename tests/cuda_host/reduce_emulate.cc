@@ -26,7 +26,7 @@
  * empty-segments kernel runs before the close kernel) and SL_OFFSETS_INPUT (the kernel input
  * that is an offsets input, or -1), and linked with -latomic (16-byte atomics). Every loop
  * runs (the aggregate loop, the two-stage one, and the one with a look-back warp, whose named
- * barrier is emulated too), over a grid of up to EMULATED_GRID blocks run one after another.
+ * barriers are emulated too), over a grid of up to EMULATED_GRID blocks run one after another.
  *
  * With an offsets input, ROWS and the cuts count segments, not rows: the segments' lengths
  * come first, from splitmix64 seeded with SEED ^ OFFSETS_SEED (offsets_lengths below: empty,
@@ -56,12 +56,10 @@
 #include SL_GENERATED
 
 /* Runs `kernel` as one block of `threads` threads with `smem` bytes of dynamic shared memory
- * (left uninitialised, as on the device); named barrier 1 spans its first `named` threads. */
-template <class F> static void launch(int threads, int named, size_t smem, F kernel) {
+ * (left uninitialised, as on the device). */
+template <class F> static void launch(int threads, size_t smem, F kernel) {
     host_block b;
     pthread_barrier_init(&b.all, nullptr, (unsigned)threads);
-    pthread_barrier_init(&b.named, nullptr, (unsigned)named);
-    b.named_threads = named;
     for (int w = 0; w < threads / 32; w++) pthread_barrier_init(&b.warp[w], nullptr, 32);
     b.smem.reset(new unsigned char[smem ? smem : 1]);
     g_block = &b;
@@ -75,7 +73,6 @@ template <class F> static void launch(int threads, int named, size_t smem, F ker
     for (std::thread &t : ts) t.join();
     g_block = nullptr;
     pthread_barrier_destroy(&b.all);
-    pthread_barrier_destroy(&b.named);
     for (int w = 0; w < threads / 32; w++) pthread_barrier_destroy(&b.warp[w]);
 }
 
@@ -109,11 +106,11 @@ static std::vector<long long> offsets_lengths(unsigned long long seed, long long
  * kernels (the look-back loops' first block takes every tile from the counter and the later
  * ones find none; the aggregate loops' blocks fold their own tiles and the last one run is the
  * last to finish, which joins the blocks' records). */
-template <class F> static void launch_grid(int blocks, int threads, int named, size_t smem, F kernel) {
+template <class F> static void launch_grid(int blocks, int threads, size_t smem, F kernel) {
     gridDim = {(unsigned)blocks, 1, 1};
     for (int b = 0; b < blocks; b++) {
         blockIdx = {(unsigned)b, 0, 0};
-        launch(threads, named, smem, kernel);
+        launch(threads, smem, kernel);
     }
     blockIdx = {0, 0, 0};
     gridDim = {1, 1, 1};
@@ -172,18 +169,18 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
     } else {
 #if SL_OFFSETS_INPUT >= 0
         const int index_threads = (int)((ntiles + 1 + 31) / 32 * 32);
-        launch(index_threads, index_threads, 0, [&a] { sl_fused_segindex(a); });
+        launch(index_threads, 0, [&a] { sl_fused_segindex(a); });
 #endif
         const int grid = ntiles < EMULATED_GRID ? (int)ntiles : EMULATED_GRID; /* as fused.c */
-        launch_grid(grid, THREADS, BLOCK, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+        launch_grid(grid, THREADS, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
     }
 #if SL_REDUCE_OFFSETS /* as fused.c: a reduce over the offsets' segments */
-    if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
+    if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
 #endif
 #if SL_CLOSES
     /* as fused.c: where the main kernel closed the batch (Kernel::closes), no close kernel */
     if (flush || rows == 0 || !Kernel::closes)
-        launch(SL_CLOSE_THREADS, SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
+        launch(SL_CLOSE_THREADS, 0, [&a] { sl_reduce_close(a); });
 #endif
 #if SL_KEEPS_ROWS
     if (!flush) out_rows = rows;

@@ -221,8 +221,6 @@ template <int NT = 32, class F> void run_block(F body) {
     static_assert(NT % 32 == 0 && NT <= 1024, "whole warps");
     host_block b;
     pthread_barrier_init(&b.all, nullptr, NT);
-    pthread_barrier_init(&b.named, nullptr, NT);
-    b.named_threads = NT;
     for (int w = 0; w < NT / 32; w++) pthread_barrier_init(&b.warp[w], nullptr, 32);
     g_block = &b;
     std::vector<std::thread> ts;
@@ -235,7 +233,6 @@ template <int NT = 32, class F> void run_block(F body) {
     for (std::thread &t : ts) t.join();
     g_block = nullptr;
     pthread_barrier_destroy(&b.all);
-    pthread_barrier_destroy(&b.named);
     for (int w = 0; w < NT / 32; w++) pthread_barrier_destroy(&b.warp[w]);
 }
 
@@ -347,22 +344,16 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
                 got[threadIdx.x] = r;
             });
         } else if constexpr (ORDERED) {
+            /* the look-back before the tile's aggregate, then the chunk's Q from it */
             std::vector<S> closed_q((size_t)nt);
-            std::vector<char> closes((size_t)nt);
+            const bool last = target % 32 == 31;
             run_warp([&] {
-                S q = identity;
-                bool c = false;
+                sl::ordered_chunk_close<S> close;
                 got[threadIdx.x] = sl::lookback_exclusive_ordered(
-                    states, target, agg[(size_t)target], [&] { return carry; }, identity, op, q, c);
-                closed_q[threadIdx.x] = q;
-                closes[threadIdx.x] = c;
+                    states, target, [&] { return carry; }, identity, op, close);
+                if (last) closed_q[threadIdx.x] = sl::ordered_chunk_inclusive(close, agg[(size_t)target], op);
             });
             for (int lane = 0; lane < nt; lane++) {
-                const bool last = target % 32 == 31;
-                if (closes[(size_t)lane] != last) {
-                    fail(what, (int)sizeof(S), target, "closes a chunk: wrong answer");
-                    break;
-                }
                 if (last && memcmp(&closed_q[(size_t)lane], &chunk_q[(size_t)target / 32], sizeof(S)) != 0) {
                     fail(what, (int)sizeof(S), target, "the chunk's Q is not the fixed association's");
                     break;
