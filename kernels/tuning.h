@@ -27,21 +27,34 @@ typedef struct sl_tuning {
     int records_block_threads; /* threads per block of the reduce loops without look-back
                                   over segments (a tile per warp: per offsets segment, per
                                   run of keys); 0: block_threads */
+    int lookback_block_threads; /* threads per block (beside the look-back warp) of the loop
+                                   with a look-back warp whose phase takes the fast look-back
+                                   over a state of 5 to 8 bytes that absorbs nothing (a
+                                   filter's count, an i64 or f64 sum, an f32 recurrence);
+                                   0: block_threads */
 } sl_tuning;
 
 /* Rows in ascending arch; the last row whose arch <= the device's is used. */
 static const sl_tuning sl_tuning_table[] = {
-    /* arch  threads  bytes  min  max  register budget  min blocks/SM  records' threads */
-    {70, 256, 32, 2, 16, 96, 4, 0},
-    {80, 256, 64, 2, 16, 128, 5, 0},
+    /* arch  threads  bytes  min  max  register budget  min blocks/SM  records' threads
+       look-back-bound threads */
+    {70, 256, 32, 2, 16, 96, 4, 0, 0},
+    {80, 256, 64, 2, 16, 128, 5, 0, 0},
     /* H200: 48 registers x 256 threads keeps 5 blocks (40 warps) per SM; 256 threads x 16
        items was the fastest shape measured for the scan and linrec kernels, and a smaller
        register budget made the six-stage group slower. The loops over segments without
        look-back (a reduce per offsets segment or per run of keys) give each warp its own
        tiles, so a block only groups warps: 128 threads a block (4 resident, registers capped
        at 128 by codegen.c) matched 64 and beat 256 and 32 on gpu_bench's jobs of that kind,
-       and 8 or 32 items a thread lost (the sweeps: bench/RESULTS.md, thirteenth session). */
-    {90, 256, 64, 2, 16, 128, 5, 128},
+       and 8 or 32 items a thread lost (the sweeps: bench/RESULTS.md, thirteenth session).
+       The loop with a look-back warp is bound by its look-backs (bench/RESULTS.md,
+       twenty-first session); where the look-back is the fast one over a state of 5-8 bytes
+       that never ends early at a segment head, 512 threads (8192-row tiles, half the tiles
+       to look back over) made the filter 8%, the f32 recurrence 3-6% and the i64 and f64
+       sums of narrower inputs 11-12% faster, where it lost 1-10% on the f32 scan (the
+       chunked look-back), the segmented sums (their look-backs end at the nearest head),
+       the cull and the six-stage group (wider states) (twenty-second session, runs 1-2). */
+    {90, 256, 64, 2, 16, 128, 5, 128, 512},
 };
 
 static inline const sl_tuning *sl_tuning_for(int arch) {

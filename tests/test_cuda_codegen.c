@@ -465,8 +465,52 @@ START_TEST(kernel_shapes) {
     ck_assert(cg.small_kernel);
     ck_assert_ptr_nonnull(strstr(cg.source, SL_CG_SMALL_KERNEL "(const SlArgs a)"));
     ck_assert_ptr_nonnull(strstr(cg.source, "sl::fused_kernel<Kernel, true>(a)"));
+    /* the f32 sum's 4-byte state takes the chunked look-back: the table's block */
+    ck_assert_int_eq(cg.block_threads, sl_tuning_for(90)->block_threads + 32);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
+    /* the fast look-back over a 5-8-byte state that absorbs nothing gets the look-back-bound
+       block (tuning.h lookback_block_threads), its tile as many rows larger, in the fast mode
+       only; a segmented sum (absorbs at heads), a wider state, sm_80 and SLUICE_CUDA_TUNING
+       keep the table's block */
+    static const struct {
+        const char *input, *stages, *determinism;
+        int arch;
+        bool bound;
+    } lookback_shapes[] = {
+        {"{x: f32}", "  - filter: x > 0\n", "", 90, true},
+        {"{i: i32}", "  - scan: {of: i, op: sum, acc: i64, into: y}\n", "", 90, true},
+        {"{x: f32}", "  - scan: {op: linrec, a: x, b: x, into: y}\n", "", 90, true},
+        {"{d: f64}", "  - scan: {of: d, op: sum, into: y}\n", "", 90, true},
+        {"{d: f64}", "  - scan: {of: d, op: sum, into: y}\n", "determinism: run_to_run\n", 90, false},
+        {"{i: i64}", "  - scan: {of: i, op: max, into: y}\n", "determinism: run_to_run\n", 90, true},
+        {"{x: f32, g: bool}", "  - segmented_scan: {of: x, op: sum, segments: g, into: y}\n", "", 90,
+         false},
+        {"{x: f32}", "  - filter: x > 0\n  - scan: {of: x, op: sum, into: y}\n", "", 90, false},
+        {"{x: f32}", "  - filter: x > 0\n", "", 80, false},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(lookback_shapes); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml, "sluice: 1\nname: b\n%sinput: %s\nstages:\n%soutput: [%s]\n",
+                 lookback_shapes[i].determinism, lookback_shapes[i].input, lookback_shapes[i].stages,
+                 strstr(lookback_shapes[i].stages, "into: y") ? "y" : "x");
+        const sl_tuning *t = sl_tuning_for(lookback_shapes[i].arch);
+        for (int env = 0; env < 2; env++) {
+            if (env) setenv("SLUICE_CUDA_TUNING", "256:16", 1);
+            cg = generate_for(ctx, yaml, &p, 0, lookback_shapes[i].arch);
+            if (env) unsetenv("SLUICE_CUDA_TUNING");
+            const bool bound = lookback_shapes[i].bound && !env;
+            const int threads = env ? 256 : bound ? t->lookback_block_threads : t->block_threads;
+            ck_assert_msg(cg.block_threads == threads + (cg.lookback_warp ? 32 : 0),
+                          "case %zu%s: %d threads a block", i, env ? " (SLUICE_CUDA_TUNING)" : "",
+                          cg.block_threads);
+            ck_assert_int_eq((int)cg.tile_rows, threads * cg.items_per_thread);
+            ck_assert_ptr_nonnull(strstr(cg.source, "#define THREADS "));
+            ck_assert_uint_le(cg.dynamic_smem, SL_CG_SMEM_PER_SM);
+            sl_cuda_codegen_free(ctx, &cg);
+            sluice_pipeline_free(p);
+        }
+    }
     /* not under determinism: run_to_run, whose float sum takes the ordered look-back */
     const char *ordered = "sluice: 1\nname: s\ndeterminism: run_to_run\ninput:\n  x: f32\nstages:\n"
                           "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n";

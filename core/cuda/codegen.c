@@ -751,6 +751,15 @@ static bool phase_absorbs(const cg *g, int phase) {
     return any;
 }
 
+/* Whether the loop with a look-back warp is bound by look-backs that a larger tile makes
+ * fewer (tuning.h, lookback_block_threads): its phase takes the fast look-back (not the
+ * chunked one: phase_chunks, phase_ordered) over a state of 5 to 8 bytes, and its states
+ * never end a look-back early (phase_absorbs: a segmented scan's do at the nearest head). */
+static bool lookback_bound(const cg *g) {
+    return g->phases == 1 && !phase_chunks(g, 1) && !phase_ordered(g, 1) && !phase_absorbs(g, 1) &&
+           g->payload_size[1] > 4 && g->payload_size[1] <= 8;
+}
+
 /* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
 static void emit_absorbs(cg *g, int phase) {
     if (!phase_absorbs(g, phase)) return;
@@ -2036,13 +2045,14 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
             .last = plan->groups[group].last, .tuning = sl_tuning_for(arch), .out = out};
     sl_strbuf_init(&g.sb, ctx);
     sluice_status st = analyse(&g);
+    bool overridden = false;
     if (st == SLUICE_OK) {
         g.items = choose_items(&g);
         out->block_threads = g.tuning->block_threads;
         int threads, items, min_blocks = 0;
-        const bool overridden = tuning_override(&threads, &items, &min_blocks);
+        overridden = tuning_override(&threads, &items, &min_blocks);
         if (overridden) {
-            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks, 0};
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks, 0, 0};
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
             g.items = items;
@@ -2142,6 +2152,16 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                 sk->value[f] = at + fd->offset;
             }
         }
+    }
+    /* the look-back-bound loop's block (tuning.h, lookback_block_threads): known only now
+       that the phase's state is laid out */
+    if (st == SLUICE_OK && !overridden && g.overlapped && g.tuning->lookback_block_threads > 0 &&
+        lookback_bound(&g)) {
+        g.override = *g.tuning;
+        g.override.block_threads = g.tuning->lookback_block_threads;
+        g.tuning = &g.override;
+        out->block_threads = g.tuning->block_threads + 32;
+        out->tile_rows = (int64_t)g.items * tile_threads(&g);
     }
     if (st == SLUICE_OK) st = plan_stages(&g);
     if (st == SLUICE_OK) st = emit_kernel(&g);
