@@ -49,6 +49,13 @@ __device__ __forceinline__ long long take_tile(unsigned char *scratch) {
     return (long long)atomicAdd((unsigned long long *)scratch, 1ull);
 }
 
+/* The offsets-segment index in scratch, after the tile counter (kernels/sl_scratch.h): entry
+ * t is the first offsets entry at or after tile t's first row, for t in [0, ntiles]
+ * (segment_index writes it). */
+__device__ __forceinline__ unsigned long long *segment_index_entries(unsigned char *scratch) {
+    return reinterpret_cast<unsigned long long *>(scratch + SL_SCRATCH_ALIGN);
+}
+
 /* What a thread knows of the tile it works on; the generated Tile derives from it. */
 template <int ITEMS> struct tile_rows {
     static_assert(ITEMS < 64, "a thread's head bits and the next row's fit one 64-bit word");
@@ -103,8 +110,7 @@ template <int ITEMS> struct tile_rows {
        and which of the thread's items end one (after use_heads) */
     template <class A>
     __device__ __forceinline__ void segments_at(const A &a, int offsets_input) {
-        const unsigned long long *segidx =
-            (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+        const unsigned long long *segidx = segment_index_entries(a.scratch);
         segments_at(a, offsets_input, (long long)segidx[tile], (long long)segidx[tile + 1]);
     }
     /* ... given the tile's offsets entries [lo, hi) (the segment index at the tile and the
@@ -173,7 +179,7 @@ template <class K> __device__ __forceinline__ void segment_index(const typename 
         if (offs[mid] < target) lo = mid + 1;
         else hi = mid;
     }
-    ((unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN))[t] = (unsigned long long)lo;
+    segment_index_entries(a.scratch)[t] = (unsigned long long)lo;
 }
 
 /* The segment heads of a tile (offsets segments): a bitmap of TILE bits in shared memory set
@@ -198,7 +204,7 @@ __device__ __forceinline__ void build_heads(uint32_t *heads, const typename K::A
 template <class K>
 __device__ __forceinline__ void tile_segments(const typename K::Args &a, long long tile,
                                               long long &j0, long long &j1) {
-    const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+    const unsigned long long *segidx = segment_index_entries(a.scratch);
     j0 = (long long)segidx[tile];
     j1 = (long long)segidx[tile + 1];
 }
@@ -227,10 +233,9 @@ template <class K, int STAGES>
 __device__ __forceinline__ void issue_tile(tile_queue<STAGES> &queue, const typename K::Args &a,
                                            uint4 *smem, long long tile, int s, staged_index &segs) {
     if constexpr (K::offsets) {
-        const unsigned char *index = a.scratch + SL_SCRATCH_ALIGN;
         queue_expect_more(queue, s, 32u);
         K::issue_loads(queue, a, smem, tile, s);
-        bulk_load(queue, s, segs.entry, index + (tile & ~1ll) * 8, 32u);
+        bulk_load(queue, s, segs.entry, segment_index_entries(a.scratch) + (tile & ~1ll), 32u);
     } else {
         (void)segs;
         K::issue_loads(queue, a, smem, tile, s);
@@ -587,8 +592,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
     __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
-    /* offsets segments: each stage's copy of its tile's segment index entries (issue_tile) */
-    __shared__ staged_index segs_of_stage[STAGES];
+    /* offsets segments: each stage's copy of its tile's segment index entries (issue_tile;
+       one unused slot without offsets) */
+    __shared__ staged_index segs_of_stage[K::offsets ? STAGES : 1];
     const typename P::Op op;
     const tile_states<S> states = {a.scratch + phase_offset0, ntiles};
     if (threadIdx.x == 0) {
@@ -727,7 +733,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 const int sn = (j + 1) % STAGES;
                 const long long next_tile = take_tile(a.scratch);
                 queue.tile[sn] = next_tile;
-                if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn, segs_of_stage[sn]);
+                if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn,
+                                                        segs_of_stage[K::offsets ? sn : 0]);
             }
             __syncwarp();
             block_arrive<BAR_NEXT_TILE, 64>();
@@ -1239,7 +1246,7 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
     const long long warp = (long long)blockIdx.x * WARPS + warp_in_block;
     unsigned char *const records =
         a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, (unsigned long long)ntiles);
-    const unsigned long long *segidx = (const unsigned long long *)(a.scratch + SL_SCRATCH_ALIGN);
+    const unsigned long long *segidx = segment_index_entries(a.scratch);
     __shared__ block_scan_storage<S, K::block> scan_storage; /* the records' join */
     __shared__ uint32_t heads[WARPS][K::tile / 32];
     const S carry = carry_in<K, P>(a, true);
