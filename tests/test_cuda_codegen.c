@@ -471,8 +471,8 @@ START_TEST(kernel_shapes) {
     sluice_pipeline_free(p);
     /* the fast look-back over a 5-8-byte state that absorbs nothing gets the look-back-bound
        block (tuning.h lookback_block_threads), its tile as many rows larger, in the fast mode
-       only; a segmented sum (absorbs at heads), a wider state, sm_80 and SLUICE_CUDA_TUNING
-       keep the table's block */
+       only; a segmented sum (absorbs at heads), a wider state, a compaction that would fit
+       one such block an SM, sm_80 and SLUICE_CUDA_TUNING keep the table's block */
     static const struct {
         const char *input, *stages, *determinism;
         int arch;
@@ -487,6 +487,8 @@ START_TEST(kernel_shapes) {
         {"{x: f32, g: bool}", "  - segmented_scan: {of: x, op: sum, segments: g, into: y}\n", "", 90,
          false},
         {"{x: f32}", "  - filter: x > 0\n  - scan: {of: x, op: sum, into: y}\n", "", 90, false},
+        /* a compaction whose i64 column leaves room for one 512-thread block an SM */
+        {"{x: f32}", "  - filter: x > 0\n  - scan: {op: count, kind: exclusive, into: y}\n", "", 90, false},
         {"{x: f32}", "  - filter: x > 0\n", "", 80, false},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(lookback_shapes); i++) {

@@ -452,6 +452,10 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     g->payload_size[phase] = payload;
 }
 
+/* A fused kernel's static shared memory (scan storages, hand-over slots, the tile queue), about:
+ * what a block needs beside its stages. */
+#define STATIC_SMEM_ALLOWANCE 3072u
+
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
  * finishing, one reduced, one arriving) and for the aggregate loop (tiles arriving while one
  * is reduced), two otherwise. */
@@ -751,13 +755,34 @@ static bool phase_absorbs(const cg *g, int phase) {
     return any;
 }
 
+/* The widest column of the group, in bytes (the offsets, read a few a tile, do not count): a
+ * shared-memory stage holds at least its tile, for the stores staged through it. */
+static size_t widest_group_column(const cg *g) {
+    const sluice_pipeline *p = g->p;
+    size_t widest = 1;
+    for (int c = 0; c < p->ncolumns; c++)
+        if (g->in_group[c] && p->columns[c].role != SLUICE_ROLE_OFFSETS &&
+            sluice_type_size(p->columns[c].type) > widest)
+            widest = sluice_type_size(p->columns[c].type);
+    return widest;
+}
+
 /* Whether the loop with a look-back warp is bound by look-backs that a larger tile makes
  * fewer (tuning.h, lookback_block_threads): its phase takes the fast look-back (not the
  * chunked one: phase_chunks, phase_ordered) over a state of 5 to 8 bytes, and its states
- * never end a look-back early (phase_absorbs: a segmented scan's do at the nearest head). */
+ * never end a look-back early (phase_absorbs: a segmented scan's do at the nearest head).
+ * Not a compacting group whose stages at that block would leave room for one block a
+ * multiprocessor: alone there it cannot hide its compaction's barriers (the cull, an f32
+ * filter with an i64 count column, lost 3.5% at 512 threads where the f32 filter, two blocks
+ * a multiprocessor, gained 10%: bench/RESULTS.md, twenty-second session, run 4). */
 static bool lookback_bound(const cg *g) {
-    return g->phases == 1 && !phase_chunks(g, 1) && !phase_ordered(g, 1) && !phase_absorbs(g, 1) &&
-           g->payload_size[1] > 4 && g->payload_size[1] <= 8;
+    if (g->phases != 1 || phase_chunks(g, 1) || phase_ordered(g, 1) || phase_absorbs(g, 1) ||
+        g->payload_size[1] <= 4 || g->payload_size[1] > 8)
+        return false;
+    const size_t stage = (size_t)g->tuning->lookback_block_threads * (size_t)g->items *
+                         widest_group_column(g);
+    return !(g->out->compacts &&
+             2 * ((size_t)stages_of(g) * stage + STATIC_SMEM_ALLOWANCE) > SL_CG_SMEM_PER_SM);
 }
 
 /* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
@@ -1520,8 +1545,8 @@ static sluice_status emit_kernel(cg *g) {
     for (int ph = 1; ph <= g->phases; ph++)
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
     if (widest_state > 32) min_blocks = 1;
-    /* no more blocks than the stages let reside (static shared memory: ~2-3 KB) */
-    int by_smem = (int)(SL_CG_SMEM_PER_SM / (o->dynamic_smem + 3072));
+    /* no more blocks than the stages let reside */
+    int by_smem = (int)(SL_CG_SMEM_PER_SM / (o->dynamic_smem + STATIC_SMEM_ALLOWANCE));
     if (by_smem < 1) by_smem = 1;
     if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
@@ -1964,11 +1989,7 @@ static sluice_status plan_stages(cg *g) {
     g->stage_offset = sl_calloc(g->ctx, (size_t)n, sizeof *g->stage_offset);
     if (!g->staged || !g->stage_offset)
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
-    size_t widest = 1;
-    for (int c = 0; c < p->ncolumns; c++)
-        if (g->in_group[c] && p->columns[c].role != SLUICE_ROLE_OFFSETS &&
-            sluice_type_size(p->columns[c].type) > widest)
-            widest = sluice_type_size(p->columns[c].type);
+    const size_t widest = widest_group_column(g);
     size_t end = 0;
     g->staged_bytes = 0;
     g->buf_bytes = 0;
