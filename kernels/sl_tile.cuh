@@ -660,14 +660,17 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         long long tile = first_tile;
         for (int j = 0; tile < ntiles; j++) {
             const int s = j % STAGES;
-            /* the prefix left of the tile, before its aggregate is known. The fast look-back
-               first waits until the nearest predecessor has published (its window polled from
-               every lane cost the filter, cull, recurrence and wide sums 2-7%); the chunked
-               one, which polls at most its chunk's lanes, measured faster without
-               (bench/RESULTS.md, twenty-second session, runs 2-3). */
+            /* the prefix left of the tile, before its aggregate is known. The look-back first
+               waits until the nearest predecessor has published: polled from every lane while
+               the nearest tiles were still loading, the fast look-back's window cost the
+               filter, cull, recurrence and wide sums 2-7%, and the ordered one run_to_run's
+               segmented and wide sums 3-5%. The chunked look-back over states of one 8-byte
+               word with their status (the f32 sum, in both modes) measured 1-2.5% faster
+               without (bench/RESULTS.md, twenty-second session, runs 2-5). */
             S tile_excl, local = P::identity();
             ordered_chunk_close<S> close;
-            if (!CHUNKED && j > 0) wait_published_before(states, tile - 1);
+            constexpr bool GATED = !CHUNKED || tile_states<S>::PACKING != 8;
+            if (GATED && j > 0) wait_published_before(states, tile - 1);
             if constexpr (CHUNKED) {
                 tile_excl = lookback_exclusive_ordered(states, tile,
                                                        [&] { return carry_in<K, P>(a, true); },
