@@ -553,7 +553,12 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
  * alternate between two barriers by the tile's parity: the rows arrive at tile j's before
  * their sync of tile j-1's prefix, so at j+1's they may be before the look-back warp synced
  * j's. The block's first tile is handed over by __syncthreads, where SMALL's whole block
- * reads the window before it (lookback_window_block).
+ * reads the window before it (lookback_window_block). compute-sanitizer racecheck reports
+ * the words thread 0 hands over this way (handed_agg, queue.tile: written before the rows'
+ * bar.arrive, read after the look-back warp's bar.sync of the same barrier), an order it does
+ * not model, as it reported the __syncthreads hand-over before whenever the rows also used a
+ * named barrier of their own (scripts/racecheck_probe.cu; bench/RESULTS.md, runs 13-18 and
+ * the twenty-second session's run 3).
  *
  * In the default mode the tile states hold prefixes within the batch: tile 0 publishes its
  * aggregate as its inclusive prefix as soon as it is reduced, and the carry from the previous
