@@ -916,6 +916,18 @@ static void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *cg, con
  * rows must be the CPU backend's bit for bit, and (per stream) the same with the batch cut
  * in three. An out-of-bounds access, a misaligned one or signed overflow in the generated
  * code or the templates stops the run. Skipped where no host C++ compiler is found. */
+/* The pipeline of an emulated group: `yaml` loaded, planned for the CUDA backend as one fused
+ * group and generated for ARCH into `cg` (the caller checks the kernel's shape, then
+ * emu_build and emu_finish). */
+static sluice_pipeline *host_group(sluice_context *ctx, const char *yaml, sl_plan *plan, sl_codegen *cg) {
+    sluice_pipeline *p = tu_load(ctx, yaml);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, plan), SLUICE_OK);
+    ck_assert_int_eq(plan->ngroups, 1);
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, plan, 0, ARCH, cg), SLUICE_OK);
+    return p;
+}
+
 START_TEST(reduce_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
@@ -951,14 +963,10 @@ START_TEST(reduce_on_host) {
                                      "        - {op: and, of: k, into: ba}\n"
                                      "        - {op: count, into: n}\n"
                                      "output: [seg, s, lo, top, bx, ba, n]\n");
-    sluice_pipeline *p = tu_load(ctx, yaml);
-    ck_assert_ptr_nonnull(p);
-    bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
     sl_plan plan;
-    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
-    ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
     ck_assert(cg.reduces);
     /* every loop of sl_tile.cuh */
     bool whole = strstr(host_cases[_i].segments, "segments") == NULL;
@@ -1027,12 +1035,9 @@ START_TEST(compaction_on_host) {
     char yaml[2048];
     snprintf(yaml, sizeof yaml, "sluice: 1\nname: count-%d\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
              _i, count_cases[_i].stages);
-    sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
-    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
-    ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     ck_assert(cg.compacts && !cg.reduces);
     /* a derived count adds the phase's count to its value in the carry a batch leaves */
     int derived = 0;
@@ -1089,12 +1094,9 @@ START_TEST(ordered_on_host) {
     char yaml[2048];
     snprintf(yaml, sizeof yaml, "sluice: 1\nname: ordered-%d\n%sinput:\n  x: i32\n  k: i16\nstages:\n%s", _i,
              ordered_cases[_i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[_i].stages);
-    sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
-    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
-    ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[_i].run_to_run ? "ORDERED = true, CHUNKS = false"
                                                                          : "ORDERED = false, CHUNKS = true"));
     ck_assert_int_eq(cg.phases, ordered_cases[_i].phases);
@@ -1125,12 +1127,9 @@ START_TEST(offsets_scan_on_host) {
              "  x: i32\nstages:\n  - map: {xf: f32(x & 15)}\n"
              "  - segmented_scan: {of: xf, op: sum, segments: rows, into: s}\noutput: [s]\n",
              _i, _i == 1 ? "determinism: run_to_run\n" : "");
-    sluice_pipeline *p = tu_load(ctx, yaml);
     sl_plan plan;
-    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
-    ck_assert_int_eq(plan.ngroups, 1);
     sl_codegen cg;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     ck_assert_int_eq(cg.phases, 1);
     ck_assert(cg.lookback_warp);
     ck_assert_int_ge(cg.offsets_input, 0);
