@@ -456,6 +456,13 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
  * what a block needs beside its stages. */
 #define STATIC_SMEM_ALLOWANCE 3072u
 
+/* Blocks a multiprocessor holds by shared memory, with `dynamic_smem` bytes of stages each
+ * (one at least: a launch never asks for less). */
+static int blocks_by_smem(size_t dynamic_smem) {
+    const int n = (int)(SL_CG_SMEM_PER_SM / (dynamic_smem + STATIC_SMEM_ALLOWANCE));
+    return n < 1 ? 1 : n;
+}
+
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
  * finishing, one reduced, one arriving) and for the aggregate loop (tiles arriving while one
  * is reduced), two otherwise. */
@@ -781,8 +788,7 @@ static bool lookback_bound(const cg *g) {
         return false;
     const size_t stage = (size_t)g->tuning->lookback_block_threads * (size_t)g->items *
                          widest_group_column(g);
-    return !(g->out->compacts &&
-             2 * ((size_t)stages_of(g) * stage + STATIC_SMEM_ALLOWANCE) > SL_CG_SMEM_PER_SM);
+    return !(g->out->compacts && blocks_by_smem((size_t)stages_of(g) * stage) < 2);
 }
 
 /* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
@@ -1546,8 +1552,7 @@ static sluice_status emit_kernel(cg *g) {
         if (g->state_size[ph] > widest_state) widest_state = g->state_size[ph];
     if (widest_state > 32) min_blocks = 1;
     /* no more blocks than the stages let reside */
-    int by_smem = (int)(SL_CG_SMEM_PER_SM / (o->dynamic_smem + STATIC_SMEM_ALLOWANCE));
-    if (by_smem < 1) by_smem = 1;
+    const int by_smem = blocks_by_smem(o->dynamic_smem);
     if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
     const int threads = block + (g->overlapped ? 32 : 0);
@@ -2030,6 +2035,15 @@ static bool tuning_override(int *threads, int *items, int *min_blocks) {
     return true;
 }
 
+/* The group's loop at `threads` a block in place of its tuning row's (a row's block for one
+ * kind of loop: records_block_threads, lookback_block_threads); the emitted kernel and the
+ * launch shape (sl_cuda_codegen's out) read g->tuning. */
+static void use_block_threads(cg *g, int threads) {
+    g->override = *g->tuning;
+    g->override.block_threads = threads;
+    g->tuning = &g->override;
+}
+
 /* Items a thread: bytes_per_thread of the widest column the kernel loads, so that each
  * thread keeps the same bytes of loads in flight whatever the group makes from them (an i64
  * sum or count of f32 rows loads like the f32 scan, and is as bound by those loads). The
@@ -2069,7 +2083,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     bool overridden = false;
     if (st == SLUICE_OK) {
         g.items = choose_items(&g);
-        out->block_threads = g.tuning->block_threads;
         int threads, items, min_blocks = 0;
         overridden = tuning_override(&threads, &items, &min_blocks);
         if (overridden) {
@@ -2077,7 +2090,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
             g.items = items;
-            out->block_threads = threads;
         }
         /* SLUICE_CUDA_OVERLAP=0 keeps single-phase groups on the two-stage kernel (for
            measurements that compare the two shapes) */
@@ -2095,15 +2107,9 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->closes_in_kernel = g.aggregate && g.reduce->segments == SL_SEGMENTS_NONE;
         out->reduce_offsets = g.reduce && g.reduce->segments == SL_SEGMENTS_OFFSETS;
         out->block_records = block_records_loop(&g);
-        if (out->block_records && !overridden && g.tuning->records_block_threads > 0) {
-            g.override = *g.tuning;
-            g.override.block_threads = g.tuning->records_block_threads;
-            g.tuning = &g.override;
-            out->block_threads = g.tuning->block_threads;
-        }
-        if (g.overlapped) out->block_threads += 32;
+        if (out->block_records && !overridden && g.tuning->records_block_threads > 0)
+            use_block_threads(&g, g.tuning->records_block_threads);
         out->items_per_thread = g.items;
-        out->tile_rows = (int64_t)g.items * tile_threads(&g);
         out->phases = g.phases;
         out->nparams = p->nparams;
         out->arg_slots = SL_CG_FIXED_SLOTS + (size_t)(out->ninputs ? out->ninputs : 1) +
@@ -2177,11 +2183,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     /* the look-back-bound loop's block (tuning.h, lookback_block_threads): known only now
        that the phase's state is laid out */
     if (st == SLUICE_OK && !overridden && g.overlapped && g.tuning->lookback_block_threads > 0 &&
-        lookback_bound(&g)) {
-        g.override = *g.tuning;
-        g.override.block_threads = g.tuning->lookback_block_threads;
-        g.tuning = &g.override;
-        out->block_threads = g.tuning->block_threads + 32;
+        lookback_bound(&g))
+        use_block_threads(&g, g.tuning->lookback_block_threads);
+    if (st == SLUICE_OK) {
+        out->block_threads = g.tuning->block_threads + (g.overlapped ? 32 : 0);
         out->tile_rows = (int64_t)g.items * tile_threads(&g);
     }
     if (st == SLUICE_OK) st = plan_stages(&g);
