@@ -572,6 +572,18 @@ template <class K> __device__ __forceinline__ void two_stage_loop(const typename
 /* The overlapped loop's named barriers (1 is the row threads' own, block_sync<1, BLOCK>). */
 enum overlapped_barrier { BAR_NEXT_TILE = 2, BAR_TILE_EXCL = 3, BAR_TILE_AGG = 4 /* and 5 */ };
 
+/* The hand-over of the block's j-th tile's aggregate: the rows arrive (ARRIVE), the look-back
+ * warp syncs, at BAR_TILE_AGG or the barrier after it by j's parity. */
+template <bool ARRIVE, int THREADS> __device__ __forceinline__ void tile_agg_barrier(int j) {
+    if (j & 1) {
+        if constexpr (ARRIVE) block_arrive<BAR_TILE_AGG + 1, THREADS>();
+        else block_sync<BAR_TILE_AGG + 1, THREADS>();
+    } else {
+        if constexpr (ARRIVE) block_arrive<BAR_TILE_AGG, THREADS>();
+        else block_sync<BAR_TILE_AGG, THREADS>();
+    }
+}
+
 template <class P> struct first_phase;
 template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
     typedef P type;
@@ -699,10 +711,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 }
             }
             /* the tile's aggregate (the first tile's came with the __syncthreads above) */
-            if (j > 0) {
-                if (j & 1) block_sync<BAR_TILE_AGG + 1, BLOCK + 32>();
-                else block_sync<BAR_TILE_AGG, BLOCK + 32>();
-            }
+            if (j > 0) tile_agg_barrier<false, BLOCK + 32>(j);
             const S block_agg = handed_agg[s];
             if constexpr (CHUNKED) {
                 if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
@@ -729,8 +738,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         if (j > 0) {
             if (tile_j < ntiles) {
                 next_thread_excl = reduce_tile(j, s, tile_j);
-                if (j & 1) block_arrive<BAR_TILE_AGG + 1, BLOCK + 32>();
-                else block_arrive<BAR_TILE_AGG, BLOCK + 32>();
+                tile_agg_barrier<true, BLOCK + 32>(j);
             }
             block_sync<BAR_TILE_EXCL, BLOCK + 32>(); /* tile j-1's prefix */
         }
