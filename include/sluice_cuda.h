@@ -110,6 +110,8 @@
  *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
+ *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
+ *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode).

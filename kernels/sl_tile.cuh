@@ -39,6 +39,7 @@
 
 #include "sl_lookback.cuh"
 #include "sl_pipe.cuh"
+#include "sl_trace.cuh"
 
 namespace sl {
 
@@ -614,6 +615,12 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     __shared__ staged_index segs_of_stage[K::offsets ? STAGES : 1];
     const typename P::Op op;
     const tile_states<S> states = {a.scratch + phase_offset0, ntiles};
+    /* SL_TRACE only (sl_trace.cuh): the rows' steps are 0 the copies' wait, 1 the reduce,
+       2 the wait for the previous tile's prefix, 3 the next tile's ticket and 7 its copies'
+       issue (thread 0), 4 the epilogue, 5 the store, 6 the end barrier; the look-back
+       warp's 0 the gate, 1 the look-back, 2 the wait for the aggregate, 3 the publication,
+       4 the wait for the next tile's number, 5 the hand-over */
+    step_clock trace;
     if (threadIdx.x == 0) {
         queue_init(queue);
         const long long t0 = take_tile(a.scratch);
@@ -626,6 +633,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
        the thread's exclusive prefix within the tile, for its epilogue */
     auto reduce_tile = [&](int j, int s, long long tile) -> S {
         queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
+        trace.mark<0>();
         const bool staged = queue.bulk[s] != 0;
         uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
         typename K::Tile t(params);
@@ -647,6 +655,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             else states.publish(0, SL_STATUS_INCLUSIVE, block_agg);
             handed_agg[s] = block_agg;
         }
+        trace.mark<1>();
         return thread_excl;
     };
 
@@ -688,6 +697,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             ordered_chunk_close<S> close;
             constexpr bool GATED = !CHUNKED || tile_states<S>::PACKING != 8;
             if (GATED && j > 0) wait_published_before(states, tile - 1);
+            trace.mark<0>();
             if constexpr (CHUNKED) {
                 tile_excl = lookback_exclusive_ordered(states, tile,
                                                        [&] { return carry_in<K, P>(a, true); },
@@ -710,8 +720,10 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                     if constexpr (P::BATCH_CONSTANTS) P::batch_constants(tile_excl, batch_carry);
                 }
             }
+            trace.mark<1>();
             /* the tile's aggregate (the first tile's came with the __syncthreads above) */
             if (j > 0) tile_agg_barrier<false, BLOCK + 32>(j);
+            trace.mark<2>();
             const S block_agg = handed_agg[s];
             if constexpr (CHUNKED) {
                 if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
@@ -721,12 +733,17 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             } else if ((threadIdx.x & 31) == 0 && tile != 0) {
                 states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
             }
+            trace.mark<3>();
             /* the next tile's number, then the prefix to the rows */
             block_sync<BAR_NEXT_TILE, 64>();
+            trace.mark<4>();
             tile = queue.tile[(j + 1) % STAGES];
             if ((threadIdx.x & 31) == 0) handed_excl[s] = tile_excl;
             block_arrive<BAR_TILE_EXCL, BLOCK + 32>();
+            trace.mark<5>();
+            trace.tile();
         }
+        trace.print("overlapped look-back warp");
         return;
     }
 
@@ -741,6 +758,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 tile_agg_barrier<true, BLOCK + 32>(j);
             }
             block_sync<BAR_TILE_EXCL, BLOCK + 32>(); /* tile j-1's prefix */
+            trace.mark<2>();
         }
         if (tile_j < ntiles && threadIdx.x < 32) {
             /* tile j+1, taken only now (its aggregate must not wait for a look-back, see
@@ -749,8 +767,10 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 const int sn = (j + 1) % STAGES;
                 const long long next_tile = take_tile(a.scratch);
                 queue.tile[sn] = next_tile;
+                trace.mark<3>();
                 if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn,
                                                         segs_of_stage[K::offsets ? sn : 0]);
+                trace.mark<7>();
             }
             __syncwarp();
             block_arrive<BAR_NEXT_TILE, 64>();
@@ -774,15 +794,20 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 const S thread_excl = held_thread_excl;
                 tile_epilogue<K, P>(t, a, ntiles, tile_excl, thread_excl, block_agg);
             }
+            trace.mark<4>();
             t.maps(1);
             t.template store<1>(a, tile_buf);
+            trace.mark<5>();
+            trace.tile();
         }
         held_thread_excl = next_thread_excl;
         if (tile_j >= ntiles) break;
         /* stage sp is free once its tile is finished and its stores read out */
         fence_async_proxy();
         block_sync<1, BLOCK>();
+        trace.mark<6>();
     }
+    trace.print("overlapped rows");
 }
 
 /* ---- what the loops without look-back share ---------------------------------------------

@@ -127,10 +127,18 @@ static const char *const sl_cuda_nvrtc_fixed_options[] = {"-std=c++17", "--fmad=
                                                      "-default-device"};
 #define SL_NVRTC_NFIXED ((int)SL_ARRAY_LEN(sl_cuda_nvrtc_fixed_options))
 
-/* SLUICE_NVRTC_LINEINFO=1 adds -lineinfo, so compute-sanitizer and Nsight name lines of the
- * generated source; it is part of the options line, hence of the kernel cache key. */
-static bool lineinfo_wanted(void) {
-    const char *env = getenv("SLUICE_NVRTC_LINEINFO");
+/* Options for looking inside the kernels, each from an environment variable set to 1; they are
+ * part of the options line, hence of the kernel cache key. SLUICE_NVRTC_LINEINFO: -lineinfo,
+ * so compute-sanitizer and Nsight name lines of the generated source. SLUICE_NVRTC_TRACE:
+ * -DSL_TRACE, the tile loops' step clocks (kernels/sl_trace.cuh), printed by the kernels. */
+static const struct {
+    const char *env, *option;
+} sl_cuda_nvrtc_debug_options[] = {{"SLUICE_NVRTC_LINEINFO", "-lineinfo"},
+                                   {"SLUICE_NVRTC_TRACE", "-DSL_TRACE"}};
+#define SL_NVRTC_NDEBUG ((int)SL_ARRAY_LEN(sl_cuda_nvrtc_debug_options))
+
+static bool debug_option_wanted(int i) {
+    const char *env = getenv(sl_cuda_nvrtc_debug_options[i].env);
     return env && strcmp(env, "1") == 0;
 }
 
@@ -138,7 +146,9 @@ char *sl_cuda_nvrtc_options_line(int arch, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "--gpu-architecture=sm_%d", arch);
     for (int i = 0; i < SL_NVRTC_NFIXED && n >= 0 && (size_t)n < cap; i++)
         n += snprintf(buf + n, cap - (size_t)n, " %s", sl_cuda_nvrtc_fixed_options[i]);
-    if (lineinfo_wanted() && n >= 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " -lineinfo");
+    for (int i = 0; i < SL_NVRTC_NDEBUG && n >= 0 && (size_t)n < cap; i++)
+        if (debug_option_wanted(i))
+            n += snprintf(buf + n, cap - (size_t)n, " %s", sl_cuda_nvrtc_debug_options[i].option);
     return buf;
 }
 
@@ -195,11 +205,12 @@ sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, con
                         api.GetErrorString(r));
     char arch_opt[48];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
-    const char *options[2 + SL_NVRTC_NFIXED];
+    const char *options[1 + SL_NVRTC_NFIXED + SL_NVRTC_NDEBUG];
     int noptions = 0;
     options[noptions++] = arch_opt;
     for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_cuda_nvrtc_fixed_options[i];
-    if (lineinfo_wanted()) options[noptions++] = "-lineinfo";
+    for (int i = 0; i < SL_NVRTC_NDEBUG; i++)
+        if (debug_option_wanted(i)) options[noptions++] = sl_cuda_nvrtc_debug_options[i].option;
     r = api.CompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {
         size_t log_size = 0;

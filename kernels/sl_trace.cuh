@@ -1,0 +1,61 @@
+/* sl_trace.cuh — step clocks for finding where a tile loop's warps wait, compiled in only when
+ * NVRTC is given -DSL_TRACE (SLUICE_NVRTC_TRACE=1, core/cuda/nvrtc.c); otherwise every call
+ * here is empty and the kernels are unchanged to the byte.
+ *
+ * A loop names its steps by number and marks the end of each (mark<K>()): the cycles since the
+ * previous mark go to step K, summed over the warp's tiles in registers. At the loop's end lane
+ * 0 of every warp of the first SL_TRACE_BLOCKS blocks prints one line, the sums divided by the
+ * tiles it counted, so a line reads as the average cycles of each step of one iteration:
+ *
+ *   sl_trace <loop> block <b> warp <w> tiles <n>: <cycles of step 0> <step 1> ...
+ *
+ * (device printf: the lines reach the host's stdout at the next synchronisation). For
+ * measurement only: printing from a kernel costs far more than the loop it measures. */
+#ifndef SL_TRACE_CUH
+#define SL_TRACE_CUH
+
+namespace sl {
+
+#ifndef SL_TRACE_BLOCKS
+#define SL_TRACE_BLOCKS 4
+#endif
+
+/* Eight steps at most, so that one printf holds a warp's line. */
+enum { TRACE_STEPS = 8 };
+
+#ifdef SL_TRACE
+struct step_clock {
+    unsigned long long sum[TRACE_STEPS];
+    long long last;
+    unsigned tiles;
+    __device__ __forceinline__ step_clock() : last(clock64()), tiles(0) {
+#pragma unroll
+        for (int k = 0; k < TRACE_STEPS; k++) sum[k] = 0;
+    }
+    /* the cycles since the last mark go to step K (a constant, so sum stays in registers) */
+    template <int K> __device__ __forceinline__ void mark() {
+        static_assert(K >= 0 && K < TRACE_STEPS, "a trace step out of range");
+        const long long now = clock64();
+        sum[K] += (unsigned long long)(now - last);
+        last = now;
+    }
+    __device__ __forceinline__ void tile() { tiles++; }
+    __device__ __noinline__ void print(const char *loop) const {
+        if (blockIdx.x >= SL_TRACE_BLOCKS || (threadIdx.x & 31) != 0) return;
+        const unsigned long long n = tiles ? tiles : 1;
+        printf("sl_trace %s block %u warp %u tiles %u: %llu %llu %llu %llu %llu %llu %llu %llu\n",
+               loop, blockIdx.x, threadIdx.x / 32, tiles, sum[0] / n, sum[1] / n, sum[2] / n,
+               sum[3] / n, sum[4] / n, sum[5] / n, sum[6] / n, sum[7] / n);
+    }
+};
+#else
+struct step_clock {
+    template <int K> __device__ __forceinline__ void mark() {}
+    __device__ __forceinline__ void tile() {}
+    __device__ __forceinline__ void print(const char *) const {}
+};
+#endif
+
+} /* namespace sl */
+
+#endif
