@@ -513,6 +513,25 @@ START_TEST(kernel_shapes) {
             sluice_pipeline_free(p);
         }
     }
+    /* a group too large for the small groups' block counts still asks for the two blocks its
+       stages let reside, in either mode: left at one, run_to_run's six-stage kernel took 110
+       registers and lost its second block (codegen.c registers_for_blocks) */
+    for (int det = 0; det < 2; det++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "sluice: 1\nname: six\n%sinput: {x: f32, y: f32}\nstages:\n"
+                 "  - map: {r2: x*x + y*y}\n  - flag: {keep: r2 < 2.0}\n  - compact: {by: keep}\n"
+                 "  - scan: {of: r2, op: sum, kind: exclusive, into: before}\n"
+                 "  - map: {z: x * 2.0 + before}\n  - filter: x > 0\noutput: [z, r2]\n",
+                 det ? "determinism: run_to_run\n" : "");
+        cg = generate_for(ctx, yaml, &p, 0, 90);
+        ck_assert(cg.lookback_warp);
+        ck_assert_int_eq(cg.block_threads, 288);
+        ck_assert_msg(strstr(cg.source, "#define MIN_BLOCKS 2\n") != NULL, "%s: not two blocks",
+                      det ? "run_to_run" : "fast");
+        sl_cuda_codegen_free(ctx, &cg);
+        sluice_pipeline_free(p);
+    }
     /* not under determinism: run_to_run, whose float sum takes the ordered look-back */
     const char *ordered = "sluice: 1\nname: s\ndeterminism: run_to_run\ninput:\n  x: f32\nstages:\n"
                           "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n";
@@ -1311,6 +1330,33 @@ static void entry_path(const char *dir, char *out, size_t cap) {
 
 /* The kernel library's headers are part of the cache key: a cubin compiled against other
  * headers (an older sluice, an edited kernels/ file) is never taken for the same source. */
+/* SLUICE_NVRTC_TRACE=1 builds the tile loop's step clocks (kernels/sl_trace.cuh) into the
+ * kernels: the option reaches NVRTC, the trace build compiles, and it is another cache entry. */
+START_TEST(trace_build_compiles_and_is_its_own_cache_entry) {
+    char plain[256], traced[256];
+    uint64_t k_plain[2], k_traced[2];
+    unsetenv("SLUICE_NVRTC_TRACE");
+    sl_cuda_nvrtc_options_line(ARCH, plain, sizeof plain);
+    sl_cuda_kcache_key(tiny_kernel, ARCH, 1, k_plain);
+    setenv("SLUICE_NVRTC_TRACE", "1", 1);
+    sl_cuda_nvrtc_options_line(ARCH, traced, sizeof traced);
+    sl_cuda_kcache_key(tiny_kernel, ARCH, 1, k_traced);
+    ck_assert_ptr_null(strstr(plain, "-DSL_TRACE"));
+    ck_assert_ptr_nonnull(strstr(traced, " -DSL_TRACE"));
+    ck_assert(k_plain[0] != k_traced[0] && k_plain[1] != k_traced[1]);
+    /* a group with the look-back warp's loop, compiled with the clocks in */
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p = tu_load(ctx, "sluice: 1\nname: t\ninput:\n  x: f32\nstages:\n"
+                                      "  - filter: x > 0\n"
+                                      "  - scan: {of: x, op: sum, kind: exclusive, into: y}\n"
+                                      "output: [y]\n");
+    ck_assert_int_eq(compile_all_groups(ctx, p, "traced"), 1);
+    unsetenv("SLUICE_NVRTC_TRACE");
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(kernel_cache_key_covers_the_headers) {
     const char *names[2] = {"sl_a.cuh", "sl_b.cuh"};
     const char *texts[2] = {"#define A 1\n", "#define B 2\n"};
@@ -1477,6 +1523,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, compile_error_is_a_status_with_the_log);
     tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
     tcase_add_test(tc, kernel_cache_key_covers_the_headers);
+    tcase_add_test(tc, trace_build_compiles_and_is_its_own_cache_entry);
     tcase_add_test(tc, six_stage_pipeline);
     tcase_add_test(tc, six_stages_are_one_kernel);
     tcase_add_test(tc, too_many_kernel_arguments_is_a_limit);

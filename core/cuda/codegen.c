@@ -463,6 +463,17 @@ static int blocks_by_smem(size_t dynamic_smem) {
     return n < 1 ? 1 : n;
 }
 
+/* Registers a thread may hold so that `blocks` blocks of `threads` threads reside on one
+ * multiprocessor (sm_70 to sm_90): its 65536 registers lie in four partitions of 16384, each
+ * warp takes its registers from one partition (the warps spread over the four) in units of
+ * 256, so the partition with the most warps decides, not the total: two blocks of 288
+ * threads (18 warps, 5 in two partitions) fit at 96 a thread, not at the 112 that 65536 / 576
+ * would suggest. ptxas reckons __launch_bounds__' minimum blocks the same way. */
+static int registers_for_blocks(int threads, int blocks) {
+    const int warps = blocks * ((threads + 31) / 32), per_partition = (warps + 3) / 4;
+    return 16384 / per_partition / 256 * 256 / 32;
+}
+
 /* Shared-memory stages of BUF bytes: three for the kernel with a look-back warp (one tile
  * finishing, one reduced, one arriving) and for the aggregate loop (tiles arriving while one
  * is reduced), two otherwise. */
@@ -1553,9 +1564,16 @@ static sluice_status emit_kernel(cg *g) {
     if (widest_state > 32) min_blocks = 1;
     /* no more blocks than the stages let reside */
     const int by_smem = blocks_by_smem(o->dynamic_smem);
+    const int threads = block + (g->overlapped ? 32 : 0);
+    /* ...and a larger group, left to one, still asks for two where the stages let two reside
+     * and that leaves a thread 96 registers or more: unbounded, ptxas may take a few registers
+     * more than two blocks' share and lose the second block (run_to_run's six-stage group took
+     * 110 registers, so one block of 288 threads a multiprocessor, and ran at 0.74 of the fast
+     * mode's speed; held to 96 it ran two, at 0.91: bench/RESULTS.md, twenty-third session) */
+    if (min_blocks == 1 && widest_state <= 32 && by_smem >= 2 && registers_for_blocks(threads, 2) >= 96)
+        min_blocks = 2;
     if (min_blocks > by_smem) min_blocks = by_smem;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
-    const int threads = block + (g->overlapped ? 32 : 0);
     if (min_blocks < 1 || (long long)min_blocks * threads > 2048) min_blocks = 1;
 
     sl_strbuf_printf(sb,
