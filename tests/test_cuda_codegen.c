@@ -1328,8 +1328,6 @@ static void entry_path(const char *dir, char *out, size_t cap) {
     ck_assert(out[0] != 0);
 }
 
-/* The kernel library's headers are part of the cache key: a cubin compiled against other
- * headers (an older sluice, an edited kernels/ file) is never taken for the same source. */
 /* SLUICE_NVRTC_TRACE=1 builds the tile loop's step clocks (kernels/sl_trace.cuh) into the
  * kernels: the option reaches NVRTC, the trace build compiles, and it is another cache entry. */
 START_TEST(trace_build_compiles_and_is_its_own_cache_entry) {
@@ -1357,6 +1355,8 @@ START_TEST(trace_build_compiles_and_is_its_own_cache_entry) {
 }
 END_TEST
 
+/* The kernel library's headers are part of the cache key: a cubin compiled against other
+ * headers (an older sluice, an edited kernels/ file) is never taken for the same source. */
 START_TEST(kernel_cache_key_covers_the_headers) {
     const char *names[2] = {"sl_a.cuh", "sl_b.cuh"};
     const char *texts[2] = {"#define A 1\n", "#define B 2\n"};
