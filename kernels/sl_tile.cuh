@@ -723,7 +723,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             trace.mark<1>();
             /* the tile's aggregate (the first tile's came with the __syncthreads above) */
             if (j > 0) tile_agg_barrier<false, BLOCK + 32>(j);
-            trace.mark<2>();
+            trace.mark_after<2>(handed_agg[s]);
             const S block_agg = handed_agg[s];
             if constexpr (CHUNKED) {
                 if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
@@ -736,7 +736,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             trace.mark<3>();
             /* the next tile's number, then the prefix to the rows */
             block_sync<BAR_NEXT_TILE, 64>();
-            trace.mark<4>();
+            trace.mark_after<4>(queue.tile[(j + 1) % STAGES]);
             tile = queue.tile[(j + 1) % STAGES];
             if ((threadIdx.x & 31) == 0) handed_excl[s] = tile_excl;
             block_arrive<BAR_TILE_EXCL, BLOCK + 32>();
@@ -758,7 +758,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 tile_agg_barrier<true, BLOCK + 32>(j);
             }
             block_sync<BAR_TILE_EXCL, BLOCK + 32>(); /* tile j-1's prefix */
-            trace.mark<2>();
+            trace.mark_after<2>(handed_excl[sp]);
         }
         if (tile_j < ntiles && threadIdx.x < 32) {
             /* tile j+1, taken only now (its aggregate must not wait for a look-back, see

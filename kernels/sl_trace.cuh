@@ -39,6 +39,15 @@ struct step_clock {
         sum[K] += (unsigned long long)(now - last);
         last = now;
     }
+    /* mark<K> once `seen`, a word a barrier handed over, has been read: the clock read
+       itself touches no memory, so nothing else keeps it from issuing ahead of a barrier's
+       wait (which would put the wait in the next step); a volatile store of the word does. */
+    template <int K, class T> __device__ __forceinline__ void mark_after(const T &seen) {
+        volatile unsigned char sink; /* a byte: `seen` may be a state of any size */
+        sink = *reinterpret_cast<const volatile unsigned char *>(&seen);
+        (void)sink;
+        mark<K>();
+    }
     __device__ __forceinline__ void tile() { tiles++; }
     __device__ __noinline__ void print(const char *loop) const {
         if (blockIdx.x >= SL_TRACE_BLOCKS || (threadIdx.x & 31) != 0) return;
@@ -51,6 +60,7 @@ struct step_clock {
 #else
 struct step_clock {
     template <int K> __device__ __forceinline__ void mark() {}
+    template <int K, class T> __device__ __forceinline__ void mark_after(const T &) {}
     __device__ __forceinline__ void tile() {}
     __device__ __forceinline__ void print(const char *) const {}
 };

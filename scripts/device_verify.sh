@@ -71,23 +71,30 @@ fi
 run_suite() { # name, log, extra env...
   local name=$1 log=$2; shift 2
   local s=$(date +%s)
-  env LD_PRELOAD=$TRACE "$@" timeout ${SUITE_TIMEOUT:-240} "$BUILD/tests/$name" >"$LOG/$log.log" 2>&1
+  env LD_PRELOAD=$TRACE "$@" timeout ${SUITE_TIMEOUT:-300} "$BUILD/tests/$name" >"$LOG/$log.log" 2>&1
   local rc=$?
   say "$log: rc=$rc ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$LOG/$log.log" | tail -1)"
   scripts/segv_resolve.sh "$LOG/$log.log" | tee -a "$LOG/summary.txt"
 }
+# The full-size gpu_backend, by its four test cases side by side: whole, with a cold kernel
+# cache and other suites beside it, it ran past 200 s (bench/RESULTS.md, twenty-fourth session).
+backend_full() {
+  for c in api stages sort pipelines; do run_suite gpu_backend gpu_backend_$c CK_RUN_CASE=$c & done
+  wait
+}
 if [ -z "${SKIP_SUITES:-}" ]; then
+# gpu_reduce at full size is the longest single suite (one test case): it starts first
+run_suite gpu_reduce gpu_reduce &
 run_suite gpu_sort gpu_sort & run_suite gpu_fused gpu_fused &
-# BACKEND_LATE=1: the full-size gpu_backend (the longest suite) runs beside the sanitizers;
-# BACKEND_LATE=skip: not at all
-[ -z "${BACKEND_LATE:-}" ] && run_suite gpu_backend gpu_backend &
+# BACKEND_LATE=1: the full-size gpu_backend runs beside the sanitizers; BACKEND_LATE=skip:
+# not at all
+[ -z "${BACKEND_LATE:-}" ] && backend_full &
 run_suite gpu_backend gpu_backend_small SLUICE_TEST_SMALL=1 &
 wait
-# The streaming, pinned-memory, carry, determinism and reduce suites (small sizes where the
-# suite has them), side by side.
+# The streaming, pinned-memory, carry and determinism suites (small sizes where the suite
+# has them), side by side.
 run_suite gpu_stream gpu_stream & run_suite gpu_pinned gpu_pinned SLUICE_TEST_SMALL=1 &
 run_suite gpu_carry gpu_carry & run_suite gpu_determinism gpu_determinism &
-run_suite gpu_reduce gpu_reduce &
 wait
 # The register-capped configuration that once gave wrong key-segmented counts (bench/RESULTS.md
 # "Race review"): twice, to see whether the wrong rows repeat (code generation) or move (race).
@@ -116,7 +123,7 @@ san() { # tool, suite, case
   say "compute-sanitizer $tool $name${tc:+ ($tc)}: rc=$? ($(( $(date +%s) - s )) s) $(grep -E '^[0-9]+%:' "$log" | tail -1) $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
 }
 for run in $SAN; do IFS=: read -r tool name tc <<<"$run"; san "$tool" "$name" "$tc" & done
-[ "${BACKEND_LATE:-}" = 1 ] && [ -z "${SKIP_SUITES:-}" ] && run_suite gpu_backend gpu_backend &
+[ "${BACKEND_LATE:-}" = 1 ] && [ -z "${SKIP_SUITES:-}" ] && backend_full &
 wait
 say "total $(( $(date +%s) - t0 )) s"
 sed -n '/^| job/,$p' "$LOG/bench.txt" >> "$LOG/summary.txt"
