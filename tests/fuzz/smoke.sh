@@ -12,11 +12,10 @@ HARNESSES=(io expr pipeline session)
 
 "$ROOT/tests/fuzz/build.sh" "${HARNESSES[@]}"
 
-# ASan keeps freed memory in a quarantine (256 MB of it by default) to catch use after free;
-# the resident memory it costs is several times that. An input whose pushes allocate and free
-# in turn (regressions/session/oom-ca9c03d9...) measured 2.1 GB resident at 256 MB, 0.86 GB at
-# 64 MB and 87 MB with none: past -rss_limit_mb below with no leak and nothing live. 64 MB
-# keeps the check meaningful for real growth.
+# ASan keeps freed memory in a quarantine (256 MB by default) to catch use after free, and
+# resident memory grows to several times that: regressions/session/oom-ca9c03d9... peaks at
+# 2.1 GB at the default and 87 MB without one, past -rss_limit_mb below with nothing leaked.
+# At 64 MB (0.86 GB) the limit still catches real growth.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=64"
 
 status=0
