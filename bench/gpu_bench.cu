@@ -21,6 +21,7 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_select.cuh>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <thrust/iterator/transform_iterator.h>
 
@@ -87,6 +88,18 @@ __global__ void fill_f64(double *x, int64_t n, uint64_t seed) {  // uniform in [
 __global__ void fill_u32(uint32_t *x, int64_t n, uint64_t seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         x[i] = (uint32_t)mix(i + seed);
+}
+// Small integers of `bytes` each (1, 2, 4 or 8; signed in [-1000, 1000], or 0/1 for bools):
+// sums of 2^28 of them stay far from any type's overflow.
+__global__ void fill_small_int(unsigned char *x, int bytes, bool boolean, int64_t n, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t v = boolean ? (int64_t)(mix(i + seed) & 1) : (int64_t)(mix(i + seed) % 2001) - 1000;
+        for (int k = 0; k < bytes; k++) x[i * bytes + k] = (unsigned char)((uint64_t)v >> (8 * k));
+    }
+}
+__global__ void fill_f16(uint16_t *x, int64_t n, uint64_t seed) {  // halves in [-2, 2)
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = __half_as_ushort(__float2half((float)(mix(i + seed) & 0xffff) / 16384.0f - 2.0f));
 }
 __global__ void fill_decay(float *a, int64_t n, uint64_t seed) {  // a in [0.5, 1): stays bounded
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -156,6 +169,8 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
         ab[i] = make_float2(a[i], b[i]);
 }
 
+// GPU_BENCH_YAML=a.yaml[,b.yaml...]: also time each pipeline file over random device columns
+// (yaml_job), e.g. to compare launch shapes of one group (SLUICE_CUDA_TUNING) in one run.
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, widen,
 // f64acc, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
 // them all. The copy always runs: it is the yardstick.
@@ -304,6 +319,81 @@ static void sort_job(const char *what, const char *cub_what, double t_cub, const
                       "1.000x", ">= 0.95x"});
     g_rows.push_back({std::string(what) + ", launcher only", fmt("%.3fx", t_launch < 0 ? -1 : t_cub / t_launch),
                       "1.000x", ""});
+}
+
+// GPU_BENCH_YAML: each pipeline file over random device columns of its inputs (floats
+// normal-ish, integers small, bools 0/1), its parameters at their defaults, one push of n rows.
+// Job bytes are the inputs read plus the rows pulled times the output row's width. A pipeline
+// with an offsets input is left out (random offsets would not be a ragged batch).
+static void yaml_jobs(int64_t n, double copy_bw) {
+    auto pct = [&](double job_bytes, double ms) { return ms < 0 ? -1.0 : 100.0 * job_bytes / (ms * 1e-3) / copy_bw; };
+    const char *list = getenv("GPU_BENCH_YAML");
+    if (!list || !*list) return;
+    std::string all = list;
+    for (size_t at = 0; at <= all.size();) {
+        size_t end = all.find(',', at);
+        if (end == std::string::npos) end = all.size();
+        const std::string path = all.substr(at, end - at);
+        at = end + 1;
+        if (path.empty()) continue;
+        FILE *f = fopen(path.c_str(), "rb");
+        if (!f) {
+            printf("yaml %s: cannot open it\n", path.c_str());
+            continue;
+        }
+        std::string text;
+        char buf[4096];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+        fclose(f);
+        sluice_context *ctx = nullptr;
+        sluice_pipeline *p = nullptr;
+        if (sluice_context_create(&ctx, nullptr) != SLUICE_OK) return;
+        if (sluice_pipeline_load_string(ctx, text.c_str(), text.size(), path.c_str(), &p) != SLUICE_OK) {
+            const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+            printf("yaml %s: %s\n", path.c_str(), d ? d->message : "does not load");
+            sluice_context_destroy(ctx);
+            continue;
+        }
+        std::vector<sluice_column> cols;
+        std::vector<void *> bufs;
+        double in_bytes = 0, out_row_bytes = 0;
+        bool usable = true;
+        for (size_t c = 0; c < sluice_pipeline_input_count(p); c++) {
+            sluice_column_info ci;
+            sluice_pipeline_input(p, c, &ci);
+            if (ci.role != SLUICE_ROLE_DATA) usable = false;
+            const size_t w = sluice_type_size(ci.type);
+            void *d = nullptr;
+            CK(cudaMalloc(&d, (size_t)n * w));
+            bufs.push_back(d);
+            const uint64_t seed = 100 + c;
+            if (ci.type == SLUICE_F32) fill_normalish<<<grid(n), 256, 0, g_stream>>>((float *)d, n, seed);
+            else if (ci.type == SLUICE_F64) fill_f64<<<grid(n), 256, 0, g_stream>>>((double *)d, n, seed);
+            else if (ci.type == SLUICE_F16) fill_f16<<<grid(n), 256, 0, g_stream>>>((uint16_t *)d, n, seed);
+            else fill_small_int<<<grid(n), 256, 0, g_stream>>>((unsigned char *)d, (int)w, ci.type == SLUICE_BOOL, n, seed);
+            CK(cudaGetLastError());
+            cols.push_back({ci.name, ci.type, d, n});
+            in_bytes += (double)n * w;
+        }
+        for (size_t c = 0; c < sluice_pipeline_output_count(p); c++) {
+            sluice_column_info ci;
+            sluice_pipeline_output(p, c, &ci);
+            out_row_bytes += (double)sluice_type_size(ci.type);
+        }
+        if (usable) {
+            int64_t rows = -1;
+            const double t = sluice_job_ms(path.c_str(), text.c_str(), cols, n, &rows);
+            const double jb = in_bytes + (rows > 0 ? (double)rows * out_row_bytes : 0);
+            const double floor_ms = jb / copy_bw * 1e3;
+            printf("yaml %-30s sluice %8.3f ms (%5.1f%% copy, %5.2fx floor), %lld rows out\n", path.c_str(), t,
+                   pct(jb, t), t < 0 ? -1 : t / floor_ms, (long long)rows);
+            g_rows.push_back({"yaml " + path + " (% of copy)", fmt("%.1f%%", pct(jb, t)), "", ""});
+        } else printf("yaml %s: left out (an offsets input)\n", path.c_str());
+        for (void *d : bufs) CK(cudaFree(d));
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -719,6 +809,7 @@ int main(int argc, char **argv) {
         CK(cudaFree(ukeys));
         CK(cudaFree(nruns));
     }
+    yaml_jobs(n, copy_bw);
 
     printf("\n| job (2^%d rows) | sluice | CUB | bar |\n|---|---|---|---|\n", lg);
     printf("| device-to-device copy | | %.1f GB/s | |\n", copy_bw / 1e9);

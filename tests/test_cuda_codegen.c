@@ -438,6 +438,18 @@ static sl_codegen generate(sluice_context *ctx, const char *yaml, sluice_pipelin
     return generate_for(ctx, yaml, pp, group, ARCH);
 }
 
+/* The row threads a group with a look-back warp gets from the table's block (256 rows and the
+ * look-back warp: 9 warps): the table's, or, asked to hold two blocks (18 warps, partitions of
+ * 5, 5, 4 and 4), 288, whose 10 warps a block fill the four register partitions at the same
+ * 96 registers a thread (codegen.c fill_register_partitions). At 3 blocks 9-warp blocks fill
+ * the partitions only at 12 warps, which costs registers; at 4 they already fill them. */
+static int table_rows_filled(const sl_codegen *cg, const sl_tuning *t) {
+    const char *at = strstr(cg->source, "#define MIN_BLOCKS ");
+    const int blocks = at ? atoi(at + strlen("#define MIN_BLOCKS ")) : 1;
+    if (!cg->lookback_warp) return t->block_threads;
+    return blocks == 2 && t->block_threads == 256 ? 288 : t->block_threads;
+}
+
 /* Which kernel shape a group gets, and the shared memory it asks for. */
 START_TEST(kernel_shapes) {
     sluice_context *ctx = new_ctx();
@@ -502,7 +514,7 @@ START_TEST(kernel_shapes) {
             cg = generate_for(ctx, yaml, &p, 0, lookback_shapes[i].arch);
             if (env) unsetenv("SLUICE_CUDA_TUNING");
             const bool bound = lookback_shapes[i].bound && !env;
-            const int threads = env ? 256 : bound ? t->lookback_block_threads : t->block_threads;
+            const int threads = env ? 256 : bound ? t->lookback_block_threads : table_rows_filled(&cg, t);
             ck_assert_msg(cg.block_threads == threads + (cg.lookback_warp ? 32 : 0),
                           "case %zu%s: %d threads a block", i, env ? " (SLUICE_CUDA_TUNING)" : "",
                           cg.block_threads);
@@ -515,7 +527,9 @@ START_TEST(kernel_shapes) {
     }
     /* a group too large for the small groups' block counts still asks for the two blocks its
        stages let reside, in either mode: left at one, run_to_run's six-stage kernel took 110
-       registers and lost its second block (codegen.c registers_for_blocks) */
+       registers and lost its second block (codegen.c registers_for_blocks); and its blocks are
+       10 warps, not 9, filling the four register partitions at the same 96 registers a thread
+       (codegen.c fill_register_partitions) */
     for (int det = 0; det < 2; det++) {
         char yaml[512];
         snprintf(yaml, sizeof yaml,
@@ -526,12 +540,27 @@ START_TEST(kernel_shapes) {
                  det ? "determinism: run_to_run\n" : "");
         cg = generate_for(ctx, yaml, &p, 0, 90);
         ck_assert(cg.lookback_warp);
-        ck_assert_int_eq(cg.block_threads, 288);
+        ck_assert_int_eq(cg.block_threads, 320);
+        ck_assert_int_eq((int)cg.tile_rows, 288 * cg.items_per_thread);
         ck_assert_msg(strstr(cg.source, "#define MIN_BLOCKS 2\n") != NULL, "%s: not two blocks",
                       det ? "run_to_run" : "fast");
+        ck_assert_uint_le(2 * (cg.dynamic_smem + 3072), SL_CG_SMEM_PER_SM);
         sl_cuda_codegen_free(ctx, &cg);
         sluice_pipeline_free(p);
     }
+    /* so are two f64 scans' (a 16-byte state, two blocks by their stages); the scan of one f32
+       column, four blocks of 9 warps, already fills the partitions and keeps the table's
+       block (asserted above) */
+    cg = generate_for(ctx,
+                      "sluice: 1\nname: two\ninput: {x: f64, y: f64}\nstages:\n"
+                      "  - scan: {of: x, op: sum, into: sx}\n  - scan: {of: y, op: max, into: my}\n"
+                      "output: [sx, my]\n",
+                      &p, 0, 90);
+    ck_assert(cg.lookback_warp);
+    ck_assert_int_eq(cg.block_threads, 320);
+    ck_assert(strstr(cg.source, "#define MIN_BLOCKS 2\n") != NULL);
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
     /* not under determinism: run_to_run, whose float sum takes the ordered look-back */
     const char *ordered = "sluice: 1\nname: s\ndeterminism: run_to_run\ninput:\n  x: f32\nstages:\n"
                           "  - scan: {of: x, op: sum, kind: exclusive, into: y}\noutput: [y]\n";
@@ -619,7 +648,7 @@ START_TEST(kernel_shapes) {
             ck_assert(strstr(cg.source, i == 1 ? "made = true" : "made = false") != NULL);
         /* the block-record loops take their own block size from the tuning table */
         const sl_tuning *tu = sl_tuning_for(90);
-        ck_assert_int_eq(cg.block_threads, runs ? tu->records_block_threads : tu->block_threads + 32);
+        ck_assert_int_eq(cg.block_threads, runs ? tu->records_block_threads : table_rows_filled(&cg, tu) + 32);
         /* a tile per warp in the runs' loop (runs_warp_loop), a block's rows otherwise; the
            warp loop asks for registers for 4 blocks of 128 threads */
         ck_assert_int_eq((runs ? 32 : cg.block_threads - (cg.lookback_warp ? 32 : 0)) *
