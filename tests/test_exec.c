@@ -3,8 +3,10 @@
  * built to exercise them; the documented semantics of batches larger than max_batch_rows
  * (sluice.h) — cut anywhere, between segments of an offsets input, or run whole — each
  * checked against the same batch under a large max_batch_rows; the bound on result batch
- * sizes that cutting gives; and the transaction rule when an allocation fails in the middle
- * of a cut batch. tests/gpu_backend.c checks the same semantics on the GPU. */
+ * sizes that cutting gives; the transaction rule when an allocation fails in the middle
+ * of a cut batch; and that once a session has taken its first push, pushes allocate nothing
+ * but the result batches they queue. tests/gpu_backend.c checks the same semantics on the
+ * GPU. */
 #include <dirent.h>
 #include <signal.h>
 #include <stddef.h>
@@ -412,6 +414,124 @@ START_TEST(failed_piece_undoes_the_whole_batch) {
 }
 END_TEST
 
+/* ---- steady state: a session allocates nothing but its results ----------------------------- */
+
+/* Counts the context allocator's calls (from one thread: the test's contexts run with
+ * cpu_threads 1, since a worker frees its start record whenever it first runs). */
+typedef struct counting {
+    long allocs, frees;
+} counting;
+
+static void *count_alloc(size_t size, void *opaque) {
+    ((counting *)opaque)->allocs++;
+    return malloc(size);
+}
+static void *count_realloc(void *ptr, size_t size, void *opaque) {
+    ((counting *)opaque)->allocs++;
+    return realloc(ptr, size);
+}
+static void count_free(void *ptr, void *opaque) {
+    ((counting *)opaque)->frees++;
+    free(ptr);
+}
+
+/* Every plan shape a push walks without a stream-wide sort: groups cut anywhere, between
+ * segments and never, scans, compactions, sorts per batch and the four kinds of reduce. */
+static const char *const steady[] = {
+    "sluice: 1\nname: cull\ninput: {x: i32, k: i16}\nstages:\n  - map: {y: x * 3}\n"
+    "  - filter: y > -10000\n  - scan: {of: x, op: sum, into: s, acc: i64}\n"
+    "  - scan: {op: count, kind: exclusive, into: n}\noutput: [y, s, n]\n",
+    "sluice: 1\nname: keys\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - segmented_scan: {of: x, op: max, segments: {key: k}, into: m}\n"
+    "  - scan: {op: linrec, a: k, b: x, into: h}\noutput: [m, h]\n",
+    "sluice: 1\nname: offsets\ninput:\n  o: {type: i64, role: offsets}\n  x: i32\n  k: i16\n"
+    "stages:\n  - segmented_scan: {of: x, op: sum, segments: o, into: s, acc: i64}\n"
+    "  - scan: {op: count, into: n}\noutput: [s, n, x]\n",
+    "sluice: 1\nname: reset\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - scan: {of: x, op: sum, into: s, reset: batch, acc: i64}\noutput: [s, x]\n",
+    "sluice: 1\nname: per-batch-sort\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - scan: {of: x, op: max, into: m}\n  - sort: {keys: [k, x], per: batch}\n"
+    "  - scan: {of: x, op: sum, into: s, acc: i64}\noutput: [k, m, s]\n",
+    "sluice: 1\nname: reduce-per-batch\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - reduce:\n      per: batch\n      index: b\n      values:\n"
+    "        - {op: sum, of: x, into: sx}\n        - {op: max, of: k, into: mk}\n",
+    "sluice: 1\nname: reduce-offsets\ninput:\n  o: {type: i64, role: offsets}\n  x: i32\n"
+    "  k: i16\nstages:\n  - reduce:\n      segments: o\n      index: seg\n      values:\n"
+    "        - {op: sum, of: x, into: sx}\n        - {op: count, into: n}\n",
+    "sluice: 1\nname: reduce-runs\ninput: {x: i32, k: i16}\nstages:\n  - map: {key: k / 3}\n"
+    "  - reduce:\n      segments: {key: key}\n      index: run\n      values:\n"
+    "        - {op: sum, of: x, into: sx}\n        - {op: count, into: n}\n"
+    "  - scan: {of: n, op: sum, into: before, kind: exclusive}\n",
+    "sluice: 1\nname: reduce-stream\ninput: {x: i32, k: i16}\nstages:\n"
+    "  - filter: x > 0\n  - reduce:\n      values:\n        - {op: sum, of: x, into: sx}\n"
+    "        - {op: min, of: k, into: lo}\n",
+};
+
+/* A session sizes its scratch once (sluice.h, max_batch_rows): after its first push, a push
+ * of the same size or smaller allocates nothing but the result batches it queues (one block
+ * for the batch and one per output column, sl_batch_new_host), frees nothing, and a pull
+ * allocates nothing. Pieces that keep no rows (a reduce that holds its open segment, empty
+ * offsets segments, a filter that keeps nothing) reuse the result batch they were given. */
+START_TEST(steady_pushes_allocate_only_results) {
+    counting n = {0, 0};
+    sluice_allocator a = {count_alloc, count_realloc, count_free, &n};
+    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.allocator = &a;
+    co.cpu_threads = 1;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    input big, small;
+    make_input(&big, 1000, 5);
+    make_input(&small, 300, 6);
+    static const int64_t maxes[] = {1, 7, 64, 1 << 20};
+    for (size_t i = 0; i < NELEM(steady); i++) {
+        sluice_pipeline *p = tu_load(ctx, steady[i]);
+        size_t nin = sluice_pipeline_input_count(p);
+        long per_batch = 1 + (long)sluice_pipeline_output_count(p); /* sl_batch_new_host */
+        for (size_t m = 0; m < NELEM(maxes); m++) {
+            sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
+            o.backend = SLUICE_BACKEND_CPU;
+            o.max_batch_rows = maxes[m];
+            sluice_session *s;
+            ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
+            for (int round = 0; round < 8; round++) {
+                const input *in = round % 3 == 2 ? &small : &big;
+                sluice_column cols[3] = {{"x", SLUICE_I32, in->x, in->rows},
+                                         {"k", SLUICE_I16, in->k, in->rows},
+                                         {"o", SLUICE_I64, in->off, in->nseg + 1}};
+                long a0 = n.allocs, f0 = n.frees;
+                ck_assert_int_eq(sluice_session_push(s, cols, nin), SLUICE_OK);
+                long pushed = n.allocs - a0, freed = n.frees - f0, batches = 0, pulled = 0;
+                for (;;) {
+                    sluice_batch *b;
+                    a0 = n.allocs;
+                    ck_assert_int_eq(sluice_session_pull(s, &b), SLUICE_OK);
+                    pulled += n.allocs - a0;
+                    if (!b) break;
+                    batches++;
+                    sluice_batch_free(b);
+                }
+                if (round == 0) continue; /* sizes what it keeps */
+                ck_assert_msg(freed == 0 && pushed <= batches * per_batch && pulled == 0,
+                              "%s, max_batch_rows %lld, push %d of %lld rows: %ld allocations "
+                              "(%ld result batches of %ld blocks), %ld frees; pulls: %ld "
+                              "allocations",
+                              sluice_pipeline_name(p), (long long)maxes[m], round,
+                              (long long)in->rows, pushed, batches, per_batch, freed, pulled);
+            }
+            ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
+            sluice_batch *b;
+            while (sluice_session_pull(s, &b) == SLUICE_OK && b) sluice_batch_free(b);
+            sluice_session_close(s);
+        }
+        sluice_pipeline_free(p);
+    }
+    input_free(&big);
+    input_free(&small);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* ---- stream-wide sorts over a memory budget -------------------------------------------- */
 
 static const char *const spilled[] = {
@@ -708,6 +828,7 @@ static Suite *exec_suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, oversized_batches_keep_their_results);
     tcase_add_test(tc, failed_piece_undoes_the_whole_batch);
+    tcase_add_test(tc, steady_pushes_allocate_only_results);
     tcase_add_test(tc, stream_sort_spills_and_merges);
     tcase_add_test(tc, failed_flush_of_spilled_sort_retries_cleanly);
     tcase_add_test(tc, spill_write_failures_retry_cleanly);

@@ -5,7 +5,10 @@
  *
  * Each group reads the columns the previous one wrote (indexed by column id) and writes the
  * columns still needed after it: into the piece's result batch when it is the last group,
- * into its own scratch otherwise (grown when a piece is larger than max_batch_rows). */
+ * into its own scratch otherwise (grown when a piece is larger than max_batch_rows). A
+ * result batch that is never handed out (its piece kept no rows, or its rows moved to a
+ * smaller batch) is kept as the session's spare and written by the next piece, so a push
+ * allocates only the batches it queues. */
 #include <string.h>
 #include <sys/mman.h>
 
@@ -42,6 +45,10 @@ typedef struct cpu_impl {
     int64_t *radix_counts;
     /* column table (per column id), made at open so a push allocates nothing but its result */
     void **dest;
+    /* a result batch no piece handed out, with room for spare_room rows (<= max_batch_rows),
+     * or NULL */
+    sluice_batch *spare;
+    int64_t spare_room;
 } cpu_impl;
 
 static sluice_status oom(sluice_context *ctx, const char *what, int64_t rows) {
@@ -198,6 +205,7 @@ static void cpu_close(sluice_session *s) {
         sl_free_aligned(ctx, im->perm[i]);
     }
     sl_cpu_pool_destroy(im->pool);
+    sluice_batch_free(im->spare);
     sl_free(ctx, im->radix_counts);
     sl_free(ctx, im->dest);
     sl_free(ctx, im);
@@ -332,12 +340,18 @@ static sluice_status destination(sluice_session *s, cpu_impl *im, int gi, sl_pie
     cpu_group *g = &im->groups[gi];
     memset(dest, 0, sizeof(void *) * ((size_t)p->ncolumns + 1));
     if (gi == im->ngroups - 1) {
-        sluice_batch *b = sl_batch_new_host(s->ctx, p, rows);
-        if (!b) return oom(s->ctx, "result batch", rows);
-        for (int i = p->noutputs - 1; i >= 0; i--) {
-            dest[p->outputs[i]] = b->owned[i];
-            prefer_huge_pages(b->owned[i], (size_t)rows * sluice_type_size(b->columns[i].type));
+        sluice_batch *b = NULL;
+        if (im->spare && im->spare_room >= rows) {
+            b = im->spare;
+            rows = im->spare_room;
+            im->spare = NULL;
+        } else {
+            b = sl_batch_new_host(s->ctx, p, rows);
+            if (!b) return oom(s->ctx, "result batch", rows);
+            for (int i = 0; i < p->noutputs; i++)
+                prefer_huge_pages(b->owned[i], (size_t)rows * sluice_type_size(b->columns[i].type));
         }
+        for (int i = p->noutputs - 1; i >= 0; i--) dest[p->outputs[i]] = b->owned[i];
         piece->result = b;
         piece->room = rows;
         return SLUICE_OK;
@@ -400,14 +414,35 @@ static void finish_batch(const sluice_pipeline *p, sluice_batch *b, int64_t rows
     }
 }
 
+/* Keeps result batch b, with room for `room` rows and never handed out, as the spare, or
+ * frees it: the larger of it and the spare stays, and none past max_batch_rows (a batch
+ * that could not be cut), so what a session holds stays sized for max_batch_rows. */
+static void keep_spare(sluice_session *s, sluice_batch *b, int64_t room) {
+    cpu_impl *im = s->impl;
+    if (!b) return;
+    if (room > s->max_batch_rows || (im->spare && im->spare_room >= room)) {
+        sluice_batch_free(b);
+        return;
+    }
+    sluice_batch_free(im->spare);
+    im->spare = b;
+    im->spare_room = room;
+}
+
+static void cpu_recycle(sluice_session *s, sl_piece *piece) {
+    keep_spare(s, piece->result, piece->room);
+    piece->result = NULL;
+}
+
 /* A result far smaller than the room it was given (a selective filter: the room is the rows
  * that entered the group) moves into a buffer of its own size, so a caller holding many
  * results does not hold mostly empty memory. If that allocation fails the roomy one stays.
  * Only below a quarter of the room: the move is a whole extra pass over the result plus a
  * fresh buffer (page faults), which at half kept cost the filter ~15% of its time; at most
  * three quarters of a result's room stay empty. */
-static void shrink_batch(sluice_context *ctx, const sluice_pipeline *p, sluice_batch **bp,
-                         int64_t capacity) {
+static void shrink_batch(sluice_session *s, sluice_batch **bp, int64_t capacity) {
+    sluice_context *ctx = s->ctx;
+    const sluice_pipeline *p = s->pipeline;
     sluice_batch *b = *bp;
     size_t row_bytes = 0;
     for (size_t i = 0; i < b->ncolumns; i++) row_bytes += sluice_type_size(b->columns[i].type);
@@ -418,7 +453,7 @@ static void shrink_batch(sluice_context *ctx, const sluice_pipeline *p, sluice_b
         size_t bytes = (size_t)b->rows * sluice_type_size(b->columns[i].type);
         if (bytes) memcpy(small->owned[i], b->owned[i], bytes);
     }
-    sluice_batch_free(b);
+    keep_spare(s, b, capacity);
     *bp = small;
 }
 
@@ -437,7 +472,7 @@ static sluice_status cpu_finish(sluice_session *s, sl_piece *piece, sluice_batch
         piece->room = piece->rows;
     }
     finish_batch(p, b, piece->rows);
-    shrink_batch(s->ctx, p, &b, piece->room);
+    shrink_batch(s, &b, piece->room);
     *out = b;
     return SLUICE_OK;
 }
@@ -565,6 +600,7 @@ const sl_backend_ops sl_cpu_backend = {
     .run_group = cpu_run_group,
     .flush_group = cpu_flush_group,
     .finish = cpu_finish,
+    .recycle = cpu_recycle,
     .begin = cpu_begin,
     .settle = cpu_settle,
     .commit = cpu_commit,

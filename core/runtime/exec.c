@@ -533,7 +533,8 @@ static void end_piece(sluice_session *s, const sl_piece *piece, sluice_batch *qu
 static sluice_status emit(sluice_session *s, sl_piece *piece, sluice_batch **queued) {
     *queued = NULL;
     if (piece->rows == 0) {
-        sluice_batch_free(piece->result);
+        if (s->backend->recycle) s->backend->recycle(s, piece);
+        else sluice_batch_free(piece->result);
         piece->result = NULL;
         return SLUICE_OK;
     }

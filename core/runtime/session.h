@@ -164,6 +164,10 @@ struct sl_backend_ops {
     /* The piece's result batch: piece->rows rows of every output column (piece->result is
      * taken over, or a new batch made from piece->cols). */
     sluice_status (*finish)(sluice_session *s, sl_piece *piece, sluice_batch **out);
+    /* NULL, or takes over piece->result (possibly NULL) of a piece that ended with no rows,
+     * nothing to queue, so that a later piece can write into its memory; NULL: the executor
+     * frees it. */
+    void (*recycle)(sluice_session *s, sl_piece *piece);
 
     /* Transactions: begin before a push or flush touches anything; settle when its work is
      * issued (waits for it where it must, reports a failure found then); then exactly one of

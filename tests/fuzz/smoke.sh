@@ -12,12 +12,6 @@ HARNESSES=(io expr pipeline session)
 
 "$ROOT/tests/fuzz/build.sh" "${HARNESSES[@]}"
 
-# ASan keeps freed memory in a quarantine (256 MB by default) to catch use after free, and
-# resident memory grows to several times that: regressions/session/oom-ca9c03d9... peaks at
-# 2.1 GB at the default and 87 MB without one, past -rss_limit_mb below with nothing leaked.
-# At 64 MB (0.86 GB) the limit still catches real growth.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=64"
-
 status=0
 for h in "${HARNESSES[@]}"; do
   work="$BUILD/corpus-work/$h"     # grows while fuzzing; the committed corpus stays as is
