@@ -2105,7 +2105,7 @@ static sluice_status fill_register_partitions(cg *g) {
     use_block_threads(g, (filled - 1) * 32);
     sluice_status st = plan_stages(g);
     if (st == SLUICE_OK && resident_blocks(g) < blocks) {
-        /* the larger stages cost a block: back to the row's block */
+        /* the larger stages cost a block: back to the table's block */
         g->override = before;
         st = plan_stages(g);
     }
