@@ -344,13 +344,21 @@ END_TEST
 
 /* ---- transactions across the pieces of a cut batch ----------------------------------------- */
 
+/* A context whose memory comes from `a`; cpu_threads 0 is the default pool, 1 runs every piece
+ * on the calling thread (counts of allocations are then not racy). */
+static sluice_context *context_with(sluice_allocator *a, int cpu_threads) {
+    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
+    co.allocator = a;
+    co.cpu_threads = cpu_threads;
+    sluice_context *ctx;
+    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    return ctx;
+}
+
 START_TEST(failed_piece_undoes_the_whole_batch) {
     tu_failing f = {-1};
     sluice_allocator a = tu_failing_allocator(&f);
-    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
-    co.allocator = &a;
-    sluice_context *ctx;
-    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    sluice_context *ctx = context_with(&a, 0);
     sluice_pipeline *p = tu_load(ctx,
         "sluice: 1\nname: txn\ninput: {x: i32, k: i16}\nstages:\n"
         "  - scan: {of: x, op: sum, into: s, acc: i64}\n  - sort: {key: k}\n"
@@ -475,11 +483,7 @@ static const char *const steady[] = {
 START_TEST(steady_pushes_allocate_only_results) {
     counting n = {0, 0};
     sluice_allocator a = {count_alloc, count_realloc, count_free, &n};
-    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
-    co.allocator = &a;
-    co.cpu_threads = 1;
-    sluice_context *ctx;
-    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    sluice_context *ctx = context_with(&a, 1);
     input big, small;
     make_input(&big, 1000, 5);
     make_input(&small, 300, 6);
@@ -675,11 +679,7 @@ static void flaky_free(void *ptr, void *opaque) {
 START_TEST(failed_flush_of_spilled_sort_retries_cleanly) {
     flaky_allocator fa = {0, 0, false};
     sluice_allocator hooks = {flaky_alloc, flaky_realloc, flaky_free, &fa};
-    sluice_context_options co = SLUICE_CONTEXT_OPTIONS_INIT;
-    co.allocator = &hooks;
-    co.cpu_threads = 1;
-    sluice_context *ctx;
-    ck_assert_int_eq(sluice_context_create(&ctx, &co), SLUICE_OK);
+    sluice_context *ctx = context_with(&hooks, 1);
     input in;
     make_input(&in, 700, 17);
     sluice_pipeline *p = tu_load(ctx, spilled[0]);
