@@ -1056,33 +1056,42 @@ END_TEST
  * every batch) against the CPU backend:
  * exclusive and inclusive counts beside another scan in their phase, a count before the
  * compaction and one between two (neither derived), a count in a later phase (the
- * two-stage loop), and one a map reads after it. */
+ * two-stage loop), and one a map reads after it. The last two have other inputs: outputs
+ * eight and four times as wide as the widest input (a compacting store packs each warp's
+ * kept rows through that input's slice of the stage, in passes: codegen emit_compacted_stores)
+ * and an output wider than the inputs beside a kept input. */
 static const struct {
     const char *stages;
     int derived; /* count scans derive_counts takes */
+    const char *input; /* NULL: x: i32, k: i16 */
 } count_cases[] = {
-    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
     {"  - map: {w: i64(k)}\n  - filter: (x & 3) != 0\n  - scan: {op: count, into: n}\n"
-     "  - scan: {of: w, op: sum, into: s}\n  - scan: {op: count, kind: exclusive, into: e}\n", 2},
+     "  - scan: {of: w, op: sum, into: s}\n  - scan: {op: count, kind: exclusive, into: e}\n", 2, NULL},
     {"  - scan: {op: count, into: all}\n  - filter: x % 3 == 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
     {"  - filter: x % 3 != 0\n  - scan: {op: count, into: mid}\n  - filter: (k & 1) == 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
     {"  - scan: {of: k, op: max, into: m}\n  - filter: m - k < 20000\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1},
-    {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
+    {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0, NULL},
     {"  - scan: {of: x, op: sum, acc: i64, into: s}\n  - scan: {of: s, op: max, into: m}\n"
-     "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1},
+     "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1, NULL},
     {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n"
-     "  - map: {z: slot * 3 + i64(k)}\n", 1},
+     "  - map: {z: slot * 3 + i64(k)}\n", 1, NULL},
+    {"  - filter: b % 3 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n"
+     "  - map: {w: f32(b) * 0.5, h: i16(b) - 7}\n", 1, "  b: u8\n"},
+    {"  - map: {d: f64(x) + f64(b)}\n  - filter: d > 100.0\n"
+     "  - scan: {of: x, op: sum, into: s}\n", 0, "  x: i16\n  b: u8\n"},
 };
 
 START_TEST(compaction_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
     char yaml[2048];
-    snprintf(yaml, sizeof yaml, "sluice: 1\nname: count-%d\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
-             _i, count_cases[_i].stages);
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: count-%d\ninput:\n%sstages:\n%s", _i,
+             count_cases[_i].input ? count_cases[_i].input : "  x: i32\n  k: i16\n",
+             count_cases[_i].stages);
     sl_plan plan;
     sl_codegen cg;
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);

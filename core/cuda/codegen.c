@@ -1443,9 +1443,79 @@ static void emit_issue_loads(cg *g) {
     sl_strbuf_append(sb, "        } else {\n            sl::queue_arrive(queue, s);\n        }\n    }\n");
 }
 
+/* The staged input column whose warp slices are the widest (-1: none is staged): where a
+ * compacting store packs each warp's kept rows (emit_compacted_stores). */
+static int widest_staged_input(const cg *g) {
+    const sl_codegen *o = g->out;
+    int best = -1;
+    for (int k = 0; k < o->ninputs; k++)
+        if (g->staged[k] && (best < 0 || sluice_type_size(g->p->columns[o->inputs[k]].type) >
+                                             sluice_type_size(g->p->columns[o->inputs[best]].type)))
+            best = k;
+    return best;
+}
+
+/* A compacting Tile::store without block barriers. A warp's rows are consecutive in the tile
+ * (thread t holds rows t * ITEMS ...), so its kept rows are consecutive in each output, from
+ * warp_first (lane 0's first local_pos) on. Each warp packs them into its own slice of a staged
+ * input column's region of the stage — bytes only this warp's lanes read (load_staged reads a
+ * thread's own rows), so a __syncwarp orders them — and writes them out with coalesced
+ * stores. An output wider than that column's elements goes through the slice in passes of CAP
+ * rows. The stage is refilled only after the loop's end-of-tile barrier, as before. */
+static void emit_compacted_stores(cg *g, int slice_input) {
+    sl_strbuf *sb = &g->sb;
+    const sl_codegen *o = g->out;
+    const sluice_pipeline *p = g->p;
+    const size_t slice_size = sluice_type_size(p->columns[o->inputs[slice_input]].type);
+    sl_strbuf_printf(sb,
+                     "        const int lane = threadIdx.x & 31;\n"
+                     "        const int warp_first = __shfl_sync(0xffffffffu, local_pos[0], 0);\n"
+                     "        const int warp_kept = __shfl_sync(0xffffffffu, local_pos[ITEMS - 1] + "
+                     "(keep[ITEMS - 1] ? 1 : 0), 31) - warp_first;\n"
+                     "        unsigned char *const slice = (unsigned char *)tile_buf + %zu + "
+                     "(threadIdx.x / 32) * (32 * ITEMS * %zu);\n",
+                     g->stage_offset[slice_input], slice_size);
+    for (int k = 0; k < o->noutputs; k++) {
+        int c = o->outputs[k];
+        const char *t = ctype(p->columns[c].type);
+        const size_t size = sluice_type_size(p->columns[c].type);
+        /* sizes are powers of two: the slice holds a warp's rows of this output in `passes` */
+        const size_t passes = size > slice_size ? size / slice_size : 1;
+        if (passes == 1)
+            sl_strbuf_printf(sb,
+                             "        {\n            %s *stage = (%s *)slice;\n"
+                             "            __syncwarp();\n"
+                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if (keep[i]) "
+                             "stage[local_pos[i] - warp_first] = c%d[i];\n"
+                             "            __syncwarp();\n"
+                             "            %s *dst = (%s *)a.out[%d] + out_base + warp_first;\n"
+                             "            for (int j = lane; j < warp_kept; j += 32) dst[j] = stage[j];\n"
+                             "        }\n",
+                             t, t, c, t, t, k);
+        else
+            sl_strbuf_printf(sb,
+                             "        {\n            %s *stage = (%s *)slice;\n"
+                             "            constexpr int CAP = 32 * ITEMS / %zu;\n"
+                             "#pragma unroll\n            for (int q = 0; q < %zu; q++) {\n"
+                             "                if (q * CAP >= warp_kept) break; /* the warp's own count */\n"
+                             "                __syncwarp();\n"
+                             "#pragma unroll\n                for (int i = 0; i < ITEMS; i++) {\n"
+                             "                    const unsigned at = (unsigned)(local_pos[i] - warp_first - q * CAP);\n"
+                             "                    if (keep[i] && at < (unsigned)CAP) stage[at] = c%d[i];\n"
+                             "                }\n"
+                             "                __syncwarp();\n"
+                             "                %s *dst = (%s *)a.out[%d] + out_base + warp_first + q * CAP;\n"
+                             "                const int n = warp_kept - q * CAP < CAP ? warp_kept - q * CAP : CAP;\n"
+                             "                for (int j = lane; j < n; j += 32) dst[j] = stage[j];\n"
+                             "            }\n        }\n",
+                             t, t, passes, passes, c, t, t, k);
+    }
+}
+
 /* Tile::store<BAR>: the tile's outputs, staged through its stage `tile_buf` (its inputs are
  * in registers by then): whole tiles transposed to coalesced 16-byte stores, kept rows packed
- * before they are written at out_base. BAR is the barrier among the row-owning threads (0:
+ * warp by warp (emit_compacted_stores) or, where no input is staged, by the block before
+ * they are written at out_base. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
 static void emit_stores(cg *g) {
     sl_strbuf *sb = &g->sb;
@@ -1453,6 +1523,12 @@ static void emit_stores(cg *g) {
     const sluice_pipeline *p = g->p;
     sl_strbuf_append(sb, "    template <int BAR> __device__ __forceinline__ void store(const SlArgs &a, "
                          "uint4 *tile_buf) {\n        (void)a; (void)tile_buf;\n");
+    const int slice_input = widest_staged_input(g);
+    if (o->compacts && !o->reduces && slice_input >= 0) {
+        emit_compacted_stores(g, slice_input);
+        sl_strbuf_append(sb, "    }\n");
+        return;
+    }
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
