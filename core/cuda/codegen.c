@@ -1262,8 +1262,9 @@ static void emit_outputs(cg *g, int phase) {
         if (slot->phase != phase) continue;
         if (slot->kind == SLOT_COUNT) {
             sl_strbuf_printf(sb,
-                             "        keep[i] = e.f%d != 0;\n        local_pos[i] = "
-                             "(int)(before.f%d - tile_excl.f%d);\n",
+                             "        if (i == 0) {\n            keep_bits = 0;\n"
+                             "            first_pos = (int)(before.f%d - tile_excl.f%d);\n        }\n"
+                             "        if (e.f%d != 0) keep_bits |= (KeepBits)1 << i;\n",
                              slot->count_field, slot->count_field, slot->count_field);
             continue;
         }
@@ -1455,9 +1456,22 @@ static int widest_staged_input(const cg *g) {
     return best;
 }
 
-/* A compacting Tile::store without block barriers. A warp's rows are consecutive in the tile
+/* The widest output column's bytes per row. */
+static size_t widest_output(const cg *g) {
+    size_t widest = 0;
+    for (int k = 0; k < g->out->noutputs; k++) {
+        const size_t size = sluice_type_size(g->p->columns[g->out->outputs[k]].type);
+        if (size > widest) widest = size;
+    }
+    return widest;
+}
+
+/* A compacting Tile::store without block barriers, for outputs of at most 4 bytes a row
+ * (emit_stores: the warp's extra live values spilled an f64 filter at its 56-register cap and
+ * made it 5% slower than the block-staged store; the cull with its i64 slots gained nothing;
+ * bench/RESULTS.md, twenty-sixth session). A warp's rows are consecutive in the tile
  * (thread t holds rows t * ITEMS ...), so its kept rows are consecutive in each output, from
- * warp_first (lane 0's first local_pos) on. Each warp packs them into its own slice of a staged
+ * warp_first (lane 0's first_pos) on. Each warp packs them into its own slice of a staged
  * input column's region of the stage — bytes only this warp's lanes read (load_staged reads a
  * thread's own rows), so a __syncwarp orders them — and writes them out with coalesced
  * stores. An output wider than that column's elements goes through the slice in passes of CAP
@@ -1469,12 +1483,13 @@ static void emit_compacted_stores(cg *g, int slice_input) {
     const size_t slice_size = sluice_type_size(p->columns[o->inputs[slice_input]].type);
     sl_strbuf_printf(sb,
                      "        const int lane = threadIdx.x & 31;\n"
-                     "        const int warp_first = __shfl_sync(0xffffffffu, local_pos[0], 0);\n"
-                     "        const int warp_kept = __shfl_sync(0xffffffffu, local_pos[ITEMS - 1] + "
-                     "(keep[ITEMS - 1] ? 1 : 0), 31) - warp_first;\n"
+                     "        const int warp_first = __shfl_sync(0xffffffffu, first_pos, 0);\n"
+                     "        const int warp_kept = __shfl_sync(0xffffffffu, first_pos + %s(keep_bits), 31) - "
+                     "warp_first;\n"
+                     "        const int own_first = first_pos - warp_first;\n"
                      "        unsigned char *const slice = (unsigned char *)tile_buf + %zu + "
                      "(threadIdx.x / 32) * (32 * ITEMS * %zu);\n",
-                     g->stage_offset[slice_input], slice_size);
+                     g->items > 32 ? "__popcll" : "__popc", g->stage_offset[slice_input], slice_size);
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
@@ -1485,8 +1500,9 @@ static void emit_compacted_stores(cg *g, int slice_input) {
             sl_strbuf_printf(sb,
                              "        {\n            %s *stage = (%s *)slice;\n"
                              "            __syncwarp();\n"
-                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if (keep[i]) "
-                             "stage[local_pos[i] - warp_first] = c%d[i];\n"
+                             "            int at = own_first;\n"
+                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) "
+                             "stage[at++] = c%d[i];\n"
                              "            __syncwarp();\n"
                              "            %s *dst = (%s *)a.out[%d] + out_base + warp_first;\n"
                              "            for (int j = lane; j < warp_kept; j += 32) dst[j] = stage[j];\n"
@@ -1499,9 +1515,10 @@ static void emit_compacted_stores(cg *g, int slice_input) {
                              "#pragma unroll\n            for (int q = 0; q < %zu; q++) {\n"
                              "                if (q * CAP >= warp_kept) break; /* the warp's own count */\n"
                              "                __syncwarp();\n"
-                             "#pragma unroll\n                for (int i = 0; i < ITEMS; i++) {\n"
-                             "                    const unsigned at = (unsigned)(local_pos[i] - warp_first - q * CAP);\n"
-                             "                    if (keep[i] && at < (unsigned)CAP) stage[at] = c%d[i];\n"
+                             "                int at = own_first - q * CAP;\n"
+                             "#pragma unroll\n                for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) {\n"
+                             "                    if ((unsigned)at < (unsigned)CAP) stage[at] = c%d[i];\n"
+                             "                    at++;\n"
                              "                }\n"
                              "                __syncwarp();\n"
                              "                %s *dst = (%s *)a.out[%d] + out_base + warp_first + q * CAP;\n"
@@ -1514,8 +1531,8 @@ static void emit_compacted_stores(cg *g, int slice_input) {
 
 /* Tile::store<BAR>: the tile's outputs, staged through its stage `tile_buf` (its inputs are
  * in registers by then): whole tiles transposed to coalesced 16-byte stores, kept rows packed
- * warp by warp (emit_compacted_stores) or, where no input is staged, by the block before
- * they are written at out_base. BAR is the barrier among the row-owning threads (0:
+ * warp by warp (emit_compacted_stores) or, where no input is staged or an output is wider
+ * than 4 bytes, by the block before they are written at out_base. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
 static void emit_stores(cg *g) {
     sl_strbuf *sb = &g->sb;
@@ -1524,7 +1541,7 @@ static void emit_stores(cg *g) {
     sl_strbuf_append(sb, "    template <int BAR> __device__ __forceinline__ void store(const SlArgs &a, "
                          "uint4 *tile_buf) {\n        (void)a; (void)tile_buf;\n");
     const int slice_input = widest_staged_input(g);
-    if (o->compacts && !o->reduces && slice_input >= 0) {
+    if (o->compacts && !o->reduces && slice_input >= 0 && widest_output(g) <= 4) {
         emit_compacted_stores(g, slice_input);
         sl_strbuf_append(sb, "    }\n");
         return;
@@ -1542,8 +1559,9 @@ static void emit_stores(cg *g) {
             sl_strbuf_printf(sb,
                              "        {\n            %s *stage = (%s *)tile_buf;\n"
                              "            sl::block_sync<BAR, BLOCK>();\n"
-                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if (keep[i]) "
-                             "stage[local_pos[i]] = c%d[i];\n"
+                             "            int at = first_pos;\n"
+                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) "
+                             "stage[at++] = c%d[i];\n"
                              "            sl::block_sync<BAR, BLOCK>();\n"
                              "            %s *dst = (%s *)a.out[%d] + out_base;\n"
                              "            for (int j = threadIdx.x; j < tile_kept; j += BLOCK) dst[j] = "
@@ -1579,8 +1597,11 @@ static void emit_tile(cg *g) {
     if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
         sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
     else if (g->out->compacts)
-        sl_strbuf_append(sb, "    bool keep[ITEMS];\n    int local_pos[ITEMS];\n"
-                             "    long long out_base = 0;\n    int tile_kept = 0;\n");
+        sl_strbuf_printf(sb, "    typedef %s KeepBits;\n"
+                             "    KeepBits keep_bits = 0; /* bit i: the compaction keeps item i */\n"
+                             "    int first_pos = 0; /* the thread's first item's place among the tile's kept rows */\n"
+                             "    long long out_base = 0;\n    int tile_kept = 0;\n",
+                         g->items > 32 ? "unsigned long long" : "unsigned");
     sl_strbuf_append(sb, "    __device__ __forceinline__ explicit GroupTile(const GroupParams &p) "
                          ": GroupParams(p) {}\n");
     emit_input_loads(g);
