@@ -1059,8 +1059,7 @@ END_TEST
  * two-stage loop), and one a map reads after it. The last two have other inputs: outputs
  * four and two times as wide as the widest input (a compacting store packs each warp's kept
  * rows through that input's slice of the stage, in passes: codegen emit_compacted_stores),
- * and 8-byte outputs wider than the inputs (the block-staged store). The others' i64 counts
- * take the block-staged store too. */
+ * and 8-byte outputs four and eight times as wide as the inputs. */
 static const struct {
     const char *stages;
     int derived; /* count scans derive_counts takes */

@@ -1456,83 +1456,65 @@ static int widest_staged_input(const cg *g) {
     return best;
 }
 
-/* The widest output column's bytes per row. */
-static size_t widest_output(const cg *g) {
-    size_t widest = 0;
-    for (int k = 0; k < g->out->noutputs; k++) {
-        const size_t size = sluice_type_size(g->p->columns[g->out->outputs[k]].type);
-        if (size > widest) widest = size;
-    }
-    return widest;
-}
-
-/* A compacting Tile::store without block barriers, for outputs of at most 4 bytes a row
- * (emit_stores: the warp's extra live values spilled an f64 filter at its 56-register cap and
- * made it 5% slower than the block-staged store; the cull with its i64 slots gained nothing;
- * bench/RESULTS.md, twenty-sixth session). A warp's rows are consecutive in the tile
+/* A compacting Tile::store without block barriers. A warp's rows are consecutive in the tile
  * (thread t holds rows t * ITEMS ...), so its kept rows are consecutive in each output, from
  * warp_first (lane 0's first_pos) on. Each warp packs them into its own slice of a staged
  * input column's region of the stage — bytes only this warp's lanes read (load_staged reads a
  * thread's own rows), so a __syncwarp orders them — and writes them out with coalesced
  * stores. An output wider than that column's elements goes through the slice in passes of CAP
- * rows. The stage is refilled only after the loop's end-of-tile barrier, as before. */
+ * rows. The stage is refilled only after the loop's end-of-tile barrier, as before. Measured
+ * against the block-staged store (bench/RESULTS.md, twenty-sixth session): the filter 1.69x ->
+ * 1.63x its floor, the six-stage group's run_to_run 1.458 -> 1.393 ms, 8-byte outputs level. */
 static void emit_compacted_stores(cg *g, int slice_input) {
     sl_strbuf *sb = &g->sb;
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
     const size_t slice_size = sluice_type_size(p->columns[o->inputs[slice_input]].type);
+    /* four values live across the columns, as the block-staged store's first_pos, tile_kept
+       and out_base; the copy-outs are unrolled rounds of the warp's 32 lanes (a run-time
+       loop's counter and bound spilled at the f64 filter's register cap) */
     sl_strbuf_printf(sb,
-                     "        const int lane = threadIdx.x & 31;\n"
                      "        const int warp_first = __shfl_sync(0xffffffffu, first_pos, 0);\n"
                      "        const int warp_kept = __shfl_sync(0xffffffffu, first_pos + %s(keep_bits), 31) - "
                      "warp_first;\n"
                      "        const int own_first = first_pos - warp_first;\n"
-                     "        unsigned char *const slice = (unsigned char *)tile_buf + %zu + "
-                     "(threadIdx.x / 32) * (32 * ITEMS * %zu);\n",
-                     g->items > 32 ? "__popcll" : "__popc", g->stage_offset[slice_input], slice_size);
+                     "        const long long warp_out = out_base + warp_first;\n",
+                     g->items > 32 ? "__popcll" : "__popc");
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
         const size_t size = sluice_type_size(p->columns[c].type);
         /* sizes are powers of two: the slice holds a warp's rows of this output in `passes` */
         const size_t passes = size > slice_size ? size / slice_size : 1;
-        if (passes == 1)
-            sl_strbuf_printf(sb,
-                             "        {\n            %s *stage = (%s *)slice;\n"
-                             "            __syncwarp();\n"
-                             "            int at = own_first;\n"
-                             "#pragma unroll\n            for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) "
-                             "stage[at++] = c%d[i];\n"
-                             "            __syncwarp();\n"
-                             "            %s *dst = (%s *)a.out[%d] + out_base + warp_first;\n"
-                             "            for (int j = lane; j < warp_kept; j += 32) dst[j] = stage[j];\n"
-                             "        }\n",
-                             t, t, c, t, t, k);
-        else
-            sl_strbuf_printf(sb,
-                             "        {\n            %s *stage = (%s *)slice;\n"
-                             "            constexpr int CAP = 32 * ITEMS / %zu;\n"
-                             "#pragma unroll\n            for (int q = 0; q < %zu; q++) {\n"
-                             "                if (q * CAP >= warp_kept) break; /* the warp's own count */\n"
-                             "                __syncwarp();\n"
-                             "                int at = own_first - q * CAP;\n"
-                             "#pragma unroll\n                for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) {\n"
-                             "                    if ((unsigned)at < (unsigned)CAP) stage[at] = c%d[i];\n"
-                             "                    at++;\n"
+        sl_strbuf_printf(sb,
+                         "        {\n            %s *const stage = (%s *)((unsigned char *)tile_buf + %zu + "
+                         "(threadIdx.x / 32) * (32 * ITEMS * %zu));\n"
+                         "            %s *const dst = (%s *)a.out[%d] + warp_out;\n"
+                         "            constexpr int CAP = 32 * ITEMS / %zu; /* rows the slice holds */\n"
+                         "#pragma unroll\n            for (int q = 0; q < %zu; q++) {\n"
+                         "                if (q > 0 && q * CAP >= warp_kept) break; /* the warp's own count */\n"
+                         "                __syncwarp();\n"
+                         "                int at = own_first - q * CAP;\n"
+                         "#pragma unroll\n                for (int i = 0; i < ITEMS; i++) if ((keep_bits >> i) & 1) {\n",
+                         t, t, g->stage_offset[slice_input], slice_size, t, t, k, passes, passes);
+        /* in one pass every row the warp keeps has its place in the slice */
+        if (passes == 1) sl_strbuf_printf(sb, "                    stage[at] = c%d[i];\n", c);
+        else sl_strbuf_printf(sb, "                    if ((unsigned)at < (unsigned)CAP) stage[at] = c%d[i];\n", c);
+        sl_strbuf_append(sb, "                    at++;\n"
                              "                }\n"
                              "                __syncwarp();\n"
-                             "                %s *dst = (%s *)a.out[%d] + out_base + warp_first + q * CAP;\n"
-                             "                const int n = warp_kept - q * CAP < CAP ? warp_kept - q * CAP : CAP;\n"
-                             "                for (int j = lane; j < n; j += 32) dst[j] = stage[j];\n"
-                             "            }\n        }\n",
-                             t, t, passes, passes, c, t, t, k);
+                             "#pragma unroll\n                for (int r = 0; r < CAP / 32; r++) {\n"
+                             "                    const int j = r * 32 + (int)(threadIdx.x & 31u);\n"
+                             "                    if (j < warp_kept - q * CAP) dst[q * CAP + j] = stage[j];\n"
+                             "                }\n"
+                             "            }\n        }\n");
     }
 }
 
 /* Tile::store<BAR>: the tile's outputs, staged through its stage `tile_buf` (its inputs are
  * in registers by then): whole tiles transposed to coalesced 16-byte stores, kept rows packed
- * warp by warp (emit_compacted_stores) or, where no input is staged or an output is wider
- * than 4 bytes, by the block before they are written at out_base. BAR is the barrier among the row-owning threads (0:
+ * warp by warp (emit_compacted_stores) or, where no input is staged, by the block before
+ * they are written at out_base. BAR is the barrier among the row-owning threads (0:
  * __syncthreads). */
 static void emit_stores(cg *g) {
     sl_strbuf *sb = &g->sb;
@@ -1541,7 +1523,7 @@ static void emit_stores(cg *g) {
     sl_strbuf_append(sb, "    template <int BAR> __device__ __forceinline__ void store(const SlArgs &a, "
                          "uint4 *tile_buf) {\n        (void)a; (void)tile_buf;\n");
     const int slice_input = widest_staged_input(g);
-    if (o->compacts && !o->reduces && slice_input >= 0 && widest_output(g) <= 4) {
+    if (o->compacts && !o->reduces && slice_input >= 0) {
         emit_compacted_stores(g, slice_input);
         sl_strbuf_append(sb, "    }\n");
         return;
