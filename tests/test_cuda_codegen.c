@@ -1059,30 +1059,34 @@ END_TEST
  * two-stage loop), and one a map reads after it. The last two have other inputs: outputs
  * four and two times as wide as the widest input (a compacting store packs each warp's kept
  * rows through that input's slice of the stage, in passes: codegen emit_compacted_stores),
- * and 8-byte outputs four and eight times as wide as the inputs. */
+ * and 8-byte outputs four and eight times as wide as the inputs; the last again at two items
+ * a thread, where an 8-byte output's pass is 8 rows, less than a warp's round. */
 static const struct {
     const char *stages;
     int derived; /* count scans derive_counts takes */
     const char *input; /* NULL: x: i32, k: i16 */
+    const char *tuning; /* SLUICE_CUDA_TUNING while the group is generated, or NULL */
 } count_cases[] = {
-    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
+    {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL, NULL},
     {"  - map: {w: i64(k)}\n  - filter: (x & 3) != 0\n  - scan: {op: count, into: n}\n"
-     "  - scan: {of: w, op: sum, into: s}\n  - scan: {op: count, kind: exclusive, into: e}\n", 2, NULL},
+     "  - scan: {of: w, op: sum, into: s}\n  - scan: {op: count, kind: exclusive, into: e}\n", 2, NULL, NULL},
     {"  - scan: {op: count, into: all}\n  - filter: x % 3 == 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL, NULL},
     {"  - filter: x % 3 != 0\n  - scan: {op: count, into: mid}\n  - filter: (k & 1) == 0\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL, NULL},
     {"  - scan: {of: k, op: max, into: m}\n  - filter: m - k < 20000\n"
-     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL},
-    {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0, NULL},
+     "  - scan: {op: count, kind: exclusive, into: slot}\n", 1, NULL, NULL},
+    {"  - filter: x % 7 != 0\n  - scan: {op: count, kind: exclusive, reset: batch, into: slot}\n", 0, NULL, NULL},
     {"  - scan: {of: x, op: sum, acc: i64, into: s}\n  - scan: {of: s, op: max, into: m}\n"
-     "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1, NULL},
+     "  - filter: m - s < 50000\n  - scan: {op: count, into: c}\n", 1, NULL, NULL},
     {"  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n"
-     "  - map: {z: slot * 3 + i64(k)}\n", 1, NULL},
+     "  - map: {z: slot * 3 + i64(k)}\n", 1, NULL, NULL},
     {"  - filter: b % 3 != 0\n  - map: {w: f32(b) * 0.5, h: i16(b) - 7}\noutput: [b, w, h]\n", 0,
-     "  b: u8\n"},
+     "  b: u8\n", NULL},
     {"  - map: {d: f64(x) + f64(b)}\n  - filter: d > 100.0\n"
-     "  - scan: {of: x, op: sum, into: s}\n", 0, "  x: i16\n  b: u8\n"},
+     "  - scan: {of: x, op: sum, into: s}\n", 0, "  x: i16\n  b: u8\n", NULL},
+    {"  - filter: b % 3 != 0\n  - map: {d: f64(b) * 0.25, w: i32(b) - 9}\noutput: [b, d, w]\n", 0,
+     "  b: u8\n", "64:2"},
 };
 
 START_TEST(compaction_on_host) {
@@ -1094,7 +1098,12 @@ START_TEST(compaction_on_host) {
              count_cases[_i].stages);
     sl_plan plan;
     sl_codegen cg;
+    if (count_cases[_i].tuning) setenv("SLUICE_CUDA_TUNING", count_cases[_i].tuning, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    if (count_cases[_i].tuning) {
+        unsetenv("SLUICE_CUDA_TUNING");
+        ck_assert_ptr_nonnull(strstr(cg.source, "#define ITEMS 2\n"));
+    }
     ck_assert(cg.compacts && !cg.reduces);
     /* a derived count adds the phase's count to its value in the carry a batch leaves */
     int derived = 0;

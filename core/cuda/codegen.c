@@ -1503,9 +1503,9 @@ static void emit_compacted_stores(cg *g, int slice_input) {
         sl_strbuf_append(sb, "                    at++;\n"
                              "                }\n"
                              "                __syncwarp();\n"
-                             "#pragma unroll\n                for (int r = 0; r < CAP / 32; r++) {\n"
+                             "#pragma unroll\n                for (int r = 0; r < (CAP + 31) / 32; r++) {\n"
                              "                    const int j = r * 32 + (int)(threadIdx.x & 31u);\n"
-                             "                    if (j < warp_kept - q * CAP) dst[q * CAP + j] = stage[j];\n"
+                             "                    if (j < CAP && j < warp_kept - q * CAP) dst[q * CAP + j] = stage[j];\n"
                              "                }\n"
                              "            }\n        }\n");
     }
