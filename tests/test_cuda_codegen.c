@@ -1059,8 +1059,10 @@ END_TEST
  * two-stage loop), and one a map reads after it. The last two have other inputs: outputs
  * four and two times as wide as the widest input (a compacting store packs each warp's kept
  * rows through that input's slice of the stage, in passes: codegen emit_compacted_stores),
- * and 8-byte outputs four and eight times as wide as the inputs; the last again at two items
- * a thread, where an 8-byte output's pass is 8 rows, less than a warp's round. */
+ * and 8-byte outputs four and eight times as wide as the inputs; that again at two items a
+ * thread, where an 8-byte output's pass is 8 rows, less than a warp's round; and a tile of
+ * 8-byte rows too large for the stage budget, so no input is staged and the kept rows go
+ * through the block-staged store. */
 static const struct {
     const char *stages;
     int derived; /* count scans derive_counts takes */
@@ -1087,6 +1089,8 @@ static const struct {
      "  - scan: {of: x, op: sum, into: s}\n", 0, "  x: i16\n  b: u8\n", NULL},
     {"  - filter: b % 3 != 0\n  - map: {d: f64(b) * 0.25, w: i32(b) - 9}\noutput: [b, d, w]\n", 0,
      "  b: u8\n", "64:2"},
+    {"  - filter: v % 3 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n", 1, "  v: i64\n",
+     "512:16"},
 };
 
 START_TEST(compaction_on_host) {
@@ -1100,10 +1104,11 @@ START_TEST(compaction_on_host) {
     sl_codegen cg;
     if (count_cases[_i].tuning) setenv("SLUICE_CUDA_TUNING", count_cases[_i].tuning, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
-    if (count_cases[_i].tuning) {
-        unsetenv("SLUICE_CUDA_TUNING");
-        ck_assert_ptr_nonnull(strstr(cg.source, "#define ITEMS 2\n"));
-    }
+    if (count_cases[_i].tuning) unsetenv("SLUICE_CUDA_TUNING");
+    /* which store the group's kept rows take: warp by warp unless no input is staged */
+    const bool block_staged = strstr(cg.source, "sl::block_sync<BAR, BLOCK>") != NULL;
+    ck_assert_int_eq(block_staged, _i == (int)SL_ARRAY_LEN(count_cases) - 1);
+    if (_i == (int)SL_ARRAY_LEN(count_cases) - 2) ck_assert_ptr_nonnull(strstr(cg.source, "#define ITEMS 2\n"));
     ck_assert(cg.compacts && !cg.reduces);
     /* a derived count adds the phase's count to its value in the carry a batch leaves */
     int derived = 0;
