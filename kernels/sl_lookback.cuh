@@ -26,6 +26,7 @@
 
 #include "sl_block.cuh"
 #include "sl_scratch.h"
+#include "sl_trace.cuh"
 
 namespace sl {
 
@@ -546,7 +547,8 @@ __device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, i
  * slower: bench/RESULTS.md, twenty-first session). */
 template <typename T, typename Op, typename Carry>
 __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, int64_t chunk,
-                                                  Carry carry, T identity, Op op) {
+                                                  Carry carry, T identity, Op op,
+                                                  substep_clock &sub) {
     constexpr int K = tile_states<T>::K_NEXT;
     const int lane = threadIdx.x & 31;
     int64_t nearest = chunk; /* the window's chunk ends: nearest - lane */
@@ -570,8 +572,10 @@ __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, 
         }
         nearest -= 32;
     }
+    sub.mark<1>();
     for (int64_t first = nearest + 1; first <= chunk; first += K)
         q = fold_chunks_ordered<K>(states, first, chunk, q, identity, op);
+    sub.mark<2>();
     return q;
 }
 
@@ -609,6 +613,7 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     const int lane = threadIdx.x & 31;
     const int64_t chunk = tile / ORDERED_CHUNK;
     const int at = (int)(tile % ORDERED_CHUNK);
+    substep_clock sub; /* SL_TRACE: 0 the chunk's own tiles, 1 the search, 2 the folds */
     uint32_t status = SL_STATUS_AGGREGATE;
     /* lanes from the tile's on are unused by the lanes before it; the tile's own lane takes
        its aggregate in ordered_chunk_inclusive */
@@ -625,8 +630,9 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     /* S_c[l-1] that absorbs makes Q_c-1 needless: E_j is S_c[l-1] itself, and Q_c (which
        folds the tile's own aggregate after it) absorbs as well */
     close.absorbed = at > 0 && absorbs<Op>(within);
+    sub.mark<0>();
     if (close.absorbed) return within;
-    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op);
+    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op, sub);
     close.q = q;
     return at == 0 ? q : op(q, within);
 }

@@ -744,6 +744,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             trace.tile();
         }
         trace.print("overlapped look-back warp");
+        if constexpr (CHUNKED) print_substeps("ordered look-back", trace.count());
         return;
     }
 

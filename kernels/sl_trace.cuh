@@ -49,6 +49,7 @@ struct step_clock {
         mark<K>();
     }
     __device__ __forceinline__ void tile() { tiles++; }
+    __device__ __forceinline__ unsigned count() const { return tiles; }
     __device__ __noinline__ void print(const char *loop) const {
         if (blockIdx.x >= SL_TRACE_BLOCKS || (threadIdx.x & 31) != 0) return;
         const unsigned long long n = tiles ? tiles : 1;
@@ -62,8 +63,46 @@ struct step_clock {
     template <int K> __device__ __forceinline__ void mark() {}
     template <int K, class T> __device__ __forceinline__ void mark_after(const T &) {}
     __device__ __forceinline__ void tile() {}
+    __device__ __forceinline__ unsigned count() const { return 0; }
     __device__ __forceinline__ void print(const char *) const {}
 };
+#endif
+
+/* The steps inside a function a loop calls once a tile (the ordered look-back's: its own
+ * chunk, the search for a chunk prefix, the folds), whose signature must not change without
+ * SL_TRACE: lane 0 of the calling warp, in the first SL_TRACE_BLOCKS blocks, adds each step's
+ * cycles to a per-block sum in global memory; the loop prints them per tile beside its own
+ * line (print_substeps, which clears them for the next launch):
+ *
+ *   sl_trace <name> block <b> tiles <n>: <cycles of sub-step 0> <1> <2> <3> */
+enum { TRACE_SUBSTEPS = 4 };
+
+#ifdef SL_TRACE
+__device__ unsigned long long sl_trace_substeps[SL_TRACE_BLOCKS][TRACE_SUBSTEPS];
+struct substep_clock {
+    long long last;
+    __device__ __forceinline__ substep_clock() : last(clock64()) {}
+    template <int K> __device__ __forceinline__ void mark() {
+        static_assert(K >= 0 && K < TRACE_SUBSTEPS, "a trace sub-step out of range");
+        const long long now = clock64();
+        if (blockIdx.x < SL_TRACE_BLOCKS && (threadIdx.x & 31) == 0)
+            sl_trace_substeps[blockIdx.x][K] += (unsigned long long)(now - last);
+        last = now;
+    }
+};
+__device__ __noinline__ void print_substeps(const char *name, unsigned tiles) {
+    if (blockIdx.x >= SL_TRACE_BLOCKS || (threadIdx.x & 31) != 0) return;
+    unsigned long long *sum = sl_trace_substeps[blockIdx.x];
+    const unsigned long long n = tiles ? tiles : 1;
+    printf("sl_trace %s block %u tiles %u: %llu %llu %llu %llu\n", name, blockIdx.x, tiles,
+           sum[0] / n, sum[1] / n, sum[2] / n, sum[3] / n);
+    for (int k = 0; k < TRACE_SUBSTEPS; k++) sum[k] = 0;
+}
+#else
+struct substep_clock {
+    template <int K> __device__ __forceinline__ void mark() {}
+};
+__device__ __forceinline__ void print_substeps(const char *, unsigned) {}
 #endif
 
 } /* namespace sl */
