@@ -1470,9 +1470,10 @@ static void emit_compacted_stores(cg *g, int slice_input) {
     const sl_codegen *o = g->out;
     const sluice_pipeline *p = g->p;
     const size_t slice_size = sluice_type_size(p->columns[o->inputs[slice_input]].type);
-    /* four values live across the columns, as the block-staged store's first_pos, tile_kept
-       and out_base; the copy-outs are unrolled rounds of the warp's 32 lanes (a run-time
-       loop's counter and bound spilled at the f64 filter's register cap) */
+    /* three values live across the columns (warp_kept, own_first, warp_out), as the
+       block-staged store's tile_kept, first_pos and out_base; the copy-outs are unrolled
+       rounds of the warp's 32 lanes (a run-time loop's counter and bound spilled at the f64
+       filter's register cap) */
     sl_strbuf_printf(sb,
                      "        const int warp_first = __shfl_sync(0xffffffffu, first_pos, 0);\n"
                      "        const int warp_kept = __shfl_sync(0xffffffffu, first_pos + %s(keep_bits), 31) - "
