@@ -109,6 +109,10 @@
  *                            corrupt or stale entry is rebuilt, never trusted.
  *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
+ *   SLUICE_CUDA_LOOKAHEAD=1  the default mode's look-back in that warp starts from the prefix
+ *                            through the block's previous tile (kernels/sl_lookback.cuh,
+ *                            lookahead_exclusive); opt-in while its speed on the GPU is
+ *                            unmeasured (bench/RESULTS.md, twenty-seventh session).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

@@ -7,7 +7,8 @@
  *   struct SlArgs           the kernel's one parameter (slots as codegen.h lists them)
  *   S<k>, Op<k>, Phase<k>   each look-back phase's state tuple, its combine, and its traits:
  *                             typedef S, Op; ORDERED (the ordered look-back), CHUNKS (the
- *                             same look-back in the large overlapped kernel), CARRY_OFFSET,
+ *                             same look-back in the large overlapped kernel), LOOKAHEAD (the
+ *                             fast look-back from the block's previous tile there), CARRY_OFFSET,
  *                             COUNTS (it holds the compaction's kept-row count, read by
  *                             count(s)); identity(); reset(carry) (per-batch resets)
  *   struct Params           the pipeline's params, loaded once per block from SlArgs
@@ -596,6 +597,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     /* the chunked look-back: run_to_run's (ORDERED), and the large kernel's where the
        generator found it faster (CHUNKS); both keep the states absolute */
     constexpr bool CHUNKED = P::ORDERED || (P::CHUNKS && !SMALL);
+    /* the look-ahead (sl_lookback.cuh) where the generator chose it (LOOKAHEAD); not in the
+       small kernel, whose blocks take a tile or two each */
+    constexpr bool LOOKAHEAD = P::LOOKAHEAD && !CHUNKED && !SMALL;
     constexpr int STAGES = K::stages, BLOCK = K::block;
     const long long rows = a.rows, ntiles = a.ntiles;
     const typename K::Params params(a);
@@ -684,6 +688,11 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
 
     if (threadIdx.x >= BLOCK) { /* ---- the look-back warp ---- */
         long long tile = first_tile;
+        /* the default mode's look-ahead (sl_lookback.cuh): the prefix within the batch through
+           the block's previous tile, known_tile (in shared memory: in registers they made the
+           kernels that the 56-register cap binds spill) */
+        __shared__ S known;
+        __shared__ long long known_tile;
         for (int j = 0; tile < ntiles; j++) {
             const int s = j % STAGES;
             /* the prefix left of the tile, before its aggregate is known. The look-back first
@@ -696,7 +705,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             S tile_excl, local = P::identity();
             ordered_chunk_close<S> close;
             constexpr bool GATED = !CHUNKED || tile_states<S>::PACKING != 8;
-            if (GATED && j > 0) wait_published_before(states, tile - 1);
+            /* the look-ahead waits for the nearest predecessor itself, after its far part */
+            const bool ahead = LOOKAHEAD && j > 0 && tile != 0;
+            if (GATED && j > 0 && !ahead) wait_published_before(states, tile - 1);
             trace.mark<0>();
             if constexpr (CHUNKED) {
                 tile_excl = lookback_exclusive_ordered(states, tile,
@@ -712,6 +723,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                                 : op(lookback_exclusive_from(states, before_block_window<S, BLOCK + 32>(tile),
                                                              P::identity(), op),
                                      first_window);
+                else if (ahead)
+                    local = lookahead_exclusive(states, tile, known_tile, known, P::identity(), op);
                 else if (tile != 0)
                     local = lookback_exclusive(states, tile, P::identity(), op);
                 tile_excl = batch_carry;
@@ -730,8 +743,17 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                     const S closed = ordered_chunk_inclusive(close, block_agg, op);
                     if ((threadIdx.x & 31) == 0) states.publish(tile, SL_STATUS_INCLUSIVE, closed);
                 }
-            } else if ((threadIdx.x & 31) == 0 && tile != 0) {
-                states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
+            } else {
+                if ((threadIdx.x & 31) == 0 && tile != 0)
+                    states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
+                if constexpr (LOOKAHEAD) {
+                    /* tile 0 published its aggregate as its inclusive prefix when it was reduced */
+                    if ((threadIdx.x & 31) == 0) {
+                        known = tile != 0 ? op(local, block_agg) : block_agg;
+                        known_tile = tile;
+                    }
+                    __syncwarp();
+                }
             }
             trace.mark<3>();
             /* the next tile's number, then the prefix to the rows */
@@ -744,7 +766,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             trace.tile();
         }
         trace.print("overlapped look-back warp");
-        if constexpr (CHUNKED) print_substeps("ordered look-back", trace.count());
+        if constexpr (CHUNKED || LOOKAHEAD)
+            print_substeps(CHUNKED ? "ordered look-back" : "look-ahead", trace.count());
         return;
     }
 

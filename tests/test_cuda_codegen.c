@@ -1183,6 +1183,51 @@ START_TEST(ordered_on_host) {
 }
 END_TEST
 
+/* The fast look-back from the block's previous tile (SLUICE_CUDA_LOOKAHEAD=1: kernels/
+ * sl_lookback.cuh, lookahead_exclusive) in the loop with a look-back warp, on the host against
+ * the CPU, one batch and cut in three, for every way a state travels (an 8-byte sum and a
+ * count with a compaction: 16-byte words; a head-flag segmented sum, whose states absorb what
+ * lies left of them; three sums: tagged words; five: separate arrays). The emulated block
+ * takes every tile, so each look-ahead starts from the tile before; the far windows and the
+ * known tile's bounds are tile_states_test's. Sums of small integers in f32 are exact in every
+ * association. */
+static const char *const lookahead_cases[] = {
+    "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n",
+    "  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n",
+    "  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
+    "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
+    "  - scan: {of: x, op: sum, acc: i64, into: a}\n  - scan: {of: k, op: sum, acc: i64, into: b}\n"
+    "  - scan: {of: x, op: max, into: m}\noutput: [a, b, m]\n",
+    "  - map: {y: x >> 3, z: x & 1023}\n  - scan: {of: x, op: sum, acc: i64, into: a}\n"
+    "  - scan: {of: k, op: sum, acc: i64, into: b}\n  - scan: {of: y, op: sum, acc: i64, into: c}\n"
+    "  - scan: {of: z, op: sum, acc: i64, into: d}\n  - scan: {of: k, op: min, into: e}\n"
+    "output: [a, b, c, d, e]\n",
+};
+
+START_TEST(lookahead_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: lookahead-%d\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
+             _i, lookahead_cases[_i]);
+    sl_plan plan;
+    sl_codegen cg;
+    setenv("SLUICE_CUDA_LOOKAHEAD", "1", 1);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    unsetenv("SLUICE_CUDA_LOOKAHEAD");
+    ck_assert(cg.lookback_warp);
+    ck_assert_ptr_nonnull(strstr(cg.source, "ORDERED = false, CHUNKS = false, LOOKAHEAD = true"));
+    char dir[] = "/tmp/sluice-lookahead-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t tile = cg.tile_rows;
+    const int64_t sizes[] = {0, 1, 33, 2 * tile, 2 * tile + 1, 9 * tile - 5};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, false, 5151 + (uint64_t)_i * 31 + z, sizes[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
 /* An offsets-segmented scan alone (one phase: the loop with a look-back warp), in the fast
  * mode and under run_to_run, on the host: each tile's segment index entries come by bulk copy
  * with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them until the
@@ -1606,6 +1651,10 @@ static Suite *make_suite(void) {
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host_lookahead"); /* runnable alone: CK_RUN_CASE=host_lookahead */
+    tcase_set_timeout(tc, 900);
+    tcase_add_loop_test(tc, lookahead_on_host, 0, (int)SL_ARRAY_LEN(lookahead_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);

@@ -89,6 +89,7 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
+    bool lookahead;  /* SLUICE_CUDA_LOOKAHEAD=1: the fast look-back from the block's previous tile */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1012,7 +1013,7 @@ static void emit_struct(cg *g, int phase) {
     else snprintf(count_expr, sizeof count_expr, "((void)s, 0ll)");
     sl_strbuf_printf(sb,
                      "struct Phase%d {\n    typedef S%d S;\n    typedef Op%d Op;\n"
-                     "    static constexpr bool ORDERED = %s, CHUNKS = %s;\n"
+                     "    static constexpr bool ORDERED = %s, CHUNKS = %s, LOOKAHEAD = %s;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
                      "    static constexpr bool COUNTS = %s;\n"
                      "    static constexpr bool REDUCES = %s;\n"
@@ -1020,7 +1021,8 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ long long count(const S &s) { return %s; }\n"
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
-                     phase_chunks(g, phase) ? "true" : "false", g->carry_offset[phase],
+                     phase_chunks(g, phase) ? "true" : "false",
+                     g->lookahead && !phase_ordered(g, phase) ? "true" : "false", g->carry_offset[phase],
                      count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
     for (int si = 0; si < g->nslots; si++) {
@@ -1895,8 +1897,8 @@ static void emit_run_state(cg *g) {
                      last, seen, last, last, seen, seen, seen, restart, restart, restart);
     sl_strbuf_printf(sb,
                      "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
-                     "    static constexpr bool ORDERED = false, CHUNKS = false, COUNTS = false, "
-                     "REDUCES = false, BATCH_CONSTANTS = false;\n"
+                     "    static constexpr bool ORDERED = false, CHUNKS = false, LOOKAHEAD = false, "
+                     "COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
                      "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
                      "    __device__ static __forceinline__ long long count(const S &s) { return "
@@ -2247,6 +2249,11 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !(overlap_env && strcmp(overlap_env, "0") == 0);
+        /* SLUICE_CUDA_LOOKAHEAD=1: the overlapped loop's fast look-back starts from the
+           block's previous tile (kernels/sl_lookback.cuh, lookahead_exclusive); opt-in until
+           measured on the GPU */
+        const char *lookahead_env = getenv("SLUICE_CUDA_LOOKAHEAD");
+        g.lookahead = g.overlapped && lookahead_env && strcmp(lookahead_env, "1") == 0;
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
