@@ -113,6 +113,10 @@
  *                            through the block's previous tile (kernels/sl_lookback.cuh,
  *                            lookahead_exclusive); opt-in while its speed on the GPU is
  *                            unmeasured (bench/RESULTS.md, twenty-seventh session).
+ *   SLUICE_CUDA_CHUNK_TOTALS=1  the chunked look-back (run_to_run's, and the default mode's
+ *                            over states of 4 bytes) folds the totals that each chunk's
+ *                            last tile publishes (lookback_exclusive_ordered); the same
+ *                            bits, opt-in while its speed is unmeasured.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

@@ -638,15 +638,78 @@ __device__ __forceinline__ T fold_chunks_ordered(const tile_states<T> &states, i
     return acc;
 }
 
+/* Q_c of chunk `chunk` (>= -1) where every chunk's last tile publishes its chunk's total T_c
+ * (SL_STATUS_TOTAL) once the chunk's aggregates are in, before its own look-back, and Q_c
+ * after it (the phase trait CHUNK_TOTALS): lane l reads the last tile of chunk `hi` - l, 32
+ * chunks a round trip, until a window holds a published Q (or reaches the carry, Q_-1); the
+ * totals of the chunks after the nearest Q are then folded onto it in chunk order, one
+ * combine a chunk, from the same reads. A chunk end whose total is not yet published is read
+ * again until it is; its closing tile needs nothing but its chunk's aggregates for it. T_c is
+ * the chunk's warp scan that fold_chunks_ordered computes (ordered_chunk_total), so the bits
+ * are the same either way. */
+template <typename T, typename Op, typename Carry>
+__device__ __forceinline__ T chunk_prefix_totals(const tile_states<T> &states, int64_t chunk,
+                                                 Carry carry, T identity, Op op,
+                                                 substep_clock &sub) {
+    const int lane = threadIdx.x & 31;
+    uint32_t status;
+    T v;
+    auto read_end = [&](int64_t c) {
+        status = SL_STATUS_INVALID;
+        v = identity;
+        if (c >= 0) {
+            states.read(c * ORDERED_CHUNK + (ORDERED_CHUNK - 1), status, v);
+        } else if (c == -1) {
+            status = SL_STATUS_INCLUSIVE;
+            v = carry();
+        }
+    };
+    int64_t hi = chunk; /* lane l holds chunk hi - l's end */
+    int nearest;        /* the lane of the nearest Q */
+    for (;;) {
+        read_end(hi - lane);
+        const unsigned closed = __ballot_sync(FULL_MASK, status == SL_STATUS_INCLUSIVE);
+        if (closed) {
+            nearest = 31 - __clz((int)(closed & (0u - closed)));
+            break;
+        }
+        hi -= 32;
+    }
+    sub.mark<1>();
+    T q = shfl_idx(v, nearest);
+    for (int after = nearest;;) { /* lanes [0, after) hold chunks after the one q closes */
+        int backoff = 8;
+        for (;;) {
+            const bool ready =
+                lane >= after || status == SL_STATUS_TOTAL || status == SL_STATUS_INCLUSIVE;
+            if (__ballot_sync(FULL_MASK, !ready) == 0) break;
+            __nanosleep(backoff);
+            if (backoff < 256) backoff *= 2;
+            if (!ready) read_end(hi - lane);
+        }
+        for (int l = after - 1; l >= 0; l--) {
+            const bool inclusive = __shfl_sync(FULL_MASK, status, l) == SL_STATUS_INCLUSIVE;
+            const T x = shfl_idx(v, l);
+            q = inclusive ? x : op(q, x);
+        }
+        if (hi == chunk) break;
+        hi += 32;
+        after = 32;
+        read_end(hi - lane);
+    }
+    return q;
+}
+
 /* Q_c of chunk `chunk` (>= -1; Q_-1 is the carry, `carry()` reads it): from the nearest chunk at
  * or before it whose last tile has published Q (32 chunk ends read a round trip), then the
  * totals of the chunks after that one, folded in order, K_NEXT chunks a round trip (8 for
  * 8-byte states: the scan 0.5-1% faster than with 4, in both modes; 16 spilled and ran 15%
- * slower: bench/RESULTS.md, twenty-first session). */
-template <typename T, typename Op, typename Carry>
+ * slower: bench/RESULTS.md, twenty-first session); with TOTALS, chunk_prefix_totals. */
+template <bool TOTALS, typename T, typename Op, typename Carry>
 __device__ __forceinline__ T chunk_prefix_ordered(const tile_states<T> &states, int64_t chunk,
                                                   Carry carry, T identity, Op op,
                                                   substep_clock &sub) {
+    if constexpr (TOTALS) return chunk_prefix_totals(states, chunk, carry, identity, op, sub);
     constexpr int K = tile_states<T>::K_NEXT;
     const int lane = threadIdx.x & 31;
     int64_t nearest = chunk; /* the window's chunk ends: nearest - lane */
@@ -686,6 +749,18 @@ template <typename T> struct ordered_chunk_close {
     bool absorbed;
 };
 
+/* T_c = S_c[31] of the chunk that `aggregate`'s tile closes (tile mod 32 = 31), from the
+ * lane values its lookback_exclusive_ordered read: the chunk's warp scan again with the
+ * tile's aggregate in its lane, as the chunk's readers scan it (fold_chunks_ordered), so the
+ * bits agree. Called by all 32 lanes of one warp. */
+template <typename T, typename Op>
+__device__ __forceinline__ T ordered_chunk_total(const ordered_chunk_close<T> &close,
+                                                 const T &aggregate, Op op) {
+    const int lane = threadIdx.x & 31;
+    const T v = lane == ORDERED_CHUNK - 1 ? tile_states<T>::as_read(aggregate) : close.lane_value;
+    return shfl_idx(warp_inclusive_scan(v, lane, op), ORDERED_CHUNK - 1);
+}
+
 /* The exclusive prefix E_j of `tile` under the association that timing cannot change
  * (determinism: run_to_run). Tiles form chunks of 32; with l = tile mod 32, c = tile / 32 and
  * A_j the tiles' aggregates:
@@ -703,11 +778,14 @@ template <typename T> struct ordered_chunk_close {
  * E_j does not need the tile's own aggregate, so the look-back may run before the tile is
  * reduced. Called by all 32 lanes of one warp; returns the same in every lane. `carry()`
  * reads the state before the batch (only when Q_-1 is needed); `close` is what
- * ordered_chunk_inclusive needs when the tile closes its chunk. */
-template <typename T, typename Op, typename Carry>
+ * ordered_chunk_inclusive needs when the tile closes its chunk. TOTALS (chunk_prefix_totals):
+ * a tile that closes its chunk publishes the chunk's total T_c from `aggregate`, its own,
+ * once it has read the chunk's others; other tiles' `aggregate` is not read. */
+template <bool TOTALS, typename T, typename Op, typename Carry>
 __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &states, int64_t tile,
                                                      Carry carry, T identity, Op op,
-                                                     ordered_chunk_close<T> &close) {
+                                                     ordered_chunk_close<T> &close,
+                                                     T aggregate) {
     const int lane = threadIdx.x & 31;
     const int64_t chunk = tile / ORDERED_CHUNK;
     const int at = (int)(tile % ORDERED_CHUNK);
@@ -728,23 +806,25 @@ __device__ __noinline__ T lookback_exclusive_ordered(const tile_states<T> &state
     /* S_c[l-1] that absorbs makes Q_c-1 needless: E_j is S_c[l-1] itself, and Q_c (which
        folds the tile's own aggregate after it) absorbs as well */
     close.absorbed = at > 0 && absorbs<Op>(within);
+    if constexpr (TOTALS)
+        if (at == ORDERED_CHUNK - 1) {
+            const T total = ordered_chunk_total(close, aggregate, op);
+            if (lane == 0) states.publish(tile, SL_STATUS_TOTAL, total);
+        }
     sub.mark<0>();
     if (close.absorbed) return within;
-    const T q = chunk_prefix_ordered(states, chunk - 1, carry, identity, op, sub);
+    const T q = chunk_prefix_ordered<TOTALS>(states, chunk - 1, carry, identity, op, sub);
     close.q = q;
     return at == 0 ? q : op(q, within);
 }
 
 /* Q_c of the chunk that `aggregate`'s tile closes (tile mod 32 = 31), from what its
- * lookback_exclusive_ordered kept: the chunk's warp scan again with the tile's aggregate in
- * its lane, as the chunk's readers scan it (fold_chunks_ordered), so the bits agree. Called by
- * all 32 lanes of the warp that did the look-back. */
+ * lookback_exclusive_ordered kept and the chunk's total (ordered_chunk_total). Called by all
+ * 32 lanes of the warp that did the look-back. */
 template <typename T, typename Op>
 __device__ __forceinline__ T ordered_chunk_inclusive(const ordered_chunk_close<T> &close,
                                                      const T &aggregate, Op op) {
-    const int lane = threadIdx.x & 31;
-    const T v = lane == ORDERED_CHUNK - 1 ? tile_states<T>::as_read(aggregate) : close.lane_value;
-    const T total = shfl_idx(warp_inclusive_scan(v, lane, op), ORDERED_CHUNK - 1);
+    const T total = ordered_chunk_total(close, aggregate, op);
     return close.absorbed ? total : op(close.q, total);
 }
 
@@ -752,9 +832,10 @@ __device__ __forceinline__ T ordered_chunk_inclusive(const ordered_chunk_close<T
  * (the same in every thread), `carry()` reads the state before this batch (for tile 0, and
  * for the ordered look-back when it reaches the batch's start). Publishes the tile's
  * aggregate, then its inclusive prefix (ORDERED: a chunk's last tile its Q,
- * lookback_exclusive_ordered), and returns the exclusive prefix in every thread.
+ * lookback_exclusive_ordered; with TOTALS its chunk's total before), and returns the
+ * exclusive prefix in every thread.
  * `broadcast` is a shared slot; the call ends with a barrier. */
-template <bool ORDERED = false, typename T, typename Op, typename Carry>
+template <bool ORDERED = false, bool TOTALS = false, typename T, typename Op, typename Carry>
 __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states, int64_t tile,
                                                    Carry carry, const T &aggregate,
                                                    T identity, Op op, T *broadcast) {
@@ -763,7 +844,8 @@ __device__ __forceinline__ T tile_exclusive_prefix(const tile_states<T> &states,
         if constexpr (ORDERED) {
             if (threadIdx.x == 0) states.publish(tile, SL_STATUS_AGGREGATE, aggregate);
             ordered_chunk_close<T> close;
-            exclusive = lookback_exclusive_ordered(states, tile, carry, identity, op, close);
+            exclusive = lookback_exclusive_ordered<TOTALS>(states, tile, carry, identity, op, close,
+                                                           aggregate);
             if (tile % ORDERED_CHUNK == ORDERED_CHUNK - 1) {
                 const T closed = ordered_chunk_inclusive(close, aggregate, op);
                 if (threadIdx.x == 0) states.publish(tile, SL_STATUS_INCLUSIVE, closed);

@@ -34,6 +34,9 @@
 #define SL_STATUS_INVALID 0u
 #define SL_STATUS_AGGREGATE 1u
 #define SL_STATUS_INCLUSIVE 2u
+/* A chunk's last tile under the ordered look-back with chunk totals (sl_lookback.cuh,
+ * chunk_prefix_totals): its chunk's total, until its inclusive state replaces it. */
+#define SL_STATUS_TOTAL 3u
 
 static inline unsigned long long sl_scratch_align(unsigned long long x) {
     return (x + SL_SCRATCH_ALIGN - 1) / SL_SCRATCH_ALIGN * SL_SCRATCH_ALIGN;

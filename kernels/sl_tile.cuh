@@ -7,8 +7,9 @@
  *   struct SlArgs           the kernel's one parameter (slots as codegen.h lists them)
  *   S<k>, Op<k>, Phase<k>   each look-back phase's state tuple, its combine, and its traits:
  *                             typedef S, Op; ORDERED (the ordered look-back), CHUNKS (the
- *                             same look-back in the large overlapped kernel), LOOKAHEAD (the
- *                             fast look-back from the block's previous tile there), CARRY_OFFSET,
+ *                             same look-back in the large overlapped kernel), CHUNK_TOTALS
+ *                             (that look-back folds the chunks' published totals), LOOKAHEAD
+ *                             (the fast look-back from the block's previous tile), CARRY_OFFSET,
  *                             COUNTS (it holds the compaction's kept-row count, read by
  *                             count(s)); identity(); reset(carry) (per-batch resets)
  *   struct Params           the pipeline's params, loaded once per block from SlArgs
@@ -459,7 +460,7 @@ __device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::T
         S thread_excl, block_agg;
         tile_reduce<K, P, 0>(t, scan_storage, thread_excl, block_agg);
         const tile_states<S> states = {a.scratch + offset, ntiles};
-        S tile_excl = tile_exclusive_prefix<P::ORDERED>(
+        S tile_excl = tile_exclusive_prefix<P::ORDERED, P::CHUNK_TOTALS>(
             states, t.tile, [&] { return carry_in<K, P>(a, true); }, block_agg, P::identity(), op,
             &broadcast);
         /* fields that do not travel through the look-back: the carry's (Phase::batch_constants) */
@@ -600,6 +601,9 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     /* the look-ahead (sl_lookback.cuh) where the generator chose it (LOOKAHEAD); not in the
        small kernel, whose blocks take a tile or two each */
     constexpr bool LOOKAHEAD = P::LOOKAHEAD && !CHUNKED && !SMALL;
+    /* the chunked look-back's chunk totals (sl_lookback.cuh, chunk_prefix_totals) where the
+       generator chose them (CHUNK_TOTALS) */
+    constexpr bool TOTALS = CHUNKED && P::CHUNK_TOTALS;
     constexpr int STAGES = K::stages, BLOCK = K::block;
     const long long rows = a.rows, ntiles = a.ntiles;
     const typename K::Params params(a);
@@ -709,10 +713,15 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             const bool ahead = LOOKAHEAD && j > 0 && tile != 0;
             if (GATED && j > 0 && !ahead) wait_published_before(states, tile - 1);
             trace.mark<0>();
+            /* with chunk totals a tile that closes its chunk takes its aggregate first: the
+               chunk's total goes out before the tile's look-back (the first tile's aggregate
+               came with the __syncthreads above) */
+            const bool total_first = TOTALS && tile % ORDERED_CHUNK == ORDERED_CHUNK - 1;
+            if (total_first && j > 0) tile_agg_barrier<false, BLOCK + 32>(j);
             if constexpr (CHUNKED) {
-                tile_excl = lookback_exclusive_ordered(states, tile,
-                                                       [&] { return carry_in<K, P>(a, true); },
-                                                       P::identity(), op, close);
+                tile_excl = lookback_exclusive_ordered<TOTALS>(
+                    states, tile, [&] { return carry_in<K, P>(a, true); }, P::identity(), op,
+                    close, total_first ? handed_agg[s] : P::identity());
                 if constexpr (P::BATCH_CONSTANTS)
                     if (tile != 0) P::batch_constants(tile_excl, carry_in<K, P>(a, true));
             } else {
@@ -735,7 +744,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             }
             trace.mark<1>();
             /* the tile's aggregate (the first tile's came with the __syncthreads above) */
-            if (j > 0) tile_agg_barrier<false, BLOCK + 32>(j);
+            if (j > 0 && !total_first) tile_agg_barrier<false, BLOCK + 32>(j);
             trace.mark_after<2>(handed_agg[s]);
             const S block_agg = handed_agg[s];
             if constexpr (CHUNKED) {

@@ -1134,7 +1134,8 @@ END_TEST
  * three, over batches of up to 66 tiles, so that chunks close, publish their prefixes and are
  * read back by the emulated blocks. The values are small integers, whose sums are exact in
  * every association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
- * association itself is tile_states_test's. */
+ * association itself is tile_states_test's. The case host_totals runs them again with the
+ * chunks' totals published and folded (SLUICE_CUDA_CHUNK_TOTALS=1). */
 static const struct {
     const char *stages;
     bool run_to_run;
@@ -1159,28 +1160,38 @@ static const struct {
      true, 1},
 };
 
-START_TEST(ordered_on_host) {
+/* Case i of ordered_cases on the host; `totals`: with SLUICE_CUDA_CHUNK_TOTALS=1 (every
+ * chunk's last tile publishes its chunk's total, chunk_prefix_totals folds them). */
+static void ordered_case_on_host(int i, bool totals) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
     char yaml[2048];
-    snprintf(yaml, sizeof yaml, "sluice: 1\nname: ordered-%d\n%sinput:\n  x: i32\n  k: i16\nstages:\n%s", _i,
-             ordered_cases[_i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[_i].stages);
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: ordered-%d\n%sinput:\n  x: i32\n  k: i16\nstages:\n%s", i,
+             ordered_cases[i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[i].stages);
     sl_plan plan;
     sl_codegen cg;
+    if (totals) setenv("SLUICE_CUDA_CHUNK_TOTALS", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
-    ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[_i].run_to_run ? "ORDERED = true, CHUNKS = false"
-                                                                         : "ORDERED = false, CHUNKS = true"));
-    ck_assert_int_eq(cg.phases, ordered_cases[_i].phases);
-    ck_assert(cg.lookback_warp == (ordered_cases[_i].phases == 1));
+    unsetenv("SLUICE_CUDA_CHUNK_TOTALS");
+    ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[i].run_to_run ? "ORDERED = true, CHUNKS = false"
+                                                                        : "ORDERED = false, CHUNKS = true"));
+    ck_assert_ptr_nonnull(strstr(cg.source, totals ? "CHUNK_TOTALS = true" : "CHUNK_TOTALS = false"));
+    ck_assert_int_eq(cg.phases, ordered_cases[i].phases);
+    ck_assert(cg.lookback_warp == (ordered_cases[i].phases == 1));
     char dir[] = "/tmp/sluice-ordered-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, 33, 9000, 32 * tile, 32 * tile + 1, 66 * tile - 5};
     for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)_i * 31 + z, sizes[z]);
+        host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)i * 31 + z, sizes[z]);
     emu_finish(ctx, p, &plan, &cg, dir);
 }
+
+START_TEST(ordered_on_host) { ordered_case_on_host(_i, false); }
+END_TEST
+
+START_TEST(ordered_totals_on_host) { ordered_case_on_host(_i, true); }
 END_TEST
 
 /* The fast look-back from the block's previous tile (SLUICE_CUDA_LOOKAHEAD=1: kernels/
@@ -1216,7 +1227,7 @@ START_TEST(lookahead_on_host) {
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     unsetenv("SLUICE_CUDA_LOOKAHEAD");
     ck_assert(cg.lookback_warp);
-    ck_assert_ptr_nonnull(strstr(cg.source, "ORDERED = false, CHUNKS = false, LOOKAHEAD = true"));
+    ck_assert_ptr_nonnull(strstr(cg.source, "CHUNKS = false, CHUNK_TOTALS = false, LOOKAHEAD = true"));
     char dir[] = "/tmp/sluice-lookahead-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
@@ -1651,6 +1662,10 @@ static Suite *make_suite(void) {
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host_totals"); /* runnable alone: CK_RUN_CASE=host_totals */
+    tcase_set_timeout(tc, 1200);
+    tcase_add_loop_test(tc, ordered_totals_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("host_lookahead"); /* runnable alone: CK_RUN_CASE=host_lookahead */
     tcase_set_timeout(tc, 900);

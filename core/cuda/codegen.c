@@ -90,6 +90,7 @@ typedef struct cg {
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool lookahead;  /* SLUICE_CUDA_LOOKAHEAD=1: the fast look-back from the block's previous tile */
+    bool chunk_totals; /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back folds chunk totals */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1013,7 +1014,8 @@ static void emit_struct(cg *g, int phase) {
     else snprintf(count_expr, sizeof count_expr, "((void)s, 0ll)");
     sl_strbuf_printf(sb,
                      "struct Phase%d {\n    typedef S%d S;\n    typedef Op%d Op;\n"
-                     "    static constexpr bool ORDERED = %s, CHUNKS = %s, LOOKAHEAD = %s;\n"
+                     "    static constexpr bool ORDERED = %s, CHUNKS = %s, CHUNK_TOTALS = %s, "
+                     "LOOKAHEAD = %s;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
                      "    static constexpr bool COUNTS = %s;\n"
                      "    static constexpr bool REDUCES = %s;\n"
@@ -1022,6 +1024,7 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
                      phase_chunks(g, phase) ? "true" : "false",
+                     g->chunk_totals && (phase_ordered(g, phase) || phase_chunks(g, phase)) ? "true" : "false",
                      g->lookahead && !phase_ordered(g, phase) ? "true" : "false", g->carry_offset[phase],
                      count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
@@ -1897,7 +1900,7 @@ static void emit_run_state(cg *g) {
                      last, seen, last, last, seen, seen, seen, restart, restart, restart);
     sl_strbuf_printf(sb,
                      "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
-                     "    static constexpr bool ORDERED = false, CHUNKS = false, LOOKAHEAD = false, "
+                     "    static constexpr bool ORDERED = false, CHUNKS = false, CHUNK_TOTALS = false, LOOKAHEAD = false, "
                      "COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
                      "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
@@ -2254,6 +2257,11 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            measured on the GPU */
         const char *lookahead_env = getenv("SLUICE_CUDA_LOOKAHEAD");
         g.lookahead = g.overlapped && lookahead_env && strcmp(lookahead_env, "1") == 0;
+        /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back (run_to_run's, CHUNKS) folds the
+           totals that chunks' last tiles publish (kernels/sl_lookback.cuh,
+           chunk_prefix_totals); opt-in until measured on the GPU */
+        const char *totals_env = getenv("SLUICE_CUDA_CHUNK_TOTALS");
+        g.chunk_totals = totals_env && strcmp(totals_env, "1") == 0;
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;

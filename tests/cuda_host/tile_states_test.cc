@@ -24,7 +24,8 @@
  *     way with every predecessor's aggregate and some chunks' prefixes published, returns
  *     exactly the association it defines (computed here plainly: chunks of 32 scanned as
  *     Kogge-Stone's tree, chunk prefixes folded from the carry), and a chunk's last tile its
- *     chunk prefix. The states are affine maps (exact
+ *     chunk prefix; again with chunk totals (CHUNK_TOTALS: every chunk's last tile publishes
+ *     its chunk's total, and a closing target publishes its own). The states are affine maps (exact
  *     modular arithmetic, associative, not commutative), so a state combined out of order or
  *     a window folded twice or skipped shows; and a segmented sum with its flag, whose states
  *     with the flag set absorb what lies left of them (the look-backs stop there).
@@ -278,11 +279,12 @@ template <class S> struct states_region {
  * ORDERED, lookback_exclusive_ordered), or a block's first one as the overlapped loop does it
  * (lookback_window_block by BLOCK_NT threads, then lookback_exclusive_from left of its window
  * when it held no inclusive state). */
-enum class finder { warp, ordered, block };
+enum class finder { warp, ordered, ordered_totals, block };
 constexpr int BLOCK_NT = 96;
 
 template <class KIND, finder HOW> void check_lookback(const char *what) {
-    constexpr bool ORDERED = HOW == finder::ordered;
+    constexpr bool TOTALS = HOW == finder::ordered_totals;
+    constexpr bool ORDERED = HOW == finder::ordered || TOTALS;
     typedef typename KIND::S S;
     typedef sl::tile_states<S> states_t;
     const KIND op;
@@ -296,7 +298,8 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
        lane l - d's value left of its own), chunk prefixes Q folded left to right from the
        carry; `excl` is each tile's exclusive prefix, `chunk_q` each chunk's Q. */
     const S carry = KIND::random(next);
-    std::vector<S> excl((size_t)ntiles), chunk_q((size_t)(ntiles + 31) / 32);
+    std::vector<S> excl((size_t)ntiles), chunk_q((size_t)(ntiles + 31) / 32),
+        chunk_total((size_t)(ntiles + 31) / 32);
     for (long long c = 0; c * 32 < ntiles; c++) {
         S lanes[32];
         for (int l = 0; l < 32; l++) lanes[l] = c * 32 + l < ntiles ? agg[(size_t)(c * 32 + l)] : identity;
@@ -309,6 +312,7 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
         for (int l = 0; l < 32 && c * 32 + l < ntiles; l++)
             excl[(size_t)(c * 32 + l)] = l == 0 ? q_before : op(q_before, lanes[l - 1]);
         chunk_q[(size_t)c] = op(q_before, lanes[31]);
+        chunk_total[(size_t)c] = lanes[31];
     }
     states_region<S> region(ntiles);
     const states_t &states = region.states;
@@ -338,6 +342,8 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
                     }
                     if (ORDERED) { /* every tile its aggregate, some chunks' last tiles Q */
                         states.publish(j, SL_STATUS_AGGREGATE, agg[(size_t)j]);
+                        if (TOTALS && j % 32 == 31) /* and every chunk's last its total first */
+                            states.publish(j, SL_STATUS_TOTAL, chunk_total[(size_t)j / 32]);
                         if (some_inclusive && j % 32 == 31 && (y >> 40) % 3 != 0)
                             states.publish(j, SL_STATUS_INCLUSIVE, chunk_q[(size_t)j / 32]);
                         continue;
@@ -376,8 +382,8 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
             const bool last = target % 32 == 31;
             run_warp([&] {
                 sl::ordered_chunk_close<S> close;
-                got[threadIdx.x] = sl::lookback_exclusive_ordered(
-                    states, target, [&] { return carry; }, identity, op, close);
+                got[threadIdx.x] = sl::lookback_exclusive_ordered<TOTALS>(
+                    states, target, [&] { return carry; }, identity, op, close, agg[(size_t)target]);
                 if (last) closed_q[threadIdx.x] = sl::ordered_chunk_inclusive(close, agg[(size_t)target], op);
             });
             for (int lane = 0; lane < nt; lane++) {
@@ -385,6 +391,14 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
                     fail(what, (int)sizeof(S), target, "the chunk's Q is not the fixed association's");
                     break;
                 }
+            }
+            if (TOTALS && last) { /* the chunk's total, published by the look-back itself */
+                uint32_t status;
+                S total;
+                states.read(target, status, total);
+                const S want_total = states_t::as_read(chunk_total[(size_t)target / 32]);
+                if (status != SL_STATUS_TOTAL || memcmp(&total, &want_total, sizeof(S)) != 0)
+                    fail(what, (int)sizeof(S), target, "the closing tile did not publish its chunk's total");
             }
         } else {
             run_warp([&] { got[threadIdx.x] = sl::lookback_exclusive(states, target, identity, op); });
@@ -401,7 +415,10 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
     }
     printf("%-40s %2d bytes, packing %2d, %s look-back: %zu targets, twice\n", what, (int)sizeof(S),
            states_t::PACKING,
-           HOW == finder::ordered ? "ordered" : HOW == finder::block ? "block's first" : "fast",
+           HOW == finder::ordered          ? "ordered"
+           : HOW == finder::ordered_totals ? "ordered (chunk totals)"
+           : HOW == finder::block          ? "block's first"
+                                           : "fast",
            sizeof targets / sizeof targets[0]);
 }
 
@@ -476,6 +493,7 @@ template <class KIND> void check_lookbacks(const char *what) {
     check_lookahead<KIND>(what);
     check_lookback<KIND, finder::warp>(what);
     check_lookback<KIND, finder::ordered>(what);
+    check_lookback<KIND, finder::ordered_totals>(what);
     check_lookback<KIND, finder::block>(what);
 }
 
