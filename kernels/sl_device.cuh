@@ -86,6 +86,11 @@ template <typename T> struct payload_words_of {
     static constexpr int value = (payload_of<T>::value + 3) / 4;
 };
 
+/* The set bits of a mask of either width (a compacting tile's KeepBits: 32 bits up to 32
+ * items a thread, 64 above), so that the generator names the mask's type in one place. */
+__device__ __forceinline__ int popcount(unsigned x) { return __popc(x); }
+__device__ __forceinline__ int popcount(unsigned long long x) { return __popcll(x); }
+
 template <typename T> __device__ __forceinline__ void to_words(const T &v, uint32_t *w) {
     w[words_of<T>::value - 1] = 0; /* defined padding bits for a size not a multiple of 4 */
     memcpy(w, &v, sizeof(T));

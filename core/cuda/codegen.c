@@ -1479,13 +1479,12 @@ static void emit_compacted_stores(cg *g, int slice_input) {
        block-staged store's tile_kept, first_pos and out_base; the copy-outs are unrolled
        rounds of the warp's 32 lanes (a run-time loop's counter and bound spilled at the f64
        filter's register cap) */
-    sl_strbuf_printf(sb,
+    sl_strbuf_append(sb,
                      "        const int warp_first = __shfl_sync(0xffffffffu, first_pos, 0);\n"
-                     "        const int warp_kept = __shfl_sync(0xffffffffu, first_pos + %s(keep_bits), 31) - "
-                     "warp_first;\n"
+                     "        const int warp_kept = __shfl_sync(0xffffffffu, first_pos + "
+                     "sl::popcount(keep_bits), 31) - warp_first;\n"
                      "        const int own_first = first_pos - warp_first;\n"
-                     "        const long long warp_out = out_base + warp_first;\n",
-                     g->items > 32 ? "__popcll" : "__popc");
+                     "        const long long warp_out = out_base + warp_first;\n");
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
