@@ -113,6 +113,8 @@
  *                            through the block's previous tile (kernels/sl_lookback.cuh,
  *                            lookahead_exclusive); opt-in while its speed on the GPU is
  *                            unmeasured (bench/RESULTS.md, twenty-seventh session).
+ *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
+ *                            look-back (or the look-ahead) instead of the chunked one.
  *   SLUICE_CUDA_CHUNK_TOTALS=1  the chunked look-back (run_to_run's, and the default mode's
  *                            over states of 4 bytes) folds the totals that each chunk's
  *                            last tile publishes (lookback_exclusive_ordered); the same
@@ -122,7 +124,9 @@
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
- *   it how a float scan's operations are grouped (its last bits, in either mode).
+ *   it how a float scan's operations are grouped (its last bits, in either mode), and that
+ *   SLUICE_CUDA_LOOKAHEAD and SLUICE_CUDA_CHUNKS change the default mode's grouping of float
+ *   scans across tiles (which that mode leaves to timing anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: every core online, at most 16; 1:
  *                            the calling thread alone); read on a session's first large

@@ -504,11 +504,15 @@ __device__ __forceinline__ bool lookahead_window(const tile_states<T> &states, i
  * wait for the tile just before `tile` (wait_published_before), then the near window,
  * which reaches `split`: one round trip. Either part starts instead from the nearest
  * inclusive state it reads. Called by all 32 lanes of one warp; returns the same in every
- * lane. (One call for all three, so that the overlapped loop keeps nothing of it live.)
- * SL_TRACE: sub-steps 0 the far part, 1 the wait, 2 the near window. */
+ * lane. One call for all three, so that the overlapped loop keeps nothing of it live; and
+ * `known_tile` and `known` by reference, read where the loop keeps them (shared memory):
+ * passed by value they cost the 56-register kernels registers, and the f32 scan's large
+ * kernel 32 bytes of spills (ptxas, sm_90). SL_TRACE: sub-steps 0 the far part, 1 the wait,
+ * 2 the near window. */
 template <typename T, typename Op>
 __device__ __noinline__ T lookahead_exclusive(const tile_states<T> &states, int64_t tile,
-                                              int64_t known_tile, T known, T identity, Op op) {
+                                              const long long &known_tile, const T &known,
+                                              T identity, Op op) {
     constexpr int K_FAR = tile_states<T>::K_NEXT, K_NEAR = tile_states<T>::K_FIRST;
     substep_clock sub;
     const int64_t first_near = tile - (int64_t)(32 * K_NEAR);

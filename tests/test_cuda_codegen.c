@@ -1196,14 +1196,17 @@ END_TEST
 
 /* The fast look-back from the block's previous tile (SLUICE_CUDA_LOOKAHEAD=1: kernels/
  * sl_lookback.cuh, lookahead_exclusive) in the loop with a look-back warp, on the host against
- * the CPU, one batch and cut in three, for every way a state travels (an 8-byte sum and a
- * count with a compaction: 16-byte words; a head-flag segmented sum, whose states absorb what
- * lies left of them; three sums: tagged words; five: separate arrays). The emulated block
- * takes every tile, so each look-ahead starts from the tile before; the far windows and the
- * known tile's bounds are tile_states_test's. Sums of small integers in f32 are exact in every
- * association. */
+ * the CPU, one batch and cut in three, for every way a state travels (a 4-byte sum, the
+ * chunked look-back's but for SLUICE_CUDA_CHUNKS=0, set for all: an 8-byte word; an 8-byte
+ * sum and a count with a compaction: 16-byte words; a head-flag segmented sum, whose states
+ * absorb what lies left of them; three sums: tagged words; five: separate arrays). The
+ * emulated block takes every tile, so each look-ahead starts from the tile before; the far
+ * windows and the known tile's bounds are tile_states_test's. Sums of small integers in f32
+ * are exact in every association. */
 static const char *const lookahead_cases[] = {
     "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n",
+    /* a 4-byte state: the chunked look-back's unless SLUICE_CUDA_CHUNKS=0, as here */
+    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n",
     "  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n",
     "  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
     "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
@@ -1224,8 +1227,10 @@ START_TEST(lookahead_on_host) {
     sl_plan plan;
     sl_codegen cg;
     setenv("SLUICE_CUDA_LOOKAHEAD", "1", 1);
+    setenv("SLUICE_CUDA_CHUNKS", "0", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     unsetenv("SLUICE_CUDA_LOOKAHEAD");
+    unsetenv("SLUICE_CUDA_CHUNKS");
     ck_assert(cg.lookback_warp);
     ck_assert_ptr_nonnull(strstr(cg.source, "CHUNKS = false, CHUNK_TOTALS = false, LOOKAHEAD = true"));
     char dir[] = "/tmp/sluice-lookahead-host-XXXXXX";
@@ -1623,7 +1628,9 @@ END_TEST
 
 static Suite *make_suite(void) {
     Suite *s = suite_create("cuda_codegen");
-    /* Three cases, runnable alone with CK_RUN_CASE; NVRTC takes seconds per kernel. */
+    /* Cases runnable alone with CK_RUN_CASE; NVRTC takes seconds per kernel. Those tagged
+       "host" (generated kernels on host threads under the sanitizers, minutes each) are ctest
+       entries of their own (tests/CMakeLists.txt), the test_cuda_codegen entry the others. */
     TCase *tc = tcase_create("basics");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, layouts);
@@ -1651,23 +1658,28 @@ static Suite *make_suite(void) {
                         2 * (int)SL_ARRAY_LEN(determinism_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("host");
+    tcase_set_tags(tc, "host");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("host_counts"); /* runnable alone: CK_RUN_CASE=host_counts */
+    tcase_set_tags(tc, "host");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, compaction_on_host, 0, (int)SL_ARRAY_LEN(count_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("host_ordered"); /* runnable alone: CK_RUN_CASE=host_ordered */
+    tcase_set_tags(tc, "host");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("host_totals"); /* runnable alone: CK_RUN_CASE=host_totals */
+    tcase_set_tags(tc, "host");
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, ordered_totals_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("host_lookahead"); /* runnable alone: CK_RUN_CASE=host_lookahead */
+    tcase_set_tags(tc, "host");
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, lookahead_on_host, 0, (int)SL_ARRAY_LEN(lookahead_cases));
     suite_add_tcase(s, tc);

@@ -91,6 +91,7 @@ typedef struct cg {
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool lookahead;  /* SLUICE_CUDA_LOOKAHEAD=1: the fast look-back from the block's previous tile */
     bool chunk_totals; /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back folds chunk totals */
+    bool no_chunks;    /* SLUICE_CUDA_CHUNKS=0: no phase_chunks, the fast look-back for every state */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -751,7 +752,7 @@ static bool phase_ordered(const cg *g, int phase) {
  * 67% -> 76.5% of copy); wider states lost or held. The small kernel, the two-stage loop and
  * phase_ordered's phases are unaffected. */
 static bool phase_chunks(const cg *g, int phase) {
-    return g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
+    return !g->no_chunks && g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
 }
 
 /* Whether every state of phase `phase` whose span holds a segment head absorbs what lies
@@ -2261,6 +2262,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            chunk_prefix_totals); opt-in until measured on the GPU */
         const char *totals_env = getenv("SLUICE_CUDA_CHUNK_TOTALS");
         g.chunk_totals = totals_env && strcmp(totals_env, "1") == 0;
+        /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back (or
+           the look-ahead) too, for measurements against the chunked one (phase_chunks) */
+        const char *chunks_env = getenv("SLUICE_CUDA_CHUNKS");
+        g.no_chunks = chunks_env && strcmp(chunks_env, "0") == 0;
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
