@@ -369,8 +369,8 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
  * result left of `exclusive`. Returns whether an inclusive prefix was found (the look-back
  * is done). Left stays left throughout. */
 template <int K, typename T, typename Op>
-__device__ __forceinline__ bool fold_window(const uint32_t (&status)[K], const T (&v)[K], T identity,
-                                            Op op, T &exclusive) {
+__device__ __forceinline__ bool fold_window(const uint32_t (&status)[K], const T (&v)[K],
+                                            T identity, Op op, T &exclusive) {
     const int lane = threadIdx.x & 31;
     T folded = identity;
     bool has_inclusive = false;
@@ -448,9 +448,9 @@ __device__ __noinline__ T lookback_exclusive_from(const tile_states<T> &states, 
  * knows, or starts from a nearer inclusive prefix where one is published. Only the tiles
  * nearest to it are still being reduced when the block takes its tile, so the look-ahead
  * is done in two parts (lookahead_exclusive): the far part before the wait for the nearest
- * predecessor, the near part (one window, one round trip) after. Without the known tile a look-back
- * that finds no inclusive prefix in its windows goes on left, window after window, and an
- * inclusive prefix exists only where a look-back has ended: a chain of look-backs. */
+ * predecessor, the near part (one window, one round trip) after. Without the known tile, a
+ * look-back that finds no inclusive prefix in its windows goes on left, window after window,
+ * and an inclusive prefix exists only where a look-back has ended: a chain of look-backs. */
 
 /* read_states with the inclusive prefix through `known_tile` known: that state reads as
  * `known` and inclusive, those left of it as inclusive identities, none of them loaded. */
@@ -463,7 +463,8 @@ __device__ __forceinline__ void read_states_known(const tile_states<T> &states, 
         for (int j = 0; j < K; j++)
             status[j] = lane_first + j > known_tile ? states.read_status(lane_first + j)
                                                     : SL_STATUS_INCLUSIVE;
-        wait_published_all<K>(status, [&](int j) { status[j] = states.read_status(lane_first + j); });
+        wait_published_all<K>(status,
+                              [&](int j) { status[j] = states.read_status(lane_first + j); });
         fence_acquire();
 #pragma unroll
         for (int j = 0; j < K; j++)
