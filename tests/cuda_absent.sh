@@ -97,9 +97,9 @@ grep -q 'libnvrtc' "$work/cuda.err" || fail "--backend cuda's message does not n
 echo "--backend cuda fails naming libnvrtc"
 
 # The CPU suites, here. test_cuda_codegen is left out: it is NVRTC's own test (it compiles
-# every kernel), so it cannot pass without NVRTC; so are its host cases (test_cuda_codegen_*,
-# the generator's kernels run on host threads: they need no CUDA library, but take half an
-# hour); this file's own test is left out too.
+# every kernel), so it cannot pass without NVRTC. Its host cases (test_cuda_codegen_*, the
+# generated kernels on host threads) need no CUDA library but take half an hour, and run in
+# the suite outside; this file's own test is left out too.
 ctest --test-dir "$build" -L cpu -LE slow -E '^(test_cuda_codegen(_.*)?|cuda_absent)$' \
   --output-on-failure -j "$(nproc)"
 EOF
