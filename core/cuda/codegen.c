@@ -1025,8 +1025,11 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
                      phase_chunks(g, phase) ? "true" : "false",
-                     g->chunk_totals && (phase_ordered(g, phase) || phase_chunks(g, phase)) ? "true" : "false",
-                     g->lookahead && !phase_ordered(g, phase) ? "true" : "false", g->carry_offset[phase],
+                     g->chunk_totals && (phase_ordered(g, phase) || phase_chunks(g, phase))
+                         ? "true"
+                         : "false",
+                     g->lookahead && !phase_ordered(g, phase) ? "true" : "false",
+                     g->carry_offset[phase],
                      count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
     for (int si = 0; si < g->nslots; si++) {
@@ -1900,8 +1903,8 @@ static void emit_run_state(cg *g) {
                      last, seen, last, last, seen, seen, seen, restart, restart, restart);
     sl_strbuf_printf(sb,
                      "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
-                     "    static constexpr bool ORDERED = false, CHUNKS = false, CHUNK_TOTALS = false, LOOKAHEAD = false, "
-                     "COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
+                     "    static constexpr bool ORDERED = false, CHUNKS = false, CHUNK_TOTALS = false, "
+                     "LOOKAHEAD = false, COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
                      "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
                      "    __device__ static __forceinline__ long long count(const S &s) { return "
@@ -2223,6 +2226,13 @@ static int choose_items(const cg *g) {
     return items;
 }
 
+/* Whether environment variable `name` is set to `value` (the measurement switches, read
+ * whenever a group is generated: they change its source, hence its cache entry). */
+static bool env_is(const char *name, const char *value) {
+    const char *set = getenv(name);
+    return set && strcmp(set, value) == 0;
+}
+
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                               int group, int arch, sl_codegen *out) {
     memset(out, 0, sizeof *out);
@@ -2246,26 +2256,22 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         }
         /* SLUICE_CUDA_OVERLAP=0 keeps single-phase groups on the two-stage kernel (for
            measurements that compare the two shapes) */
-        const char *overlap_env = getenv("SLUICE_CUDA_OVERLAP");
         g.aggregate = aggregate_only(&g);
         g.commutative = g.aggregate && g.reduce->segments == SL_SEGMENTS_NONE &&
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
-                       !(overlap_env && strcmp(overlap_env, "0") == 0);
+                       !env_is("SLUICE_CUDA_OVERLAP", "0");
         /* SLUICE_CUDA_LOOKAHEAD=1: the overlapped loop's fast look-back starts from the
            block's previous tile (kernels/sl_lookback.cuh, lookahead_exclusive); opt-in until
            measured on the GPU */
-        const char *lookahead_env = getenv("SLUICE_CUDA_LOOKAHEAD");
-        g.lookahead = g.overlapped && lookahead_env && strcmp(lookahead_env, "1") == 0;
+        g.lookahead = g.overlapped && env_is("SLUICE_CUDA_LOOKAHEAD", "1");
         /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back (run_to_run's, CHUNKS) folds the
            totals that chunks' last tiles publish (kernels/sl_lookback.cuh,
            chunk_prefix_totals); opt-in until measured on the GPU */
-        const char *totals_env = getenv("SLUICE_CUDA_CHUNK_TOTALS");
-        g.chunk_totals = totals_env && strcmp(totals_env, "1") == 0;
+        g.chunk_totals = env_is("SLUICE_CUDA_CHUNK_TOTALS", "1");
         /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back (or
            the look-ahead) too, for measurements against the chunked one (phase_chunks) */
-        const char *chunks_env = getenv("SLUICE_CUDA_CHUNKS");
-        g.no_chunks = chunks_env && strcmp(chunks_env, "0") == 0;
+        g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
