@@ -1626,6 +1626,16 @@ START_TEST(compile_error_is_a_status_with_the_log) {
 }
 END_TEST
 
+/* A case of suite `s` tagged "host" (runnable alone: CK_RUN_CASE=<name>; a ctest entry of
+ * its own, tests/CMakeLists.txt) with a time limit of `timeout` seconds. */
+static TCase *host_tcase(Suite *s, const char *name, double timeout) {
+    TCase *tc = tcase_create(name);
+    tcase_set_tags(tc, "host");
+    tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 static Suite *make_suite(void) {
     Suite *s = suite_create("cuda_codegen");
     /* Cases runnable alone with CK_RUN_CASE; NVRTC takes seconds per kernel. Those tagged
@@ -1657,32 +1667,17 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, run_to_run_orders_rounding_lookbacks, 0,
                         2 * (int)SL_ARRAY_LEN(determinism_cases));
     suite_add_tcase(s, tc);
-    tc = tcase_create("host");
-    tcase_set_tags(tc, "host");
-    tcase_set_timeout(tc, 600);
+    tc = host_tcase(s, "host", 600);
     tcase_add_loop_test(tc, reduce_on_host, 0, (int)SL_ARRAY_LEN(host_cases));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("host_counts"); /* runnable alone: CK_RUN_CASE=host_counts */
-    tcase_set_tags(tc, "host");
-    tcase_set_timeout(tc, 600);
+    tc = host_tcase(s, "host_counts", 600);
     tcase_add_loop_test(tc, compaction_on_host, 0, (int)SL_ARRAY_LEN(count_cases));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("host_ordered"); /* runnable alone: CK_RUN_CASE=host_ordered */
-    tcase_set_tags(tc, "host");
-    tcase_set_timeout(tc, 1200);
+    tc = host_tcase(s, "host_ordered", 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("host_totals"); /* runnable alone: CK_RUN_CASE=host_totals */
-    tcase_set_tags(tc, "host");
-    tcase_set_timeout(tc, 1200);
+    tc = host_tcase(s, "host_totals", 1200);
     tcase_add_loop_test(tc, ordered_totals_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("host_lookahead"); /* runnable alone: CK_RUN_CASE=host_lookahead */
-    tcase_set_tags(tc, "host");
-    tcase_set_timeout(tc, 900);
+    tc = host_tcase(s, "host_lookahead", 900);
     tcase_add_loop_test(tc, lookahead_on_host, 0, (int)SL_ARRAY_LEN(lookahead_cases));
-    suite_add_tcase(s, tc);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);
