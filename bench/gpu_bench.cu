@@ -9,6 +9,7 @@
 // written once. "% copy" is (job bytes / time) over the copy's bandwidth (bytes read +
 // written / time), so 100% means the job ran at copy speed.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,8 +106,19 @@ __global__ void fill_decay(float *a, int64_t n, uint64_t seed) {  // a in [0.5, 
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         a[i] = 0.5f + (float)(mix(i + seed) & 0xffff) / 131072.0f;
 }
-// Segment keys and offsets with random lengths of mean `avg` (1 .. 2*avg-1).
-static void make_segments(int64_t n, int avg, std::vector<int64_t> &offsets, std::vector<int> &keys) {
+// The segment length mixes the segmented jobs run over: uniform lengths 1 .. 2*avg-1 (mean
+// avg), and a heavy-tailed mix, lengths floor(U^(-1/1.2)) for U uniform in (0, 1] (a Pareto
+// law of shape 1.2: most segments one to three rows, a few of 10^5 rows and more, which span
+// many tiles), as issue 12 asks of segmented groups.
+struct segment_mix {
+    const char *name; // in the job's row: "avg 1000", "Pareto"
+    int avg;          // uniform mix: the mean length; 0 for the Pareto mix
+};
+static const segment_mix k_segment_mixes[] = {{"avg 1000", 1000}, {"avg 8", 8}, {"Pareto", 0}};
+
+// Segment keys (the segment's number at each row) and offsets for n rows of a mix.
+static void make_segments(int64_t n, const segment_mix &mix, std::vector<int64_t> &offsets,
+                          std::vector<int> &keys) {
     offsets.clear();
     keys.resize(n);
     uint64_t s = 12345;
@@ -115,12 +127,25 @@ static void make_segments(int64_t n, int avg, std::vector<int64_t> &offsets, std
     offsets.push_back(0);
     while (at < n) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        int64_t len = 1 + (int64_t)((s >> 33) % (uint64_t)(2 * avg - 1));
+        int64_t len;
+        if (mix.avg > 0) {
+            len = 1 + (int64_t)((s >> 33) % (uint64_t)(2 * mix.avg - 1));
+        } else {
+            const double u = ((double)(s >> 11) + 1.0) / 9007199254740992.0; // (0, 1]
+            const double l = std::pow(u, -1.0 / 1.2);
+            len = l >= (double)n ? n : (int64_t)l;
+        }
         if (at + len > n) len = n - at;
         for (int64_t i = 0; i < len; i++) keys[at + i] = k;
         at += len;
         k++;
         offsets.push_back(at);
+    }
+    if (mix.avg == 0) {
+        int64_t longest = 0;
+        for (size_t j = 1; j < offsets.size(); j++) longest = std::max(longest, offsets[j] - offsets[j - 1]);
+        printf("(segments %s: %lld of mean %.2f rows, the longest %lld)\n", mix.name,
+               (long long)(offsets.size() - 1), (double)n / (double)(offsets.size() - 1), (long long)longest);
     }
 }
 static unsigned grid(int64_t n) { return (unsigned)std::min<int64_t>((n + 255) / 256, 65536); }
@@ -531,12 +556,12 @@ int main(int argc, char **argv) {
         g_rows.push_back({"cull: map, filter, i64 slots (time / floor)", fmt("%.2fx", t_sl < 0 ? -1 : t_sl / floor_ms),
                           fmt("%.2fx", t_cub / floor_ms), "<= 1.10x"});
     }
-    // 4. segmented sum over offsets, average segment 1000 and 8 rows.
-    for (int avg : {1000, 8}) {
+    // 4. segmented sum over offsets, each segment length mix.
+    for (const segment_mix &mix : k_segment_mixes) {
         if (!want("segscan")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
-        make_segments(n, avg, off, keys);
+        make_segments(n, mix, off, keys);
         int *dkeys;
         int64_t *doff;
         CK(cudaMalloc(&dkeys, n * 4));
@@ -551,9 +576,9 @@ int main(int argc, char **argv) {
             "stages:\n  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n",
             {{"rows", SLUICE_I64, doff, (int64_t)off.size()}, {"x", SLUICE_F32, x, n}}, n);
         double jb = 8.0 * n + 8.0 * off.size();
-        printf("segscan avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveSumByKey %8.3f ms (%5.1f%% copy)\n",
-               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
-        g_rows.push_back({std::string("segmented sum, avg ") + std::to_string(avg) + " (% of copy)",
+        printf("segscan %-8s sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveSumByKey %8.3f ms (%5.1f%% copy)\n",
+               mix.name, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("segmented sum, ") + mix.name + " (% of copy)",
                           fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= 85%"});
         CK(cudaFree(dkeys));
         CK(cudaFree(doff));
@@ -727,11 +752,11 @@ int main(int argc, char **argv) {
         g_rows.push_back({"reduce: f32 sum of the batch (% of copy)", fmt("%.1f%%", pct(jb, t_sl)),
                           fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
     }
-    for (int avg : {1000, 8}) {
+    for (const segment_mix &mix : k_segment_mixes) {
         if (!want("segreduce")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
-        make_segments(n, avg, off, keys);
+        make_segments(n, mix, off, keys);
         int64_t *doff;
         const int64_t nseg = (int64_t)off.size() - 1;
         CK(cudaMalloc(&doff, off.size() * 8));
@@ -749,17 +774,17 @@ int main(int argc, char **argv) {
         if (t_sl >= 0 && rows != nseg)
             printf("sluice segmented reduce gave %lld rows, want %lld\n", (long long)rows, (long long)nseg);
         double jb = 4.0 * n + 8.0 * off.size() + 4.0 * nseg;
-        printf("segreduce avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB DeviceSegmentedReduce::Sum %8.3f ms (%5.1f%% copy)\n",
-               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
-        g_rows.push_back({std::string("reduce: sum per offsets segment, avg ") + std::to_string(avg) + " (% of copy)",
+        printf("segreduce %-8s sluice %8.3f ms (%5.1f%% copy)  CUB DeviceSegmentedReduce::Sum %8.3f ms (%5.1f%% copy)\n",
+               mix.name, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("reduce: sum per offsets segment, ") + mix.name + " (% of copy)",
                           fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
         CK(cudaFree(doff));
     }
-    for (int avg : {1000, 8}) {
+    for (const segment_mix &mix : k_segment_mixes) {
         if (!want("reducebykey")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
-        make_segments(n, avg, off, keys);
+        make_segments(n, mix, off, keys);
         int *dkeys, *ukeys;
         int64_t *nruns;
         const int64_t nseg = (int64_t)off.size() - 1;
@@ -786,9 +811,9 @@ int main(int argc, char **argv) {
                                         "  - reduce: {segments: {key: k}, values: [{op: sum, of: x, into: s}], per: batch}\n"
                                         "output: [k, s]\n", "reduce by key");
         double jb = 8.0 * n + 8.0 * nseg;
-        printf("reducebykey avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey %8.3f ms (%5.1f%% copy)\n",
-               avg, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
-        g_rows.push_back({std::string("reduce: sum per run of keys, avg ") + std::to_string(avg) + " (% of copy)",
+        printf("reducebykey %-8s sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey %8.3f ms (%5.1f%% copy)\n",
+               mix.name, t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({std::string("reduce: sum per run of keys, ") + mix.name + " (% of copy)",
                           fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
         /* the key made by a map in the same pass (k + 1: the same runs); CUB does the same
            work with the key made by a transform iterator as ReduceByKey reads it */
@@ -801,9 +826,9 @@ int main(int argc, char **argv) {
         double t_cub_made = time_ms([&] {
             CK(cub::DeviceReduce::ReduceByKey(tmp, b, made_keys, ukeys, x, out, nruns, cuda::std::plus<>(), n, g_stream));
         });
-        printf("reducebykey made avg %-4d sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey (key made by a transform iterator) %8.3f ms (keys given: %.3f ms)\n",
-               avg, t_made, pct(jb, t_made), t_cub_made, t_cub);
-        g_rows.push_back({std::string("reduce: sum per run of a key a map makes, avg ") + std::to_string(avg) + " (% of copy)",
+        printf("reducebykey made %-8s sluice %8.3f ms (%5.1f%% copy)  CUB ReduceByKey (key made by a transform iterator) %8.3f ms (keys given: %.3f ms)\n",
+               mix.name, t_made, pct(jb, t_made), t_cub_made, t_cub);
+        g_rows.push_back({std::string("reduce: sum per run of a key a map makes, ") + mix.name + " (% of copy)",
                           fmt("%.1f%%", pct(jb, t_made)), fmt("%.1f%%", pct(jb, t_cub_made)), ">= CUB"});
         CK(cudaFree(dkeys));
         CK(cudaFree(ukeys));
