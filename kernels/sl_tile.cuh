@@ -1512,6 +1512,11 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
     __shared__ block_scan_storage<long long, K::block> count_storage;
     const typename P::S carry = carry_in<K, P>(a, true);
     const plus_ll plus;
+    /* SL_TRACE only (sl_trace.cuh): `before` times the steps before the tiles, once a warp:
+       0 the count of the warp's key changes, 1 the block's scan of the counts, 2 the wait for
+       the earlier blocks' counts; `trace` the tiles': 0 the maps and the head bits, 1 the
+       places' scan, 2 the close (the folds, the closed runs' stores) */
+    step_clock before_tiles;
     /* the key changes in each warp's rows: the warp's place in the block (its first lane's
        prefix), the block's total published (plus one: zero is "not yet") */
     long long base;
@@ -1521,11 +1526,13 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
             n = count_key_changes<K>(a, params, lo * K::tile, r1, carry, lane, 32);
         }
+        before_tiles.mark_after<0>(n);
         block_exclusive_scan<long long, K::block, 0>(count_storage, n, 0ll, plus, excl, changes);
         base = shfl_idx<long long>(excl, 0);
         if (threadIdx.x == 0)
             store_relaxed_u64(reinterpret_cast<uint64_t *>(block_first + 2 * W + 4),
                                (unsigned long long)changes + 1ull);
+        before_tiles.mark_after<1>(changes);
     }
     /* the changes before the block: every earlier block's count */
     {
@@ -1535,6 +1542,9 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         __syncthreads(); /* count_storage is read by the scan above until here */
         block_exclusive_scan<long long, K::block, 0>(count_storage, before, 0ll, plus, excl, all_before);
         base += all_before;
+        before_tiles.mark_after<2>(all_before);
+        before_tiles.tile();
+        before_tiles.print("runs: before the tiles");
     }
     if (working) {
         uint32_t *const mine = block_record<S>(records, warp);
@@ -1553,6 +1563,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         next.load_inputs(a, false, nullptr);
         run_edges<typename K::Keys> next_edges =
             run_edge_keys<typename K::Keys, K::items>(a, params, rows, lo * K::tile, lane);
+        step_clock trace;
         for (long long tile = lo; tile < hi; tile++) {
             typename K::Tile t = next;
             const run_edges<typename K::Keys> edges = next_edges;
@@ -1565,11 +1576,16 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             t.maps(0);
             t.runs_at(carry, edges);
             const long long c = (long long)t.run_changes();
+            trace.mark_after<0>(c);
             const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
             t.run_base = base + incl - c;
             base += shfl_idx<long long>(incl, 31);
+            trace.mark_after<1>(base);
             close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running);
+            trace.mark_after<2>(running);
+            trace.tile();
         }
+        trace.print("runs: tiles");
         if (lane == 0) store_state(mine, running);
     }
     __syncthreads(); /* every warp's record written (hold_pending's too) */
