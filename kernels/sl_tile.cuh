@@ -1544,7 +1544,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         base += all_before;
         before_tiles.mark_after<2>(all_before);
         before_tiles.tile();
-        before_tiles.print("runs: before the tiles");
+        before_tiles.print(K::Keys::made ? "runs (made key): before the tiles" : "runs: before the tiles");
     }
     if (working) {
         uint32_t *const mine = block_record<S>(records, warp);
@@ -1585,7 +1585,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             trace.mark_after<2>(running);
             trace.tile();
         }
-        trace.print("runs: tiles");
+        trace.print(K::Keys::made ? "runs (made key): tiles" : "runs: tiles");
         if (lane == 0) store_state(mine, running);
     }
     __syncthreads(); /* every warp's record written (hold_pending's too) */
