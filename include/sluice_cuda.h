@@ -119,6 +119,11 @@
  *                            over states of 4 bytes) folds the totals that each chunk's
  *                            last tile publishes (lookback_exclusive_ordered); the same
  *                            bits, opt-in while its speed is unmeasured.
+ *   SLUICE_CUDA_STAGED_HEADS=1  an offsets-segmented group's tiles take their segment heads
+ *                            by bulk copy from bitmaps a kernel of their own writes first
+ *                            (kernels/sl_tile.cuh, segment_heads) instead of building them
+ *                            from the offsets; the same bits, opt-in while its speed is
+ *                            unmeasured (bench/RESULTS.md, twenty-eighth session).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

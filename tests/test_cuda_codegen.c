@@ -21,6 +21,7 @@
 #include "cuda/codegen.h"
 #include "cuda/kcache.h"
 #include "cuda/nvrtc.h"
+#include "sl_scratch.h"
 #include "tuning.h"
 #include "plan/plan.h"
 #include "cuda_host/emulator.h"
@@ -1245,11 +1246,14 @@ START_TEST(lookahead_on_host) {
 END_TEST
 
 /* An offsets-segmented scan alone (one phase: the loop with a look-back warp), in the fast
- * mode and under run_to_run, on the host: each tile's segment index entries come by bulk copy
- * with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them until the
- * stage's barrier completes and checks that barrier's transaction bytes; a read of them
- * before the wait, or a phase armed without them, fails the run. Segments of about 130 rows
- * (up to 2000: some 64 tiles), batches cut in three. */
+ * mode and under run_to_run (odd _i), on the host: each tile's segment index entries come by
+ * bulk copy with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them
+ * until the stage's barrier completes and checks that barrier's transaction bytes; a read of
+ * them before the wait, or a phase armed without them, fails the run. From _i 2 on with
+ * SLUICE_CUDA_STAGED_HEADS=1: the tiles' head bitmaps come the same way from the segheads
+ * kernel's, which the emulator checks against the offsets bit by bit (scratch after the
+ * phase's states poisoned: the host does not clear it). Segments of about 130 rows (up to
+ * 2000: some 64 tiles), batches cut in three. */
 START_TEST(offsets_scan_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
@@ -1258,13 +1262,22 @@ START_TEST(offsets_scan_on_host) {
              "sluice: 1\nname: offsets-scan-%d\n%sinput:\n  rows: {type: i64, role: offsets}\n"
              "  x: i32\nstages:\n  - map: {xf: f32(x & 15)}\n"
              "  - segmented_scan: {of: xf, op: sum, segments: rows, into: s}\noutput: [s]\n",
-             _i, _i == 1 ? "determinism: run_to_run\n" : "");
+             _i, _i & 1 ? "determinism: run_to_run\n" : "");
     sl_plan plan;
     sl_codegen cg;
+    const bool staged = _i >= 2;
+    if (staged) setenv("SLUICE_CUDA_STAGED_HEADS", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    unsetenv("SLUICE_CUDA_STAGED_HEADS");
     ck_assert_int_eq(cg.phases, 1);
     ck_assert(cg.lookback_warp);
     ck_assert_int_ge(cg.offsets_input, 0);
+    ck_assert(cg.staged_heads == staged);
+    ck_assert_ptr_nonnull(strstr(cg.source, staged ? "staged_heads = true" : "staged_heads = false"));
+    /* the bitmaps lie after what the host clears: as many bytes as the tiles' bits, padded */
+    const int64_t rows = 100 * cg.tile_rows + 1;
+    ck_assert_uint_eq(sl_cuda_codegen_scratch_size(&cg, rows) - sl_cuda_codegen_cleared_scratch_size(&cg, rows),
+                      staged ? (size_t)sl_scratch_align(101ull * sl_tile_heads_bytes((unsigned long long)cg.tile_rows)) : 0u);
     char dir[] = "/tmp/sluice-offsets-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
@@ -1678,6 +1691,8 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, ordered_totals_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tc = host_tcase(s, "host_lookahead", 900);
     tcase_add_loop_test(tc, lookahead_on_host, 0, (int)SL_ARRAY_LEN(lookahead_cases));
+    tc = host_tcase(s, "host_staged", 900);
+    tcase_add_loop_test(tc, offsets_scan_on_host, 2, 4);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);

@@ -1714,12 +1714,13 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
                      "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n"
-                     "    static constexpr bool closes = %s;\n",
+                     "    static constexpr bool closes = %s, staged_heads = %s;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input, o->closes_in_kernel ? "true" : "false");
+                     o->offsets_input, o->closes_in_kernel ? "true" : "false",
+                     o->staged_heads ? "true" : "false");
     if (stages_tiles(g)) emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -1759,6 +1760,10 @@ static sluice_status emit_kernel(cg *g) {
     if (o->has_offsets)
         sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
                              "(const SlArgs a) {\n    sl::segment_index<Kernel>(a);\n}\n");
+    if (o->staged_heads)
+        sl_strbuf_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_SEGHEADS_KERNEL
+                             "(const SlArgs a) {\n    sl::segment_heads<Kernel, %d>(a);\n}\n",
+                         SL_CG_SEGHEADS_THREADS, SL_CG_SEGHEADS_THREADS);
     return SLUICE_OK;
 }
 
@@ -2273,6 +2278,11 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            the look-ahead) too, for measurements against the chunked one (phase_chunks) */
         g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
         out->lookback_warp = g.overlapped;
+        /* SLUICE_CUDA_STAGED_HEADS=1: an offsets-segmented group's tiles take their head
+           bitmaps by bulk copy from the segheads kernel's (kernels/sl_tile.cuh,
+           segment_heads) instead of building them from the offsets between two barriers;
+           opt-in until measured on the GPU */
+        out->staged_heads = g.overlapped && out->has_offsets && env_is("SLUICE_CUDA_STAGED_HEADS", "1");
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
         /* the aggregate loop's last block closes the batch itself: no close kernel after it
@@ -2411,7 +2421,15 @@ size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase
     return (size_t)off;
 }
 
-size_t sl_cuda_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
+size_t sl_cuda_codegen_cleared_scratch_size(const sl_codegen *c, int64_t rows) {
     if (c->phases == 0 && !c->has_offsets) return 0;
     return sl_cuda_codegen_phase_offset(c, rows, c->phases);
+}
+
+size_t sl_cuda_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
+    size_t bytes = sl_cuda_codegen_cleared_scratch_size(c, rows);
+    if (c->staged_heads)
+        bytes += (size_t)sl_scratch_align((unsigned long long)sl_cuda_codegen_tiles(c, rows) *
+                                          sl_tile_heads_bytes((unsigned long long)c->tile_rows));
+    return bytes;
 }
