@@ -154,10 +154,22 @@ template <int ITEMS> struct tile_rows {
     __device__ __forceinline__ long long segment_ending(int i) const {
         return (ending >> i) & 1ull ? segment_of(i) : -1;
     }
+    /* offsets segments, where the tile's offsets entries are all different (no empty segment
+       starts inside it) and the loop ranked them (rank_segments): the entry before the
+       thread's first row, so that an item's segment is it plus the thread's heads up to the
+       item, as a run's place is (run_of) */
+    bool ranked = false;
+    long long seg_base = 0;
+    __device__ __forceinline__ void rank_segments(long long base) {
+        ranked = true;
+        seg_base = base;
+    }
     /* The segment the thread's item i (in the batch) belongs to: the last one starting at or
-     * before its row (empty segments start there too but end before it), by binary search
-     * among the tile's offsets entries. */
+     * before its row (empty segments start there too but end before it): counted from the
+     * heads where the tile is ranked, else by binary search among the tile's offsets
+     * entries. */
     __device__ __forceinline__ long long segment_of(int i) const {
+        if (ranked) return seg_base + __popcll(head_window & ((2ull << i) - 1));
         const long long r = first + i;
         long long lo = seg_lo > 0 ? seg_lo - 1 : 0, hi = seg_hi < nseg ? seg_hi : nseg;
         while (hi - lo > 1) { /* offs[lo] <= r: the last k in [lo, hi) with offs[k] <= r */
@@ -1360,25 +1372,39 @@ __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
     return total;
 }
 
+struct plus_ll {
+    __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
+};
+
 /* ---- the offsets segments' loop ----------------------------------------------------------
  * A warp builds its tile's heads in its own corner of shared memory, and only where the tile
  * has an offsets entry (most tiles have none when segments are long). */
 
 /* The heads of a warp's tile: a bitmap of TILE bits in the warp's `heads`, set from the tile's
- * offsets entries [j0, j1). The warp's lanes only: __syncwarp orders them. */
+ * offsets entries [j0, j1). Returns whether two of them are equal (an empty segment starts
+ * inside the tile: then the heads do not count the segments, segment_of). The warp's lanes
+ * only: __syncwarp orders them. */
 template <class K>
-__device__ __forceinline__ void warp_heads(uint32_t *heads, const typename K::Args &a,
+__device__ __forceinline__ bool warp_heads(uint32_t *heads, const typename K::Args &a,
                                            long long tile_first, long long j0, long long j1) {
     const int lane = (int)(threadIdx.x & 31);
     __syncwarp(); /* every lane has read the previous tile's heads */
     for (int w = lane; w < (int)(K::tile / 32); w += 32) heads[w] = 0;
     __syncwarp();
     const long long *offs = (const long long *)a.in[K::offsets_input];
-    for (long long j = j0 + lane; j < j1; j += 32) {
-        const long long r = offs[j] - tile_first;
-        atomicOr(&heads[r >> 5], 1u << (r & 31)); /* [j0, j1) lie inside the tile */
+    unsigned equal = 0;
+    int last_row = -1; /* the previous batch's last entry's row (lane 31's) */
+    for (long long jb = j0; jb < j1; jb += 32) { /* the same in every lane */
+        const long long j = jb + lane;
+        const int r = j < j1 ? (int)(offs[j] - tile_first) : -1; /* [j0, j1) lie inside the tile */
+        if (r >= 0) atomicOr(&heads[r >> 5], 1u << (r & 31));
+        int before = (int)__shfl_up_sync(FULL_MASK, (unsigned)r, 1);
+        if (lane == 0) before = last_row;
+        equal |= __ballot_sync(FULL_MASK, r >= 0 && r == before);
+        last_row = (int)__shfl_sync(FULL_MASK, (unsigned)r, 31);
     }
     __syncwarp();
+    return equal != 0;
 }
 
 template <class K> __device__ __forceinline__ void segments_warp_loop(const typename K::Args &a) {
@@ -1421,11 +1447,17 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
                 j0 = j1;
                 j1 = (long long)segidx[tile + 2];
             }
-            if (tj0 < tj1) { /* the same in every lane */
-                warp_heads<K>(heads[warp_in_block], a, t.tile_first, tj0, tj1);
+            bool distinct = true; /* the tile's offsets entries: the same in every lane */
+            if (tj0 < tj1) {
+                distinct = !warp_heads<K>(heads[warp_in_block], a, t.tile_first, tj0, tj1);
                 t.use_heads(heads[warp_in_block]);
             }
             t.segments_at(a, K::offsets_input, tj0, tj1);
+            if (distinct) { /* each segment a head: its ordinal from the heads before it */
+                const long long mine_heads = __popcll(t.head_window & ((1ull << K::items) - 1));
+                const long long incl = warp_inclusive_scan<long long>(mine_heads, lane, plus_ll());
+                t.rank_segments(tj0 - 1 + incl - mine_heads);
+            }
             t.maps(0);
             close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running);
         }
@@ -1554,10 +1586,6 @@ __device__ __forceinline__ long long block_changes(unsigned char *records, long 
     while ((v = load_relaxed_u64(slot)) == 0ull) __nanosleep(64);
     return (long long)(v - 1ull);
 }
-
-struct plus_ll {
-    __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
-};
 
 template <class K> __device__ __forceinline__ void runs_warp_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */

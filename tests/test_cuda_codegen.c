@@ -852,6 +852,7 @@ static const struct host_case {
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
 static int64_t *host_offsets(uint64_t seed, int64_t units) {
     uint64_t state = seed ^ 0x0ff5e75ull;
+    const int64_t least = (int64_t)(seed & 1); /* odd seeds: no empty segment */
     int64_t *off = malloc((size_t)(units + 1) * sizeof *off);
     ck_assert_ptr_nonnull(off);
     off[0] = 0;
@@ -860,7 +861,9 @@ static int64_t *host_offsets(uint64_t seed, int64_t units) {
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         z ^= z >> 31;
-        int64_t len = z % 8 == 0 ? 0 : z % 40 == 1 ? (int64_t)((z >> 8) % 9000) : (int64_t)((z >> 8) % 40);
+        int64_t len = z % 8 == 0 && !least ? 0
+                      : z % 40 == 1        ? least + (int64_t)((z >> 8) % 9000)
+                                           : least + (int64_t)((z >> 8) % 40);
         off[j + 1] = off[j] + len;
     }
     return off;

@@ -92,15 +92,19 @@ static unsigned long long splitmix(unsigned long long *state) {
     return z ^ (z >> 31);
 }
 
-/* The offsets of `units` segments: one in eight empty, one in forty of up to 9000 rows (over
- * two tiles), the rest up to 40 rows. */
+/* The offsets of `units` segments: one in forty of up to 9000 rows (over two tiles), the rest
+ * up to 40 rows; for an even seed one in eight empty besides, for an odd one none (so that
+ * tiles without two equal entries, whose segments the warp loop counts from its heads, are
+ * common too). */
 static std::vector<long long> offsets_lengths(unsigned long long seed, long long units) {
     unsigned long long state = seed ^ OFFSETS_SEED;
+    const long long least = (long long)(seed & 1);
     std::vector<long long> off(1, 0);
     for (long long j = 0; j < units; j++) {
         const unsigned long long z = splitmix(&state);
-        const long long len = z % 8 == 0 ? 0 : z % 40 == 1 ? (long long)((z >> 8) % 9000)
-                                                           : (long long)((z >> 8) % 40);
+        const long long len = z % 8 == 0 && !least ? 0
+                              : z % 40 == 1        ? least + (long long)((z >> 8) % 9000)
+                                                   : least + (long long)((z >> 8) % 40);
         off.push_back(off.back() + len);
     }
     return off;
