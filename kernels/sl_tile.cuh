@@ -1375,6 +1375,10 @@ __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
 struct plus_ll {
     __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
 };
+/* a warp's count of a tile's heads: at most the tile's rows */
+struct plus_int {
+    __device__ __forceinline__ int operator()(int x, int y) const { return x + y; }
+};
 
 /* ---- the offsets segments' loop ----------------------------------------------------------
  * A warp builds its tile's heads in its own corner of shared memory, and only where the tile
@@ -1447,16 +1451,18 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
                 j0 = j1;
                 j1 = (long long)segidx[tile + 2];
             }
-            bool distinct = true; /* the tile's offsets entries: the same in every lane */
+            /* the tile's offsets entries (the same in every lane): a tile without one lies in
+               segment tj0 - 1, which segment_of finds without a search */
+            bool distinct = false;
             if (tj0 < tj1) {
                 distinct = !warp_heads<K>(heads[warp_in_block], a, t.tile_first, tj0, tj1);
                 t.use_heads(heads[warp_in_block]);
             }
             t.segments_at(a, K::offsets_input, tj0, tj1);
             if (distinct) { /* each segment a head: its ordinal from the heads before it */
-                const long long mine_heads = __popcll(t.head_window & ((1ull << K::items) - 1));
-                const long long incl = warp_inclusive_scan<long long>(mine_heads, lane, plus_ll());
-                t.rank_segments(tj0 - 1 + incl - mine_heads);
+                const int mine_heads = __popcll(t.head_window & ((1ull << K::items) - 1));
+                const int incl = warp_inclusive_scan<int>(mine_heads, lane, plus_int());
+                t.rank_segments(tj0 - 1 + (long long)(incl - mine_heads));
             }
             t.maps(0);
             close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running);
