@@ -199,6 +199,12 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, widen,
 // f64acc, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
 // them all. The copy always runs: it is the yardstick.
+// GPU_BENCH_MIX=Pareto (or "avg 8", ...): the segmented jobs run only the mixes whose name
+// holds it (a trace of one mix: its lines name the loop, not the mix).
+static bool want_mix(const segment_mix &mix) {
+    const char *only = getenv("GPU_BENCH_MIX");
+    return !only || !*only || strstr(mix.name, only) != nullptr;
+}
 static bool want(const char *job) {
     const char *list = getenv("GPU_BENCH_JOBS");
     if (!list || !*list) return true;
@@ -558,6 +564,7 @@ int main(int argc, char **argv) {
     }
     // 4. segmented sum over offsets, each segment length mix.
     for (const segment_mix &mix : k_segment_mixes) {
+        if (!want_mix(mix)) continue;
         if (!want("segscan")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
@@ -753,6 +760,7 @@ int main(int argc, char **argv) {
                           fmt("%.1f%%", pct(jb, t_cub)), ">= CUB"});
     }
     for (const segment_mix &mix : k_segment_mixes) {
+        if (!want_mix(mix)) continue;
         if (!want("segreduce")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;
@@ -781,6 +789,7 @@ int main(int argc, char **argv) {
         CK(cudaFree(doff));
     }
     for (const segment_mix &mix : k_segment_mixes) {
+        if (!want_mix(mix)) continue;
         if (!want("reducebykey")) break;
         std::vector<int64_t> off;
         std::vector<int> keys;

@@ -7,7 +7,7 @@ Usage: trace_summary.py LOG... (the output of e.g.
 carry the loop's name, not the job's). For each loop it prints the cycles of each step of an
 iteration averaged over the traced blocks: the row warps ("overlapped rows"; warp 0, which
 takes the next tile, apart as "w0"), the look-back warp, and the per-block sub-step sums of
-the ordered look-back and the look-ahead ("(substeps)"), and the runs' loop of a reduce by key
+the ordered look-back ("(substeps)"), and the runs' loop of a reduce by key
 ("runs: before the tiles", once a warp; "runs: tiles"). The steps are numbered as
 kernels/sl_tile.cuh's overlapped_loop and runs_warp_loop name them. Printing slows the kernels: only the shares
 mean anything."""

@@ -109,29 +109,15 @@
  *                            corrupt or stale entry is rebuilt, never trusted.
  *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
- *   SLUICE_CUDA_LOOKAHEAD=1  the default mode's look-back in that warp starts from the prefix
- *                            through the block's previous tile (kernels/sl_lookback.cuh,
- *                            lookahead_exclusive); opt-in while its speed on the GPU is
- *                            unmeasured (bench/RESULTS.md, twenty-seventh session).
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
- *                            look-back (or the look-ahead) instead of the chunked one.
- *   SLUICE_CUDA_CHUNK_TOTALS=1  the chunked look-back (run_to_run's, and the default mode's
- *                            over states of 4 bytes) folds the totals that each chunk's
- *                            last tile publishes (lookback_exclusive_ordered); the same
- *                            bits, opt-in while its speed is unmeasured.
- *   SLUICE_CUDA_STAGED_HEADS=1  an offsets-segmented group's tiles take their segment heads
- *                            by bulk copy from bitmaps a kernel of their own writes first
- *                            (kernels/sl_tile.cuh, segment_heads) instead of building them
- *                            from the offsets; the same bits, opt-in while its speed is
- *                            unmeasured (bench/RESULTS.md, twenty-eighth session).
+ *                            look-back instead of the chunked one.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode), and that
- *   SLUICE_CUDA_LOOKAHEAD and SLUICE_CUDA_CHUNKS change the default mode's grouping of float
- *   scans across tiles (which that mode leaves to timing anyway; run_to_run's is fixed).
+ *   SLUICE_CUDA_CHUNKS changes the default mode's grouping of float scans across tiles (which that mode leaves to timing anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: every core online, at most 16; 1:
  *                            the calling thread alone); read on a session's first large

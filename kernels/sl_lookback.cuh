@@ -363,11 +363,11 @@ __device__ __forceinline__ void read_window(const tile_states<T> &states, int64_
                    status, v);
 }
 
-/* One window of the look-back, once read (lookback_window: read_window; the look-ahead's:
- * read_states_known): each lane folds its states from the last inclusive one among them;
- * the warp then folds the lanes from the last lane holding an inclusive state and puts the
- * result left of `exclusive`. Returns whether an inclusive prefix was found (the look-back
- * is done). Left stays left throughout. */
+/* One window of the look-back, once read (lookback_window: read_window): each lane folds
+ * its states from the last inclusive one among them; the warp then folds the lanes from the
+ * last lane holding an inclusive state and puts the result left of `exclusive`. Returns
+ * whether an inclusive prefix was found (the look-back is done). Left stays left
+ * throughout. */
 template <int K, typename T, typename Op>
 __device__ __forceinline__ bool fold_window(const uint32_t (&status)[K], const T (&v)[K],
                                             T identity, Op op, T &exclusive) {
@@ -436,101 +436,6 @@ __device__ __noinline__ T lookback_exclusive_from(const tile_states<T> &states, 
     T exclusive = identity;
     while (!lookback_window<K_NEXT>(states, window_end, identity, op, exclusive))
         window_end -= 32 * K_NEXT;
-    return exclusive;
-}
-
-/* ---- the look-ahead: from the block's own previous tile (the default mode) -------------
- * The look-back warp of a persistent block knows the inclusive prefix through the block's
- * previous tile: it found that tile's exclusive prefix and was handed its aggregate. So the
- * look-back of the block's next tile need never go left of that tile, nor wait for another
- * tile's look-back to publish an inclusive prefix: it adds up the aggregates of the tiles
- * the other blocks took in between (a few hundred: about one tile a block) onto what it
- * knows, or starts from a nearer inclusive prefix where one is published. Only the tiles
- * nearest to it are still being reduced when the block takes its tile, so the look-ahead
- * is done in two parts (lookahead_exclusive): the far part before the wait for the nearest
- * predecessor, the near part (one window, one round trip) after. Without the known tile, a
- * look-back that finds no inclusive prefix in its windows goes on left, window after window,
- * and an inclusive prefix exists only where a look-back has ended: a chain of look-backs. */
-
-/* read_states with the inclusive prefix through `known_tile` known: that state reads as
- * `known` and inclusive, those left of it as inclusive identities, none of them loaded. */
-template <int K, typename T>
-__device__ __forceinline__ void read_states_known(const tile_states<T> &states, int64_t lane_first,
-                                                  int64_t known_tile, const T &known, T identity,
-                                                  uint32_t (&status)[K], T (&v)[K]) {
-    if constexpr (tile_states<T>::PACKING == 0) {
-#pragma unroll
-        for (int j = 0; j < K; j++)
-            status[j] = lane_first + j > known_tile ? states.read_status(lane_first + j)
-                                                    : SL_STATUS_INCLUSIVE;
-        wait_published_all<K>(status,
-                              [&](int j) { status[j] = states.read_status(lane_first + j); });
-        fence_acquire();
-#pragma unroll
-        for (int j = 0; j < K; j++)
-            v[j] = lane_first + j > known_tile    ? states.read_value(lane_first + j, status[j])
-                   : lane_first + j == known_tile ? known
-                                                  : identity;
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < K; j++) {
-        status[j] = SL_STATUS_INCLUSIVE;
-        v[j] = lane_first + j == known_tile ? known : identity;
-        if (lane_first + j > known_tile) states.read(lane_first + j, status[j], v[j]);
-    }
-    wait_published_all<K>(status, [&](int j) { states.read(lane_first + j, status[j], v[j]); });
-}
-
-/* One window of 32K states ending at `window_end`, with the prefix through `known_tile` known;
- * folded as lookback_window does. True once the window holds an inclusive state (always, when
- * it reaches `known_tile`). */
-template <int K, typename T, typename Op>
-__device__ __forceinline__ bool lookahead_window(const tile_states<T> &states, int64_t window_end,
-                                                 int64_t known_tile, const T &known, T identity,
-                                                 Op op, T &exclusive) {
-    const int lane = threadIdx.x & 31;
-    uint32_t status[K];
-    T v[K];
-    read_states_known<K>(states, window_end - (int64_t)(32 * K - 1) + (int64_t)lane * K, known_tile,
-                         known, identity, status, v);
-    return fold_window<K>(status, v, identity, op, exclusive);
-}
-
-/* The exclusive prefix of `tile` (> known_tile >= 0) from `known`, the inclusive prefix
- * through `known_tile`, in the two parts the section's head describes: the far part, every
- * tile up to `split` (the tile before the near window, the K_FIRST states a lane before the
- * tile, or the known tile when that is nearer) folded onto `known` in windows of 32 K_NEXT
- * states from `split` leftwards, the last one reaching `known_tile` at the latest; then the
- * wait for the tile just before `tile` (wait_published_before), then the near window,
- * which reaches `split`: one round trip. Either part starts instead from the nearest
- * inclusive state it reads. Called by all 32 lanes of one warp; returns the same in every
- * lane. One call for all three, so that the overlapped loop keeps nothing of it live; and
- * `known_tile` and `known` by reference, read where the loop keeps them (shared memory):
- * passed by value they cost the 56-register kernels registers, and the f32 scan's large
- * kernel 32 bytes of spills (ptxas, sm_90). SL_TRACE: sub-steps 0 the far part, 1 the wait,
- * 2 the near window. */
-template <typename T, typename Op>
-__device__ __noinline__ T lookahead_exclusive(const tile_states<T> &states, int64_t tile,
-                                              const long long &known_tile, const T &known,
-                                              T identity, Op op) {
-    constexpr int K_FAR = tile_states<T>::K_NEXT, K_NEAR = tile_states<T>::K_FIRST;
-    substep_clock sub;
-    const int64_t first_near = tile - (int64_t)(32 * K_NEAR);
-    const int64_t split = first_near > known_tile ? first_near : known_tile;
-    T far = known;
-    if (split != known_tile) {
-        far = identity;
-        int64_t window_end = split;
-        while (!lookahead_window<K_FAR>(states, window_end, known_tile, known, identity, op, far))
-            window_end -= 32 * K_FAR;
-    }
-    sub.mark<0>();
-    wait_published_before(states, tile - 1);
-    sub.mark<1>();
-    T exclusive = identity;
-    lookahead_window<K_NEAR>(states, tile - 1, split, far, identity, op, exclusive);
-    sub.mark<2>();
     return exclusive;
 }
 

@@ -12,10 +12,6 @@
  *                                offsets or runs of keys without look-back (sl_tile.cuh
  *                                segments_warp_loop, runs_warp_loop) has a record per warp
  *                                instead: one per tile at most, SL_MAX_RECORDS
- *   tile heads                   offsets segments in the loop with a look-back warp under
- *                                SLUICE_CUDA_STAGED_HEADS=1 only: each tile's head bitmap
- *                                (sl_tile_heads_bytes), written whole by the segment heads
- *                                kernel, so the host's clearing of scratch stops before it
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -70,18 +66,6 @@ static inline unsigned long long sl_tile_states_bytes(unsigned long long state_s
 static inline unsigned long long sl_segment_index_bytes(int has_offsets,
                                                         unsigned long long ntiles) {
     return has_offsets ? sl_scratch_align((ntiles + 1ull) * 8ull) : 0ull;
-}
-
-/* A tile's head bitmap (sl_tile.cuh, segment_heads): a bit per row of the tile, padded to a
- * whole number of 16-byte units, as a bulk copy moves them. A constant expression in C++ (the
- * kernels size shared memory by it). */
-#ifdef __cplusplus
-#define SL_SCRATCH_CONSTEXPR constexpr
-#else
-#define SL_SCRATCH_CONSTEXPR
-#endif
-static inline SL_SCRATCH_CONSTEXPR unsigned long long sl_tile_heads_bytes(unsigned long long tile_rows) {
-    return (tile_rows + 127ull) / 128ull * 16ull;
 }
 
 /* The record of one block of the loops without look-back over segments: its total state,

@@ -8,8 +8,7 @@
  *   S<k>, Op<k>, Phase<k>   each look-back phase's state tuple, its combine, and its traits:
  *                             typedef S, Op; ORDERED (the ordered look-back), CHUNKS (the
  *                             same look-back in the large overlapped kernel), CHUNK_TOTALS
- *                             (that look-back folds the chunks' published totals), LOOKAHEAD
- *                             (the fast look-back from the block's previous tile), CARRY_OFFSET,
+ *                             (that look-back folds the chunks' published totals), CARRY_OFFSET,
  *                             COUNTS (it holds the compaction's kept-row count, read by
  *                             count(s)); identity(); reset(carry) (per-batch resets)
  *   struct Params           the pipeline's params, loaded once per block from SlArgs
@@ -21,9 +20,8 @@
  *                           the loop's shape (overlapped, aggregate, commutative, runs),
  *                           compacts, offsets and offsets_input; the phase_list; and
  *                           issue_loads (thread 0 starts a tile's input copies into a stage)
- *   sl_fused / sl_fused_segindex / sl_fused_segheads   one-line kernels calling
- *                           fused_kernel<Kernel>, segment_index<Kernel> and
- *                           segment_heads<Kernel, THREADS>
+ *   sl_fused / sl_fused_segindex   one-line kernels calling fused_kernel<Kernel> and
+ *                           segment_index<Kernel>
  *
  * A group ending in a reduce (core/cuda/codegen.c, analyse_reduce) is the same loop: its
  * last phase's outputs write each row that closes a segment straight to its place (store<BAR>
@@ -241,25 +239,19 @@ struct __align__(16) staged_index {
 
 /* Thread 0, once it has taken `tile` into stage `s`: the copies of its inputs (the generated
  * issue_loads) and, for offsets segments, of its segment index entries (tile_segments) into
- * `segs` (the index is 16-byte aligned in scratch, and scratch goes on past its last entry)
- * and, where the kernel takes its heads from scratch (K::staged_heads), of the tile's head
- * bitmap from `heads` (segment_heads wrote it) into `heads_dst`, counted on the same stage
- * barrier, armed for them first so that the phase cannot complete without them. So no thread
- * waits on a read of the index or of the offsets between the tile's barriers: they arrive
- * with the tile (staged_segments). */
+ * `segs` (the index is 16-byte aligned in scratch, and scratch goes on past its last entry),
+ * counted on the same stage barrier, armed for them first so that the phase cannot complete
+ * without them. So no thread waits on a read of the index between the tile's barriers: the
+ * entries arrive with the tile (staged_segments). */
 template <class K, int STAGES>
 __device__ __forceinline__ void issue_tile(tile_queue<STAGES> &queue, const typename K::Args &a,
-                                           uint4 *smem, long long tile, int s, staged_index &segs,
-                                           const unsigned char *heads, uint32_t *heads_dst) {
+                                           uint4 *smem, long long tile, int s, staged_index &segs) {
     if constexpr (K::offsets) {
-        constexpr unsigned HEADS = K::staged_heads ? (unsigned)sl_tile_heads_bytes(K::tile) : 0u;
-        queue_expect_more(queue, s, 32u + HEADS);
+        queue_expect_more(queue, s, 32u);
         K::issue_loads(queue, a, smem, tile, s);
         bulk_load(queue, s, segs.entry, segment_index_entries(a.scratch) + (tile & ~1ll), 32u);
-        if constexpr (K::staged_heads) bulk_load(queue, s, heads_dst, heads + tile * HEADS, HEADS);
-        else (void)heads, (void)heads_dst;
     } else {
-        (void)segs, (void)heads, (void)heads_dst;
+        (void)segs;
         K::issue_loads(queue, a, smem, tile, s);
     }
 }
@@ -611,75 +603,12 @@ template <class P, class... REST> struct first_phase<phase_list<P, REST...>> {
     typedef P type;
 };
 
-/* Where the tiles' head bitmaps lie in scratch (K::staged_heads: kernels/sl_scratch.h), after
- * the one phase's tile states: host and kernels reckon the same bytes (run_phases,
- * core/cuda/codegen.c). */
-template <class K> __device__ __forceinline__ unsigned char *tile_heads_base(const typename K::Args &a) {
-    typedef typename first_phase<typename K::Phases>::type P;
-    const unsigned long long ntiles = (unsigned long long)a.ntiles;
-    return a.scratch + SL_SCRATCH_ALIGN + sl_segment_index_bytes(1, ntiles) +
-           sl_tile_states_bytes(sizeof(typename P::S), ntiles);
-}
-
-/* The tiles' head bitmaps (helper kernel sl_fused_segheads, after sl_fused_segindex, for a
- * kernel with K::staged_heads): a warp a tile, the grid's warps in turn, reads the tile's
- * offsets entries [j0, j1) (the segment index) and writes the tile's bitmap to scratch, where
- * the main kernel's bulk copy takes it with the tile's inputs (issue_tile); so its rows never
- * wait on a read of the offsets or on the barriers around building the bitmap (build_heads).
- * Without atomics: the entries are sorted, so a batch of 32 lanes' rows falls in runs of
- * lanes that share a bitmap word; each run's bits are or-ed together by shuffles and its first
- * lane writes them, one lane a word a batch (batches after one another: __syncwarp). THREADS
- * is the launch's block size (core/cuda/fused.c). */
-template <class K, int THREADS>
-__device__ __forceinline__ void segment_heads(const typename K::Args &a) {
-    constexpr int WORDS = (int)(sl_tile_heads_bytes(K::tile) / 4), WARPS = THREADS / 32;
-    static_assert(THREADS % 32 == 0, "whole warps");
-    __shared__ uint32_t heads[WARPS][WORDS];
-    const int lane = (int)(threadIdx.x & 31);
-    uint32_t *const mine = heads[threadIdx.x >> 5];
-    const long long *offs = (const long long *)a.in[K::offsets_input];
-    const unsigned long long *segidx = segment_index_entries(a.scratch);
-    uint32_t *const out = reinterpret_cast<uint32_t *>(tile_heads_base<K>(a));
-    const long long warps = (long long)gridDim.x * (blockDim.x / 32);
-    for (long long tile = (long long)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-         tile < a.ntiles; tile += warps) {
-        const long long j0 = (long long)segidx[tile], j1 = (long long)segidx[tile + 1];
-        const long long first = tile * K::tile;
-        for (int w = lane; w < WORDS; w += 32) mine[w] = 0u;
-        __syncwarp();
-        for (long long jb = j0; jb < j1; jb += 32) { /* the same in every lane */
-            const long long j = jb + lane;
-            /* lanes past the tile's entries: a word no row has, after every real one */
-            const int r = j < j1 ? (int)(offs[j] - first) : (int)K::tile + 32;
-            const int word = r >> 5;
-            unsigned bits = j < j1 ? 1u << (r & 31) : 0u;
-            /* each lane: the or of its run's lanes from it on (words never decrease, so a
-               lane d further on with the same word has only that word between) */
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const unsigned more = __shfl_sync(FULL_MASK, bits, lane + d); /* past 31: unused */
-                const int their_word = (int)__shfl_sync(FULL_MASK, (unsigned)word, lane + d);
-                if (lane + d < 32 && their_word == word) bits |= more;
-            }
-            const int word_before = (int)__shfl_up_sync(FULL_MASK, (unsigned)word, 1);
-            if (j < j1 && (lane == 0 || word_before != word)) mine[word] |= bits;
-            __syncwarp();
-        }
-        uint32_t *const dst = out + tile * WORDS;
-        for (int w = lane; w < WORDS; w += 32) dst[w] = mine[w];
-        __syncwarp(); /* every lane has read the bitmap before the next tile clears it */
-    }
-}
-
 template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P;
     typedef typename P::S S;
     /* the chunked look-back: run_to_run's (ORDERED), and the large kernel's where the
        generator found it faster (CHUNKS); both keep the states absolute */
     constexpr bool CHUNKED = P::ORDERED || (P::CHUNKS && !SMALL);
-    /* the look-ahead (sl_lookback.cuh) where the generator chose it (LOOKAHEAD); not in the
-       small kernel, whose blocks take a tile or two each */
-    constexpr bool LOOKAHEAD = P::LOOKAHEAD && !CHUNKED && !SMALL;
     /* the chunked look-back's chunk totals (sl_lookback.cuh, chunk_prefix_totals) where the
        generator chose them (CHUNK_TOTALS) */
     constexpr bool TOTALS = CHUNKED && P::CHUNK_TOTALS;
@@ -696,13 +625,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     __shared__ unsigned first_warp_inclusive[(BLOCK + 32) / 32];
     SL_DYNAMIC_SMEM(uint4, sl_smem);
     __shared__ tile_queue<STAGES> queue;
-    /* offsets segments: each stage's head bitmap, built by the rows (build_heads) or, with
-       K::staged_heads, copied with the tile from segment_heads' (issue_tile) */
-    constexpr int HEAD_WORDS =
-        K::staged_heads ? (int)(sl_tile_heads_bytes(K::tile) / 4) : (int)(K::tile / 32);
-    alignas(K::staged_heads ? 16 : 4) __shared__ uint32_t
-        heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? HEAD_WORDS : 1]; /* 16: bulk copies' */
-    const unsigned char *const heads_src = K::staged_heads ? tile_heads_base<K>(a) : nullptr;
+    __shared__ uint32_t heads_of_stage[K::offsets ? STAGES : 1][K::offsets ? K::tile / 32 : 1];
     /* offsets segments: each stage's copy of its tile's segment index entries (issue_tile;
        one unused slot without offsets) */
     __shared__ staged_index segs_of_stage[K::offsets ? STAGES : 1];
@@ -718,7 +641,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         queue_init(queue);
         const long long t0 = take_tile(a.scratch);
         queue.tile[0] = t0;
-        if (t0 < ntiles) issue_tile<K>(queue, a, sl_smem, t0, 0, segs_of_stage[0], heads_src, heads_of_stage[0]);
+        if (t0 < ntiles) issue_tile<K>(queue, a, sl_smem, t0, 0, segs_of_stage[0]);
     }
     __syncthreads();
 
@@ -735,7 +658,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         if constexpr (K::offsets) {
             long long j0, j1;
             staged_segments(segs_of_stage[s], tile, j0, j1);
-            if constexpr (!K::staged_heads) build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
+            build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
             t.use_heads(heads_of_stage[s]);
             t.segments_at(a, K::offsets_input, j0, j1);
         }
@@ -777,11 +700,6 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
 
     if (threadIdx.x >= BLOCK) { /* ---- the look-back warp ---- */
         long long tile = first_tile;
-        /* the default mode's look-ahead (sl_lookback.cuh): the prefix within the batch through
-           the block's previous tile, known_tile (in shared memory: in registers they made the
-           kernels that the 56-register cap binds spill) */
-        __shared__ S known;
-        __shared__ long long known_tile;
         for (int j = 0; tile < ntiles; j++) {
             const int s = j % STAGES;
             /* the prefix left of the tile, before its aggregate is known. The look-back first
@@ -794,9 +712,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             S tile_excl, local = P::identity();
             ordered_chunk_close<S> close;
             constexpr bool GATED = !CHUNKED || tile_states<S>::PACKING != 8;
-            /* the look-ahead waits for the nearest predecessor itself, after its far part */
-            const bool ahead = LOOKAHEAD && j > 0 && tile != 0;
-            if (GATED && j > 0 && !ahead) wait_published_before(states, tile - 1);
+            if (GATED && j > 0) wait_published_before(states, tile - 1);
             trace.mark<0>();
             /* with chunk totals a tile that closes its chunk takes its aggregate first: the
                chunk's total goes out before the tile's look-back (the first tile's aggregate
@@ -817,8 +733,6 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                                 : op(lookback_exclusive_from(states, before_block_window<S, BLOCK + 32>(tile),
                                                              P::identity(), op),
                                      first_window);
-                else if (ahead)
-                    local = lookahead_exclusive(states, tile, known_tile, known, P::identity(), op);
                 else if (tile != 0)
                     local = lookback_exclusive(states, tile, P::identity(), op);
                 tile_excl = batch_carry;
@@ -840,14 +754,6 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             } else {
                 if ((threadIdx.x & 31) == 0 && tile != 0)
                     states.publish(tile, SL_STATUS_INCLUSIVE, op(local, block_agg));
-                if constexpr (LOOKAHEAD) {
-                    /* tile 0 published its aggregate as its inclusive prefix when it was reduced */
-                    if ((threadIdx.x & 31) == 0) {
-                        known = tile != 0 ? op(local, block_agg) : block_agg;
-                        known_tile = tile;
-                    }
-                    __syncwarp();
-                }
             }
             trace.mark<3>();
             /* the next tile's number, then the prefix to the rows */
@@ -860,8 +766,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             trace.tile();
         }
         trace.print("overlapped look-back warp");
-        if constexpr (CHUNKED || LOOKAHEAD)
-            print_substeps(CHUNKED ? "ordered look-back" : "look-ahead", trace.count());
+        if constexpr (CHUNKED) print_substeps("ordered look-back", trace.count());
         return;
     }
 
@@ -886,9 +791,8 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
                 const long long next_tile = take_tile(a.scratch);
                 queue.tile[sn] = next_tile;
                 trace.mark<3>();
-                if (next_tile < ntiles)
-                    issue_tile<K>(queue, a, sl_smem, next_tile, sn, segs_of_stage[K::offsets ? sn : 0],
-                                  heads_src, heads_of_stage[K::offsets ? sn : 0]);
+                if (next_tile < ntiles) issue_tile<K>(queue, a, sl_smem, next_tile, sn,
+                                                        segs_of_stage[K::offsets ? sn : 0]);
                 trace.mark<7>();
             }
             __syncwarp();

@@ -21,7 +21,6 @@
 #include "cuda/codegen.h"
 #include "cuda/kcache.h"
 #include "cuda/nvrtc.h"
-#include "sl_scratch.h"
 #include "tuning.h"
 #include "plan/plan.h"
 #include "cuda_host/emulator.h"
@@ -1138,35 +1137,40 @@ END_TEST
  * three, over batches of up to 66 tiles, so that chunks close, publish their prefixes and are
  * read back by the emulated blocks. The values are small integers, whose sums are exact in
  * every association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
- * association itself is tile_states_test's. The case host_totals runs them again with the
- * chunks' totals published and folded (SLUICE_CUDA_CHUNK_TOTALS=1). */
+ * association itself is tile_states_test's. run_to_run's states wider than 4 bytes (the
+ * generator's phase_chunk_totals) publish their chunks' totals and fold them: `totals`. */
 static const struct {
     const char *stages;
     bool run_to_run;
     int phases;
+    bool totals;
 } ordered_cases[] = {
-    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n", true, 1},
+    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n", true, 1, false},
     {"  - map: {xf: f32(x & 15), g: k & 3}\n"
      "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
      "output: [s]\n",
-     true, 1},
+     true, 1, true},
     {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\n"
      "  - scan: {of: s, op: max, kind: exclusive, into: m}\noutput: [s, m]\n",
-     true, 2},
+     true, 2, false},
     {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\noutput: [s]\n",
-     false, 1},
-    {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1},
+     false, 1, false},
+    {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1, false},
+    /* an 8-byte state that never ends a look-back early: h = a h + b with a in {0, 1}, so
+       every value is a sum of small integers */
+    {"  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
+     "output: [h]\n",
+     true, 1, true},
     /* head-flag segments, a head in about 40% of the tiles: the ordered look-back ends at a
        head before the tile in its chunk where there is one (kernels/sl_lookback.cuh absorbs)
        and takes the chunk prefix where there is none */
     {"  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
      "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
-     true, 1},
+     true, 1, true},
 };
 
-/* Case i of ordered_cases on the host; `totals`: with SLUICE_CUDA_CHUNK_TOTALS=1 (every
- * chunk's last tile publishes its chunk's total, chunk_prefix_totals folds them). */
-static void ordered_case_on_host(int i, bool totals) {
+START_TEST(ordered_on_host) {
+    const int i = _i;
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
     char yaml[2048];
@@ -1174,12 +1178,10 @@ static void ordered_case_on_host(int i, bool totals) {
              ordered_cases[i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[i].stages);
     sl_plan plan;
     sl_codegen cg;
-    if (totals) setenv("SLUICE_CUDA_CHUNK_TOTALS", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
-    unsetenv("SLUICE_CUDA_CHUNK_TOTALS");
     ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[i].run_to_run ? "ORDERED = true, CHUNKS = false"
                                                                         : "ORDERED = false, CHUNKS = true"));
-    ck_assert_ptr_nonnull(strstr(cg.source, totals ? "CHUNK_TOTALS = true" : "CHUNK_TOTALS = false"));
+    ck_assert(!!strstr(cg.source, "CHUNK_TOTALS = true") == ordered_cases[i].totals);
     ck_assert_int_eq(cg.phases, ordered_cases[i].phases);
     ck_assert(cg.lookback_warp == (ordered_cases[i].phases == 1));
     char dir[] = "/tmp/sluice-ordered-host-XXXXXX";
@@ -1191,72 +1193,14 @@ static void ordered_case_on_host(int i, bool totals) {
         host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)i * 31 + z, sizes[z]);
     emu_finish(ctx, p, &plan, &cg, dir);
 }
-
-START_TEST(ordered_on_host) { ordered_case_on_host(_i, false); }
-END_TEST
-
-START_TEST(ordered_totals_on_host) { ordered_case_on_host(_i, true); }
-END_TEST
-
-/* The fast look-back from the block's previous tile (SLUICE_CUDA_LOOKAHEAD=1: kernels/
- * sl_lookback.cuh, lookahead_exclusive) in the loop with a look-back warp, on the host against
- * the CPU, one batch and cut in three, for every way a state travels (a 4-byte sum, the
- * chunked look-back's but for SLUICE_CUDA_CHUNKS=0, set for all: an 8-byte word; an 8-byte
- * sum and a count with a compaction: 16-byte words; a head-flag segmented sum, whose states
- * absorb what lies left of them; three sums: tagged words; five: separate arrays). The
- * emulated block takes every tile, so each look-ahead starts from the tile before; the far
- * windows and the known tile's bounds are tile_states_test's. Sums of small integers in f32
- * are exact in every association. */
-static const char *const lookahead_cases[] = {
-    "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n",
-    /* a 4-byte state: the chunked look-back's unless SLUICE_CUDA_CHUNKS=0, as here */
-    "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n",
-    "  - filter: x % 5 != 0\n  - scan: {op: count, kind: exclusive, into: slot}\n",
-    "  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
-    "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
-    "  - scan: {of: x, op: sum, acc: i64, into: a}\n  - scan: {of: k, op: sum, acc: i64, into: b}\n"
-    "  - scan: {of: x, op: max, into: m}\noutput: [a, b, m]\n",
-    "  - map: {y: x >> 3, z: x & 1023}\n  - scan: {of: x, op: sum, acc: i64, into: a}\n"
-    "  - scan: {of: k, op: sum, acc: i64, into: b}\n  - scan: {of: y, op: sum, acc: i64, into: c}\n"
-    "  - scan: {of: z, op: sum, acc: i64, into: d}\n  - scan: {of: k, op: min, into: e}\n"
-    "output: [a, b, c, d, e]\n",
-};
-
-START_TEST(lookahead_on_host) {
-    if (system("c++ --version > /dev/null 2>&1") != 0) return;
-    sluice_context *ctx = new_ctx();
-    char yaml[2048];
-    snprintf(yaml, sizeof yaml, "sluice: 1\nname: lookahead-%d\ninput:\n  x: i32\n  k: i16\nstages:\n%s",
-             _i, lookahead_cases[_i]);
-    sl_plan plan;
-    sl_codegen cg;
-    setenv("SLUICE_CUDA_LOOKAHEAD", "1", 1);
-    setenv("SLUICE_CUDA_CHUNKS", "0", 1);
-    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
-    unsetenv("SLUICE_CUDA_LOOKAHEAD");
-    unsetenv("SLUICE_CUDA_CHUNKS");
-    ck_assert(cg.lookback_warp);
-    ck_assert_ptr_nonnull(strstr(cg.source, "CHUNKS = false, CHUNK_TOTALS = false, LOOKAHEAD = true"));
-    char dir[] = "/tmp/sluice-lookahead-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
-    const int64_t tile = cg.tile_rows;
-    const int64_t sizes[] = {0, 1, 33, 2 * tile, 2 * tile + 1, 9 * tile - 5};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 5151 + (uint64_t)_i * 31 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
-}
 END_TEST
 
 /* An offsets-segmented scan alone (one phase: the loop with a look-back warp), in the fast
- * mode and under run_to_run (odd _i), on the host: each tile's segment index entries come by
- * bulk copy with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them
- * until the stage's barrier completes and checks that barrier's transaction bytes; a read of
- * them before the wait, or a phase armed without them, fails the run. From _i 2 on with
- * SLUICE_CUDA_STAGED_HEADS=1: the tiles' head bitmaps come the same way from the segheads
- * kernel's, which the emulator checks against the offsets bit by bit (scratch after the
- * phase's states poisoned: the host does not clear it). Segments of about 130 rows (up to
- * 2000: some 64 tiles), batches cut in three. */
+ * mode and under run_to_run, on the host: each tile's segment index entries come by bulk copy
+ * with its inputs (kernels/sl_tile.cuh issue_tile), so the emulator poisons them until the
+ * stage's barrier completes and checks that barrier's transaction bytes; a read of them
+ * before the wait, or a phase armed without them, fails the run. Segments of about 130 rows
+ * (up to 2000: some 64 tiles), batches cut in three. */
 START_TEST(offsets_scan_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
@@ -1265,22 +1209,13 @@ START_TEST(offsets_scan_on_host) {
              "sluice: 1\nname: offsets-scan-%d\n%sinput:\n  rows: {type: i64, role: offsets}\n"
              "  x: i32\nstages:\n  - map: {xf: f32(x & 15)}\n"
              "  - segmented_scan: {of: xf, op: sum, segments: rows, into: s}\noutput: [s]\n",
-             _i, _i & 1 ? "determinism: run_to_run\n" : "");
+             _i, _i == 1 ? "determinism: run_to_run\n" : "");
     sl_plan plan;
     sl_codegen cg;
-    const bool staged = _i >= 2;
-    if (staged) setenv("SLUICE_CUDA_STAGED_HEADS", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
-    unsetenv("SLUICE_CUDA_STAGED_HEADS");
     ck_assert_int_eq(cg.phases, 1);
     ck_assert(cg.lookback_warp);
     ck_assert_int_ge(cg.offsets_input, 0);
-    ck_assert(cg.staged_heads == staged);
-    ck_assert_ptr_nonnull(strstr(cg.source, staged ? "staged_heads = true" : "staged_heads = false"));
-    /* the bitmaps lie after what the host clears: as many bytes as the tiles' bits, padded */
-    const int64_t rows = 100 * cg.tile_rows + 1;
-    ck_assert_uint_eq(sl_cuda_codegen_scratch_size(&cg, rows) - sl_cuda_codegen_cleared_scratch_size(&cg, rows),
-                      staged ? (size_t)sl_scratch_align(101ull * sl_tile_heads_bytes((unsigned long long)cg.tile_rows)) : 0u);
     char dir[] = "/tmp/sluice-offsets-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);
@@ -1690,12 +1625,6 @@ static Suite *make_suite(void) {
     tc = host_tcase(s, "host_ordered", 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
-    tc = host_tcase(s, "host_totals", 1200);
-    tcase_add_loop_test(tc, ordered_totals_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
-    tc = host_tcase(s, "host_lookahead", 900);
-    tcase_add_loop_test(tc, lookahead_on_host, 0, (int)SL_ARRAY_LEN(lookahead_cases));
-    tc = host_tcase(s, "host_staged", 900);
-    tcase_add_loop_test(tc, offsets_scan_on_host, 2, 4);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);

@@ -89,8 +89,6 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
-    bool lookahead;  /* SLUICE_CUDA_LOOKAHEAD=1: the fast look-back from the block's previous tile */
-    bool chunk_totals; /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back folds chunk totals */
     bool no_chunks;    /* SLUICE_CUDA_CHUNKS=0: no phase_chunks, the fast look-back for every state */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
@@ -755,6 +753,17 @@ static bool phase_chunks(const cg *g, int phase) {
     return !g->no_chunks && g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
 }
 
+/* Whether the ordered look-back of phase `phase` (in the loop with a look-back warp) folds the
+ * totals that each chunk's last tile publishes (kernels/sl_lookback.cuh, chunk_prefix_totals)
+ * rather than the chunk's tiles: for run_to_run's states wider than 4 bytes, where it
+ * measured faster on the H200 (bench/RESULTS.md, twenty-ninth session: the six-stage group
+ * 4.74x -> 5.14x, the Pareto segmented sum 55.8% -> 57.2%, the f32 recurrence level); the
+ * f32 sum's 4-byte states lost 4-5% with them, in both modes, so phase_chunks' never take
+ * them. */
+static bool phase_chunk_totals(const cg *g, int phase) {
+    return phase_ordered(g, phase) && g->payload_size[phase] > 4;
+}
+
 /* Whether every state of phase `phase` whose span holds a segment head absorbs what lies
  * left of it (kernels/sl_lookback.cuh, absorbs): each of its slots is a scan segmented by
  * head flags or offsets, whose combine takes the right side's values and sets the flag
@@ -1015,8 +1024,7 @@ static void emit_struct(cg *g, int phase) {
     else snprintf(count_expr, sizeof count_expr, "((void)s, 0ll)");
     sl_strbuf_printf(sb,
                      "struct Phase%d {\n    typedef S%d S;\n    typedef Op%d Op;\n"
-                     "    static constexpr bool ORDERED = %s, CHUNKS = %s, CHUNK_TOTALS = %s, "
-                     "LOOKAHEAD = %s;\n"
+                     "    static constexpr bool ORDERED = %s, CHUNKS = %s, CHUNK_TOTALS = %s;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = %zu;\n"
                      "    static constexpr bool COUNTS = %s;\n"
                      "    static constexpr bool REDUCES = %s;\n"
@@ -1025,10 +1033,7 @@ static void emit_struct(cg *g, int phase) {
                      "    __device__ static __forceinline__ void reset(S &carry) {\n",
                      phase, phase, phase, phase_ordered(g, phase) ? "true" : "false",
                      phase_chunks(g, phase) ? "true" : "false",
-                     g->chunk_totals && (phase_ordered(g, phase) || phase_chunks(g, phase))
-                         ? "true"
-                         : "false",
-                     g->lookahead && !phase_ordered(g, phase) ? "true" : "false",
+                     phase_chunk_totals(g, phase) ? "true" : "false",
                      g->carry_offset[phase],
                      count_field >= 0 ? "true" : "false",
                      reduce_outputs_phase(g, phase) ? "true" : "false", phase, count_expr);
@@ -1714,13 +1719,12 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
                      "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n"
-                     "    static constexpr bool closes = %s, staged_heads = %s;\n",
+                     "    static constexpr bool closes = %s;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input, o->closes_in_kernel ? "true" : "false",
-                     o->staged_heads ? "true" : "false");
+                     o->offsets_input, o->closes_in_kernel ? "true" : "false");
     if (stages_tiles(g)) emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -1760,10 +1764,6 @@ static sluice_status emit_kernel(cg *g) {
     if (o->has_offsets)
         sl_strbuf_append(sb, "extern \"C\" __global__ void " SL_CG_SEGINDEX_KERNEL
                              "(const SlArgs a) {\n    sl::segment_index<Kernel>(a);\n}\n");
-    if (o->staged_heads)
-        sl_strbuf_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) " SL_CG_SEGHEADS_KERNEL
-                             "(const SlArgs a) {\n    sl::segment_heads<Kernel, %d>(a);\n}\n",
-                         SL_CG_SEGHEADS_THREADS, SL_CG_SEGHEADS_THREADS);
     return SLUICE_OK;
 }
 
@@ -1909,7 +1909,7 @@ static void emit_run_state(cg *g) {
     sl_strbuf_printf(sb,
                      "struct RunPhase%d {\n    typedef R%d S;\n    typedef ROp%d Op;\n"
                      "    static constexpr bool ORDERED = false, CHUNKS = false, CHUNK_TOTALS = false, "
-                     "LOOKAHEAD = false, COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
+                     "COUNTS = false, REDUCES = false, BATCH_CONSTANTS = false;\n"
                      "    static constexpr unsigned long long CARRY_OFFSET = Phase%d::CARRY_OFFSET;\n"
                      "    __device__ static __forceinline__ S identity() { return r%d_identity(); }\n"
                      "    __device__ static __forceinline__ long long count(const S &s) { return "
@@ -2266,23 +2266,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !env_is("SLUICE_CUDA_OVERLAP", "0");
-        /* SLUICE_CUDA_LOOKAHEAD=1: the overlapped loop's fast look-back starts from the
-           block's previous tile (kernels/sl_lookback.cuh, lookahead_exclusive); opt-in until
-           measured on the GPU */
-        g.lookahead = g.overlapped && env_is("SLUICE_CUDA_LOOKAHEAD", "1");
-        /* SLUICE_CUDA_CHUNK_TOTALS=1: the chunked look-back (run_to_run's, CHUNKS) folds the
-           totals that chunks' last tiles publish (kernels/sl_lookback.cuh,
-           chunk_prefix_totals); opt-in until measured on the GPU */
-        g.chunk_totals = env_is("SLUICE_CUDA_CHUNK_TOTALS", "1");
-        /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back (or
-           the look-ahead) too, for measurements against the chunked one (phase_chunks) */
+        /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back
+           too, for measurements against the chunked one (phase_chunks) */
         g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
         out->lookback_warp = g.overlapped;
-        /* SLUICE_CUDA_STAGED_HEADS=1: an offsets-segmented group's tiles take their head
-           bitmaps by bulk copy from the segheads kernel's (kernels/sl_tile.cuh,
-           segment_heads) instead of building them from the offsets between two barriers;
-           opt-in until measured on the GPU */
-        out->staged_heads = g.overlapped && out->has_offsets && env_is("SLUICE_CUDA_STAGED_HEADS", "1");
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
         /* the aggregate loop's last block closes the batch itself: no close kernel after it
@@ -2421,15 +2408,7 @@ size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase
     return (size_t)off;
 }
 
-size_t sl_cuda_codegen_cleared_scratch_size(const sl_codegen *c, int64_t rows) {
+size_t sl_cuda_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
     if (c->phases == 0 && !c->has_offsets) return 0;
     return sl_cuda_codegen_phase_offset(c, rows, c->phases);
-}
-
-size_t sl_cuda_codegen_scratch_size(const sl_codegen *c, int64_t rows) {
-    size_t bytes = sl_cuda_codegen_cleared_scratch_size(c, rows);
-    if (c->staged_heads)
-        bytes += (size_t)sl_scratch_align((unsigned long long)sl_cuda_codegen_tiles(c, rows) *
-                                          sl_tile_heads_bytes((unsigned long long)c->tile_rows));
-    return bytes;
 }

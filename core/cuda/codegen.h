@@ -15,9 +15,7 @@
  * whose flag does) needs that scan's prefix first: such states go into a second tuple with
  * its own look-back, chained in the same kernel — still one pass over memory. Offsets
  * segments need a tiny helper kernel ("sl_fused_segindex") that finds each tile's first
- * segment by binary search, so the main kernel reads only the offsets inside its tile (and,
- * with staged_heads, a second one, "sl_fused_segheads", that turns them into each tile's
- * head bitmap, so the main kernel reads none).
+ * segment by binary search, so the main kernel reads only the offsets inside its tile.
  *
  * The kernel's one parameter is a struct of 8-byte slots, in this order:
  *   rows, nsegments, ntiles, scratch, carry_in, carry_out, out_rows,
@@ -31,10 +29,6 @@
 #define SL_CG_MAX_PHASES 16
 #define SL_CG_KERNEL "sl_fused"
 #define SL_CG_SEGINDEX_KERNEL "sl_fused_segindex"
-/* With sl_codegen.staged_heads, after the segindex kernel: the tiles' head bitmaps
- * (kernels/sl_tile.cuh, segment_heads), a warp a tile in blocks of this many threads. */
-#define SL_CG_SEGHEADS_KERNEL "sl_fused_segheads"
-#define SL_CG_SEGHEADS_THREADS 256
 /* A group with a look-back warp in the default mode (sl_codegen.small_kernel): the same loop
  * with each block's first look-back read by the whole block, for batches of at most twice
  * as many tiles as its grid has blocks (kernels/sl_tile.cuh, overlapped_loop's SMALL). */
@@ -112,12 +106,6 @@ typedef struct sl_codegen {
     bool compacts;           /* rows out differ from rows in: a compaction or a reduce */
     bool reduces;            /* ends in a reduce: launch the close kernel after the main one */
     bool has_offsets;        /* an offsets-segmented scan: launch the segindex kernel first */
-    bool staged_heads;       /* ... in the loop with a look-back warp under
-                                SLUICE_CUDA_STAGED_HEADS=1 (opt-in until measured on the GPU):
-                                the segheads kernel writes each tile's head bitmap into
-                                scratch after the phase's states, the main kernel copies it
-                                with the tile; the host clears scratch only before it
-                                (sl_cuda_codegen_cleared_scratch_size) */
     bool reduce_offsets;     /* the reduce is over the offsets' segments: the empty-segments
                                 kernel (SL_CG_EMPTIES_KERNEL) runs before the close kernel */
     int offsets_input;       /* index into inputs of the offsets column, -1 if none */
@@ -140,12 +128,9 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                               int group, int arch, sl_codegen *out);
 void sl_cuda_codegen_free(sluice_context *ctx, sl_codegen *cg);
 
-/* Tiles for a batch of `rows` rows; scratch bytes for it (see kernels/sl_scratch.h), and how
- * many of them from the start the host clears before a launch (the rest, the tiles' head
- * bitmaps, the segheads kernel writes whole). */
+/* Tiles for a batch of `rows` rows; scratch bytes for it (see kernels/sl_scratch.h). */
 int64_t sl_cuda_codegen_tiles(const sl_codegen *cg, int64_t rows);
 size_t sl_cuda_codegen_scratch_size(const sl_codegen *cg, int64_t rows);
-size_t sl_cuda_codegen_cleared_scratch_size(const sl_codegen *cg, int64_t rows);
 /* Byte offset of phase `phase`'s tile states inside scratch for `rows` rows. */
 size_t sl_cuda_codegen_phase_offset(const sl_codegen *cg, int64_t rows, int phase);
 

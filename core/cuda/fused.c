@@ -15,9 +15,7 @@ struct sl_cuda_group {
     sl_codegen cg;
     sl_cuda_group_layout layout;
     cudaLibrary_t library;
-    cudaKernel_t kernel, segindex, segheads, close, empties; /* segheads: with staged heads;
-                                                                close, empties: a reduce's
-                                                                (codegen.h) */
+    cudaKernel_t kernel, segindex, close, empties; /* close, empties: a reduce's (codegen.h) */
     cudaKernel_t small; /* SL_CG_SMALL_KERNEL, when the group has one (codegen.h) */
     unsigned max_grid;  /* blocks of the persistent kernel that fit on the device at once */
     unsigned max_grid_small;
@@ -79,8 +77,6 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
                 e = cudaLibraryGetKernel(&g->small, g->library, SL_CG_SMALL_KERNEL);
             if (e == cudaSuccess && g->cg.has_offsets)
                 e = cudaLibraryGetKernel(&g->segindex, g->library, SL_CG_SEGINDEX_KERNEL);
-            if (e == cudaSuccess && g->cg.staged_heads)
-                e = cudaLibraryGetKernel(&g->segheads, g->library, SL_CG_SEGHEADS_KERNEL);
             if (e == cudaSuccess && g->cg.reduces)
                 e = cudaLibraryGetKernel(&g->close, g->library, SL_CG_CLOSE_KERNEL);
             if (e == cudaSuccess && g->cg.reduce_offsets)
@@ -278,22 +274,13 @@ static sluice_status group_run(sluice_context *ctx, const sl_cuda_group *g, void
     fill_args(c, io, ntiles, slots);
     void *args[1] = {slots};
 
-    /* the tiles' head bitmaps at its end are written whole by the segheads kernel */
-    const size_t cleared_bytes = sl_cuda_codegen_cleared_scratch_size(c, io->rows);
-    if (cleared_bytes > 0 && !zeroed) e = cudaMemsetAsync(io->scratch, 0, cleared_bytes, stream);
+    if (scratch_bytes > 0 && !zeroed) e = cudaMemsetAsync(io->scratch, 0, scratch_bytes, stream);
     if (e != cudaSuccess) return cuda_failure(ctx, e, "clearing a fused kernel's scratch");
     if (c->has_offsets) {
         unsigned threads = 256;
         unsigned blocks = (unsigned)((ntiles + 1 + threads - 1) / threads);
         e = cudaLaunchKernel((const void *)g->segindex, (dim3){blocks, 1, 1}, (dim3){threads, 1, 1}, args, 0, stream);
         if (e != cudaSuccess) return cuda_failure(ctx, e, "launching the segment index kernel");
-    }
-    if (c->staged_heads) { /* a warp a tile */
-        const unsigned warps = SL_CG_SEGHEADS_THREADS / 32;
-        const unsigned blocks = (unsigned)((ntiles + warps - 1) / warps);
-        e = cudaLaunchKernel((const void *)g->segheads, (dim3){blocks, 1, 1},
-                             (dim3){SL_CG_SEGHEADS_THREADS, 1, 1}, args, 0, stream);
-        if (e != cudaSuccess) return cuda_failure(ctx, e, "launching the segment heads kernel");
     }
     /* a batch of at most two waves of tiles: the kernel with the block-wide first look-back */
     const bool small = g->small && ntiles <= 2 * (int64_t)g->max_grid_small;

@@ -34,11 +34,10 @@ static inline void emu_build(const sluice_pipeline *p, const sl_codegen *cg, con
                       "c++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
                       "-fno-sanitize-recover=all -I'%s/kernels' '-DSL_GENERATED=\"%s\"' "
                       "-DSL_CLOSE_THREADS=%d -DSL_CLOSES=%d -DSL_REDUCE_OFFSETS=%d -DSL_OFFSETS_INPUT=%d "
-                      "-DSL_KEEPS_ROWS=%d -DSL_STAGED_HEADS=%d -DSL_SEGHEADS_THREADS=%d '-DSL_IN_SIZES=",
+                      "-DSL_KEEPS_ROWS=%d '-DSL_IN_SIZES=",
                       SLUICE_SOURCE_DIR, path, SL_CG_CLOSE_THREADS, cg->reduces ? 1 : 0,
                       cg->reduce_offsets ? 1 : 0, cg->offsets_input,
-                      !cg->compacts && !cg->reduces ? 1 : 0, cg->staged_heads ? 1 : 0,
-                      SL_CG_SEGHEADS_THREADS);
+                      !cg->compacts && !cg->reduces ? 1 : 0);
     for (int k = 0; k < cg->ninputs; k++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s%zu", k ? "," : "",
                        sluice_type_size(p->columns[cg->inputs[k]].type));

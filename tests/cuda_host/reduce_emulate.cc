@@ -43,7 +43,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -79,9 +78,6 @@ template <class F> static void launch(int threads, size_t smem, F kernel) {
 
 #ifndef SL_OFFSETS_INPUT
 #define SL_OFFSETS_INPUT -1
-#endif
-#ifndef SL_STAGED_HEADS
-#define SL_STAGED_HEADS 0
 #endif
 #define OFFSETS_SEED 0x0ff5e75ull
 
@@ -145,30 +141,6 @@ struct table {
     std::vector<std::vector<unsigned char>> cols = std::vector<std::vector<unsigned char>>(NOUT);
 };
 
-#if SL_STAGED_HEADS
-/* The tiles' head bitmaps the segheads kernel wrote at `heads` against the offsets: bit r of
- * tile t's is set exactly when an offsets entry before the last (a segment's first row) is
- * t * TILE + r, and the padding after the tile's bits is zero; exits 1 if not. */
-static void check_tile_heads(const SlArgs &a, const unsigned char *heads) {
-    const long long *offs = (const long long *)a.in[SL_OFFSETS_INPUT];
-    const long long words = (long long)(sl_tile_heads_bytes(Kernel::tile) / 4);
-    std::vector<uint32_t> want((size_t)(a.ntiles * words), 0u);
-    for (long long j = 0; j < a.nsegments; j++) {
-        const long long t = offs[j] / Kernel::tile, r = offs[j] % Kernel::tile;
-        if (t < a.ntiles) want[(size_t)(t * words + r / 32)] |= 1u << (r % 32);
-    }
-    for (long long w = 0; w < a.ntiles * words; w++) {
-        uint32_t got;
-        memcpy(&got, heads + w * 4, 4);
-        if (got != want[(size_t)w]) {
-            fprintf(stderr, "reduce_emulate: tile %lld's head word %lld is %08x, the offsets give %08x\n",
-                    w / words, w % words, got, want[(size_t)w]);
-            exit(1);
-        }
-    }
-}
-#endif
-
 /* One batch of `rows` rows from `in` (column pointers; with an offsets input, that input
  * holds `nseg` + 1 offsets from 0), or the flush; appends the rows out. */
 static void run_batch(const std::vector<const unsigned char *> &in, long long rows, long long nseg,
@@ -180,15 +152,10 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
     std::vector<unsigned char> carry_out(carry.size());
     long long out_rows = 0;
     const long long ntiles = (rows + Kernel::tile - 1) / Kernel::tile;
-    /* cleared as the host clears it; the tiles' head bitmaps after it (SL_STAGED_HEADS)
-       poisoned, as the segheads kernel must write them whole */
-    const size_t cleared = SL_SCRATCH_ALIGN +
-                           sl_segment_index_bytes(SL_OFFSETS_INPUT >= 0 ? 1 : 0, (unsigned long long)ntiles) +
-                           phase_bytes(Kernel::Phases{}, (unsigned long long)ntiles);
-    const size_t heads_bytes =
-        SL_STAGED_HEADS ? sl_scratch_align((unsigned long long)ntiles * sl_tile_heads_bytes(Kernel::tile)) : 0;
-    std::vector<unsigned char> scratch(cleared + heads_bytes, 0);
-    std::fill(scratch.begin() + (long)cleared, scratch.end(), (unsigned char)0xa5);
+    std::vector<unsigned char> scratch(
+        SL_SCRATCH_ALIGN + sl_segment_index_bytes(SL_OFFSETS_INPUT >= 0 ? 1 : 0, (unsigned long long)ntiles) +
+            phase_bytes(Kernel::Phases{}, (unsigned long long)ntiles),
+        0);
     a.rows = rows;
     a.nsegments = SL_OFFSETS_INPUT >= 0 ? nseg : -1;
     a.ntiles = flush ? -1 : ntiles;
@@ -207,11 +174,6 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
 #if SL_OFFSETS_INPUT >= 0
         const int index_threads = (int)((ntiles + 1 + 31) / 32 * 32);
         launch(index_threads, 0, [&a] { sl_fused_segindex(a); });
-#if SL_STAGED_HEADS
-        /* fewer warps than tiles, over two blocks: each warp takes tiles in turn */
-        launch_grid(2, 64, 0, [&a] { sl_fused_segheads(a); });
-        check_tile_heads(a, scratch.data() + cleared);
-#endif
 #endif
         const int grid = ntiles < EMULATED_GRID ? (int)ntiles : EMULATED_GRID; /* as fused.c */
         launch_grid(grid, THREADS, (size_t)STAGES * BUF, [&a] { sl_fused(a); });

@@ -17,9 +17,6 @@
  *     aggregates and some inclusive prefixes in random order and timing, returns exactly the
  *     left fold of the predecessors, for targets inside the first window, at window edges
  *     and several windows back;
- *   - the default mode's look-ahead (lookahead_exclusive) from a known
- *     inclusive prefix of an earlier tile (the block's previous one), the same way, with
- *     wrong aggregates at and before the known tile that it must never read;
  *   - the ordered look-back (lookback_exclusive_ordered, determinism: run_to_run), the same
  *     way with every predecessor's aggregate and some chunks' prefixes published, returns
  *     exactly the association it defines (computed here plainly: chunks of 32 scanned as
@@ -422,75 +419,7 @@ template <class KIND, finder HOW> void check_lookback(const char *what) {
            sizeof targets / sizeof targets[0]);
 }
 
-/* The default mode's look-ahead (lookahead_exclusive), as the
- * overlapped loop's look-back warp runs it: with the inclusive prefix through an earlier
- * tile known (the block's previous tile), the tiles after it publish their aggregates, some
- * of them an inclusive prefix, in random order and timing. The tiles up to the known one
- * hold wrong aggregates (published, so that a read of one does not hang the test): the
- * look-ahead must take the known prefix, never them. The known tile lies just before the
- * target, at the near window's edge, and several far windows back. */
-template <class KIND> void check_lookahead(const char *what) {
-    typedef typename KIND::S S;
-    typedef sl::tile_states<S> states_t;
-    const KIND op;
-    const S identity = KIND::identity();
-    const long long ntiles = 900;
-    random_tiles<KIND> r(ntiles, 0xa4ead000ull + (uint64_t)sizeof(S));
-    const std::vector<S> &agg = r.agg, &prefix = r.prefix;
-    auto next = [&r] { return r.next(); };
-    states_region<S> region(ntiles);
-    const states_t &states = region.states;
-    const long long near = 32 * states_t::K_FIRST, far = 32 * states_t::K_NEXT;
-    const long long gaps[] = {1, 2, 31, near - 1, near, near + 1, near + far, near + far + 1,
-                              near + 3 * far + 5, 263, 899};
-    const long long targets[] = {1, 64, 300, 899};
-    int cases = 0;
-    for (int some_inclusive = 0; some_inclusive < 2; some_inclusive++)
-    for (long long target : targets)
-    for (long long gap : gaps) {
-        const long long known_tile = target - gap;
-        if (known_tile < 0) continue;
-        cases++;
-        region.clear();
-        for (long long j = 0; j <= known_tile; j++) /* never to be read */
-            states.publish(j, j == known_tile ? SL_STATUS_AGGREGATE : SL_STATUS_INCLUSIVE,
-                           KIND::random(next));
-        std::vector<long long> order;
-        for (long long j = known_tile + 1; j < target; j++) order.push_back(j);
-        for (size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[next() % i]);
-        std::vector<std::thread> publishers;
-        for (int p = 0; p < 2; p++)
-            publishers.emplace_back([&, p] {
-                uint64_t y = 0x1234567ull + (uint64_t)p + (uint64_t)(target * 131 + gap);
-                for (size_t i = (size_t)p; i < order.size(); i += 2) {
-                    const long long j = order[i];
-                    y = y * 6364136223846793005ull + 1442695040888963407ull;
-                    for (volatile unsigned spin = 0; spin < (unsigned)(y >> 56); spin++) {
-                    }
-                    states.publish(j, SL_STATUS_AGGREGATE, agg[(size_t)j]);
-                    if (some_inclusive && (y >> 40) % 3 == 0)
-                        states.publish(j, SL_STATUS_INCLUSIVE, prefix[(size_t)j]);
-                }
-            });
-        std::vector<S> got(32);
-        const S known = prefix[(size_t)known_tile];
-        run_warp([&] {
-            got[threadIdx.x] = sl::lookahead_exclusive(states, target, known_tile, known, identity, op);
-        });
-        for (auto &t : publishers) t.join();
-        for (int lane = 0; lane < 32; lane++)
-            if (memcmp(&got[(size_t)lane], &prefix[(size_t)target - 1], sizeof(S)) != 0) {
-                fail(what, (int)sizeof(S), target,
-                     "the look-ahead's prefix is not the left fold of the predecessors");
-                break;
-            }
-    }
-    printf("%-40s %2d bytes, packing %2d, look-ahead: %d cases\n", what, (int)sizeof(S),
-           states_t::PACKING, cases);
-}
-
 template <class KIND> void check_lookbacks(const char *what) {
-    check_lookahead<KIND>(what);
     check_lookback<KIND, finder::warp>(what);
     check_lookback<KIND, finder::ordered>(what);
     check_lookback<KIND, finder::ordered_totals>(what);
