@@ -1118,6 +1118,68 @@ __device__ __forceinline__ void close_segment(const typename K::Args &a, const t
     K::write_row(a, v, carry, k);
 }
 
+/* The place of the segment or run whose last row is the thread's item i (an item that
+ * `ending` marks): its ordinal in the batch. */
+template <class K>
+__device__ __forceinline__ long long closing_place(const typename K::Tile &t, int i) {
+    if constexpr (K::runs) return t.run_of(i);
+    else return t.segment_of(i);
+}
+
+/* Where a tile's closed segments go: straight to their places (close_segment), or, where the
+ * loop stages them (stage non-null: the tile's closing places are consecutive, from k0), into
+ * the warp's slots in shared memory, slot k - k0, for close_tile_segments to write in place
+ * order. A slot holds the state's payload words (payload_words_of): the rest, batch
+ * constants, the rows never set and a segment's row never reads. */
+template <class P> struct closed_rows {
+    typedef typename P::S S;
+    static constexpr int SLOT_WORDS = payload_words_of<S>::value;
+    uint32_t *stage;
+    long long k0;
+    template <class K, class C>
+    __device__ __forceinline__ void put(const typename K::Args &a, const S &v, const C &carry,
+                                        long long k) const {
+        if (stage) {
+            uint32_t w[words_of<S>::value];
+            to_words(v, w);
+            uint32_t *const slot = stage + (k - k0) * SLOT_WORDS;
+#pragma unroll
+            for (int j = 0; j < SLOT_WORDS; j++) slot[j] = w[j];
+        } else {
+            close_segment<K, P>(a, v, carry, k);
+        }
+    }
+    /* slot q's state (its other words the identity's) */
+    __device__ __forceinline__ S slot(unsigned q) const {
+        uint32_t w[words_of<S>::value];
+        to_words(P::identity(), w);
+#pragma unroll
+        for (int j = 0; j < SLOT_WORDS; j++) w[j] = stage[q * SLOT_WORDS + j];
+        return from_words<S>(w);
+    }
+};
+
+/* The warp's least and total of a 32-bit value (one instruction each from sm_80 on). */
+__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_min_sync(FULL_MASK, v);
+#else
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned o = __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
+        v = o < v ? o : v;
+    }
+    return v;
+#endif
+}
+__device__ __forceinline__ unsigned warp_sum_u32(unsigned v) {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_add_sync(FULL_MASK, v);
+#else
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
+    return v;
+#endif
+}
+
 /* The thread's one fold of its items (from the identity; returned, for the block scan):
  * every segment closing after a head among them is written here; the first one closing
  * before any head (begun earlier) is left in `first` / `first_k` for the caller. A thread
@@ -1125,6 +1187,7 @@ __device__ __forceinline__ void close_segment(const typename K::Args &a, const t
 template <class K, class P, bool FULL, class C>
 __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
                                                      const typename K::Args &a, const C &carry,
+                                                     const closed_rows<P> &out,
                                                      typename P::S &first, long long &first_k) {
     typedef typename P::S S;
     const typename P::Op op;
@@ -1145,11 +1208,9 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
         t.template element<FULL>(e, i);
         run = op(run, e);
         if ((ends >> i) & 1ull) {
-            long long k;
-            if constexpr (K::runs) k = t.run_of(i);
-            else k = t.segment_of(i);
+            const long long k = closing_place<K>(t, i);
             if (K::restarted(run)) {
-                close_segment<K, P>(a, run, carry, k);
+                out.template put<K>(a, run, carry, k);
             } else {
                 first = run;
                 first_k = k;
@@ -1159,26 +1220,62 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
     return run;
 }
 
+/* The bytes of shared memory a loop over segments without look-back may give its warps'
+ * slots for closed segments (close_tile_segments' stage: a slot a row of the tile, a state's
+ * payload words a slot: 6 KB a warp for 12 bytes and 512-row tiles); a block whose slots would
+ * need more writes each closed segment straight to its place. */
+#ifndef SL_CLOSED_STAGE_BYTES
+#define SL_CLOSED_STAGE_BYTES 32768
+#endif
+template <class K, class S> constexpr bool stages_closed() {
+    return 4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
+}
+/* A warp's slots, in words (one where the loop does not stage). */
+template <class K, class S> constexpr int closed_stage_words() {
+    return stages_closed<K, S>() ? payload_words_of<S>::value * K::tile : 1;
+}
+
 /* One tile of the loops over segments without look-back, after its inputs, maps and ending
  * items: the lane's fold writes the segments closing after a head among its items, the
  * warp's scan gives each lane its prefix and the tile's aggregate (only the folds' payload
  * words move: scan_thread_folds), the lane's first closing segment is written from it (and,
  * begun before the warp's first tile, recorded in the warp's record `mine` as pending);
  * `running`, the warp's state, moves past the tile. `first_warp`: the warp starts at the
- * batch's row 0 (its running state began from the carry, so nothing it closes is pending). */
+ * batch's row 0 (its running state began from the carry, so nothing it closes is pending).
+ *
+ * `stage` (the same in every lane): where the tile's closing places are consecutive (runs;
+ * offsets segments of a ranked tile), the warp's slots for a tile's closed segments, and
+ * `lo` a bound at or below every place closing in the tile (within a tile's rows of it).
+ * The closed segments then go to the slots first and out in place order, a lane a segment:
+ * written straight from the lane that closes them, each store instruction's lanes wrote
+ * places several apart (a sector each), and the close was 70% of a tile of the reduce by key
+ * (bench/RESULTS.md, twenty-ninth session, run 2). Null: straight to their places. */
 template <class K, class P, class C>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
                                                     const typename K::Args &a, const C &carry,
                                                     uint32_t *mine, bool first_warp,
-                                                    typename P::S &running) {
+                                                    typename P::S &running,
+                                                    uint32_t *stage = nullptr, long long lo = 0) {
     typedef typename P::S S;
     constexpr int WORDS = payload_words_of<S>::value;
     const typename P::Op op;
     const int lane = (int)(threadIdx.x & 31);
+    closed_rows<P> out = {nullptr, 0};
+    unsigned closing = 0; /* the tile's closing segments, where staged */
+    if (stage) {
+        const unsigned long long ends = t.ending;
+        closing = warp_sum_u32((unsigned)__popcll(ends));
+        if (closing != 0) {
+            /* the lane's least closing place: its first ending item's */
+            const unsigned least =
+                ends ? (unsigned)(closing_place<K>(t, __popcll((ends & (0ull - ends)) - 1ull)) - lo) : ~0u;
+            out = {stage, lo + (long long)warp_min_u32(least)};
+        }
+    }
     S first = P::identity();
     long long first_k = -1;
-    const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, first, first_k)
-                                   : close_items<K, P, false>(t, a, carry, first, first_k);
+    const S agg = whole_tile<K>(t) ? close_items<K, P, true>(t, a, carry, out, first, first_k)
+                                   : close_items<K, P, false>(t, a, carry, out, first, first_k);
     const S incl = warp_inclusive_scan<S, typename P::Op, WORDS>(agg, lane, op);
     S lane_excl = shfl_up<S, WORDS>(incl, 1);
     if (lane == 0) lane_excl = P::identity();
@@ -1186,9 +1283,15 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
         const S whole = op(op(running, lane_excl), first);
         /* no head since the warp's start: its first segment, begun before it */
         if (!first_warp && !K::restarted(whole)) hold_pending(mine, whole, first_k);
-        close_segment<K, P>(a, whole, carry, first_k);
+        out.template put<K>(a, whole, carry, first_k);
     }
     running = op(running, shfl_idx<S, WORDS>(incl, 31));
+    if (out.stage) {
+        __syncwarp(); /* every lane's slots written */
+        for (unsigned q = (unsigned)lane; q < closing; q += 32)
+            close_segment<K, P>(a, out.slot(q), carry, out.k0 + (long long)q);
+        __syncwarp(); /* every slot read before the next tile's are written */
+    }
 }
 
 /* In each block once its warps are done (after a barrier), its first thread: the warps'
@@ -1331,6 +1434,8 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
     const unsigned long long *segidx = segment_index_entries(a.scratch);
     __shared__ block_scan_storage<S, K::block> scan_storage; /* the records' join */
     __shared__ uint32_t heads[WARPS][K::tile / 32];
+    constexpr bool STAGE = stages_closed<K, S>(); /* close_tile_segments' slots */
+    __shared__ uint32_t closed_stage[STAGE ? WARPS : 1][closed_stage_words<K, S>()];
     const S carry = carry_in<K, P>(a, true);
     if (warp < nwarps) {
         const long long lo = ntiles * warp / nwarps, hi = ntiles * (warp + 1) / nwarps;
@@ -1369,7 +1474,9 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
                 t.rank_segments(tj0 - 1 + (long long)(incl - mine_heads));
             }
             t.maps(0);
-            close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running);
+            /* a ranked tile's closing segments are consecutive, from tj0 - 1 on */
+            close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running,
+                                      STAGE && distinct ? closed_stage[warp_in_block] : nullptr, tj0 - 1);
         }
         if (lane == 0) store_state(mine, running);
     }
@@ -1522,6 +1629,8 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
     uint32_t *const block_first = block_record<S>(records, b * WARPS);
     __shared__ block_scan_storage<S, K::block> scan_storage;
     __shared__ block_scan_storage<long long, K::block> count_storage;
+    constexpr bool STAGE = stages_closed<K, S>(); /* close_tile_segments' slots */
+    __shared__ uint32_t closed_stage[STAGE ? WARPS : 1][closed_stage_words<K, S>()];
     const typename P::S carry = carry_in<K, P>(a, true);
     const plus_ll plus;
     /* SL_TRACE only (sl_trace.cuh): `before` times the steps before the tiles, once a warp:
@@ -1591,9 +1700,11 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             trace.mark_after<0>(c);
             const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
             t.run_base = base + incl - c;
+            const long long tile_base = base; /* every run closing in the tile is after it */
             base += shfl_idx<long long>(incl, 31);
             trace.mark_after<1>(base);
-            close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running);
+            close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running,
+                                      STAGE ? closed_stage[threadIdx.x >> 5] : nullptr, tile_base);
             trace.mark_after<2>(running);
             trace.tile();
         }
