@@ -846,6 +846,10 @@ static const struct host_case {
     {"      segments: {key: big}\n", false, false, true, false}, /* RunKeys::at (bool: big) */
     {"      segments: {key: g}\n", true, false, false, true},
     {"      segments: hd\n      per: batch\n", true, false, false, true},
+    /* one sum over runs: a run state small enough for the warps' slots (sl_tile.cuh,
+       stages_closed), so closed runs go out in place order; an input key, a made one */
+    {"      segments: {key: k}\n", false, true, true, false},
+    {"      segments: {key: g}\n", false, true, true, false},
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
