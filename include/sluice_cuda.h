@@ -111,6 +111,11 @@
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
  *                            look-back instead of the chunked one.
+ *   SLUICE_CUDA_STAGED_CLOSE=1  a reduce over runs of a key or over offsets segments writes
+ *                            each tile's closed segments from shared memory in place order
+ *                            (kernels/sl_tile.cuh, closed_rows) instead of from the lanes
+ *                            that close them; the same rows, opt-in while its speed on the
+ *                            GPU is unmeasured (bench/RESULTS.md, twenty-ninth session).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

@@ -1223,12 +1223,15 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
 /* The bytes of shared memory a loop over segments without look-back may give its warps'
  * slots for closed segments (close_tile_segments' stage: a slot a row of the tile, a state's
  * payload words a slot: 6 KB a warp for 12 bytes and 512-row tiles); a block whose slots would
- * need more writes each closed segment straight to its place. */
+ * need more writes each closed segment straight to its place. Only where the generator asked
+ * for the slots (K::stage_closed: SLUICE_CUDA_STAGED_CLOSE=1, opt-in until measured on the
+ * GPU). */
 #ifndef SL_CLOSED_STAGE_BYTES
 #define SL_CLOSED_STAGE_BYTES 32768
 #endif
 template <class K, class S> constexpr bool stages_closed() {
-    return 4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
+    return K::stage_closed &&
+           4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
 }
 /* A warp's slots, in words (one where the loop does not stage). */
 template <class K, class S> constexpr int closed_stage_words() {

@@ -821,35 +821,39 @@ static const struct host_case {
                     and negative zeros among them) */
     bool scan_rows; /* the scan over offsets segments (`rows`), the reduce over its own: the
                        segment index kernel runs, the empty-segments kernel does not */
+    bool staged_close; /* with SLUICE_CUDA_STAGED_CLOSE=1: closed segments out in place order
+                          where the state fits the warps' slots (sl_tile.cuh, stages_closed) */
 } host_cases[] = {
-    {"      segments: {key: g}\n", true, false, false, false},
-    {"      segments: {key: big}\n", true, false, false, false},
-    {"      segments: hd\n", true, false, false, false},
-    {"", true, false, false, false},
-    {"      segments: {key: g}\n      per: batch\n", true, false, false, false},
-    {"      segments: hd\n      per: batch\n", true, false, false, false},
-    {"      per: batch\n", true, false, false, false},
-    {"      segments: {key: g}\n", false, false, false, false},
-    {"      segments: hd\n      per: batch\n", false, false, false, false},
-    {"", false, false, false, false},
-    {"      per: batch\n", false, false, false, false},
-    {"      segments: rows\n", false, false, false, false},
-    {"      segments: rows\n", true, false, false, false},
-    {"      segments: rows\n", false, true, false, false},
-    {"      segments: rows\n", true, true, false, false},
-    {"      segments: {key: kb}\n", false, false, true, false},
-    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false},
-    {"      segments: {key: k}\n", false, false, true, false},
-    {"      segments: {key: kb}\n", true, false, true, false},
-    {"      segments: {key: kf}\n", false, false, true, false},
-    {"      segments: {key: g}\n", false, false, true, false},   /* keys made by the map: */
-    {"      segments: {key: big}\n", false, false, true, false}, /* RunKeys::at (bool: big) */
-    {"      segments: {key: g}\n", true, false, false, true},
-    {"      segments: hd\n      per: batch\n", true, false, false, true},
+    {"      segments: {key: g}\n", true, false, false, false, false},
+    {"      segments: {key: big}\n", true, false, false, false, false},
+    {"      segments: hd\n", true, false, false, false, false},
+    {"", true, false, false, false, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false, false, false, false},
+    {"      segments: hd\n      per: batch\n", true, false, false, false, false},
+    {"      per: batch\n", true, false, false, false, false},
+    {"      segments: {key: g}\n", false, false, false, false, false},
+    {"      segments: hd\n      per: batch\n", false, false, false, false, false},
+    {"", false, false, false, false, false},
+    {"      per: batch\n", false, false, false, false, false},
+    {"      segments: rows\n", false, false, false, false, true},
+    {"      segments: rows\n", true, false, false, false, false},
+    {"      segments: rows\n", false, true, false, false, true},
+    {"      segments: rows\n", true, true, false, false, false},
+    {"      segments: {key: kb}\n", false, false, true, false, false},
+    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false, false},
+    {"      segments: {key: k}\n", false, false, true, false, false},
+    {"      segments: {key: kb}\n", true, false, true, false, false},
+    {"      segments: {key: kf}\n", false, false, true, false, false},
+    {"      segments: {key: g}\n", false, false, true, false, false},   /* keys made by the map: */
+    {"      segments: {key: big}\n", false, false, true, false, false}, /* RunKeys::at (bool: big) */
+    {"      segments: {key: g}\n", true, false, false, true, false},
+    {"      segments: hd\n      per: batch\n", true, false, false, true, false},
     /* one sum over runs: a run state small enough for the warps' slots (sl_tile.cuh,
-       stages_closed), so closed runs go out in place order; an input key, a made one */
-    {"      segments: {key: k}\n", false, true, true, false},
-    {"      segments: {key: g}\n", false, true, true, false},
+       stages_closed), so closed runs go out in place order; an input key, a made one; and
+       without the slots */
+    {"      segments: {key: k}\n", false, true, true, false, true},
+    {"      segments: {key: g}\n", false, true, true, false, true},
+    {"      segments: {key: k}\n", false, true, true, false, false},
 };
 
 /* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
@@ -1020,7 +1024,11 @@ START_TEST(reduce_on_host) {
                                      "output: [seg, s, lo, top, bx, ba, n]\n");
     sl_plan plan;
     sl_codegen cg;
+    if (host_cases[_i].staged_close) setenv("SLUICE_CUDA_STAGED_CLOSE", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    unsetenv("SLUICE_CUDA_STAGED_CLOSE");
+    ck_assert_ptr_nonnull(strstr(cg.source, host_cases[_i].staged_close ? "stage_closed = true"
+                                                                        : "stage_closed = false"));
     bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
     ck_assert(cg.reduces);
     /* every loop of sl_tile.cuh */

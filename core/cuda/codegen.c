@@ -90,6 +90,7 @@ typedef struct cg {
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool no_chunks;    /* SLUICE_CUDA_CHUNKS=0: no phase_chunks, the fast look-back for every state */
+    bool stage_closed; /* SLUICE_CUDA_STAGED_CLOSE=1: the warp loops write closed segments in order */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1719,12 +1720,13 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
                      "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n"
-                     "    static constexpr bool closes = %s;\n",
+                     "    static constexpr bool closes = %s, stage_closed = %s;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input, o->closes_in_kernel ? "true" : "false");
+                     o->offsets_input, o->closes_in_kernel ? "true" : "false",
+                     g->stage_closed ? "true" : "false");
     if (stages_tiles(g)) emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -2269,6 +2271,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back
            too, for measurements against the chunked one (phase_chunks) */
         g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
+        /* SLUICE_CUDA_STAGED_CLOSE=1: the loops over segments without look-back stage a
+           tile's closed segments in shared memory and write them in place order
+           (kernels/sl_tile.cuh, closed_rows); opt-in until measured on the GPU */
+        g.stage_closed = block_records_loop(&g) && env_is("SLUICE_CUDA_STAGED_CLOSE", "1");
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
