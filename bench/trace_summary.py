@@ -7,9 +7,10 @@ Usage: trace_summary.py LOG... (the output of e.g.
 carry the loop's name, not the job's). For each loop it prints the cycles of each step of an
 iteration averaged over the traced blocks: the row warps ("overlapped rows"; warp 0, which
 takes the next tile, apart as "w0"), the look-back warp, and the per-block sub-step sums of
-the ordered look-back ("(substeps)"), and the runs' loop of a reduce by key
-("runs: before the tiles", once a warp; "runs: tiles"). The steps are numbered as
-kernels/sl_tile.cuh's overlapped_loop and runs_warp_loop name them. Printing slows the kernels: only the shares
+the ordered look-back ("(substeps)"), the runs' loop of a reduce by key
+("runs: before the tiles", once a warp; "runs: tiles") and the offsets segments' loop of a
+segmented reduce ("segments: tiles"). The steps are numbered as kernels/sl_tile.cuh's
+overlapped_loop, runs_warp_loop and segments_warp_loop name them. Printing slows the kernels: only the shares
 mean anything."""
 import collections
 import re

@@ -1454,6 +1454,9 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
         next.at(rows, lo, K::tile, lane);
         next.load_inputs(a, false, nullptr);
         long long j0 = (long long)segidx[lo], j1 = (long long)segidx[lo + 1];
+        /* SL_TRACE only (sl_trace.cuh): per tile 0 the heads and ending bits, 1 the ranking's
+           scan, 2 the close (the folds, the closed segments' stores) */
+        step_clock trace;
         for (long long tile = lo; tile < hi; tile++) {
             typename K::Tile t = next;
             const long long tj0 = j0, tj1 = j1;
@@ -1471,16 +1474,21 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
                 t.use_heads(heads[warp_in_block]);
             }
             t.segments_at(a, K::offsets_input, tj0, tj1);
+            trace.mark_after<0>(t.ending);
             if (distinct) { /* each segment a head: its ordinal from the heads before it */
                 const int mine_heads = __popcll(t.head_window & ((1ull << K::items) - 1));
                 const int incl = warp_inclusive_scan<int>(mine_heads, lane, plus_int());
                 t.rank_segments(tj0 - 1 + (long long)(incl - mine_heads));
             }
+            trace.mark_after<1>(t.seg_base);
             t.maps(0);
             /* a ranked tile's closing segments are consecutive, from tj0 - 1 on */
             close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running,
                                       STAGE && distinct ? closed_stage[warp_in_block] : nullptr, tj0 - 1);
+            trace.mark_after<2>(running);
+            trace.tile();
         }
+        trace.print("segments: tiles");
         if (lane == 0) store_state(mine, running);
     }
     __syncthreads(); /* every warp's record written (hold_pending's too) */
