@@ -1159,27 +1159,6 @@ template <class P> struct closed_rows {
     }
 };
 
-/* The warp's least and total of a 32-bit value (one instruction each from sm_80 on). */
-__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
-#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_min_sync(FULL_MASK, v);
-#else
-    for (int d = 16; d > 0; d >>= 1) {
-        const unsigned o = __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
-        v = o < v ? o : v;
-    }
-    return v;
-#endif
-}
-__device__ __forceinline__ unsigned warp_sum_u32(unsigned v) {
-#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_add_sync(FULL_MASK, v);
-#else
-    for (int d = 16; d > 0; d >>= 1) v += __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
-    return v;
-#endif
-}
-
 /* The thread's one fold of its items (from the identity; returned, for the block scan):
  * every segment closing after a head among them is written here; the first one closing
  * before any head (begun earlier) is left in `first` / `first_k` for the caller. A thread
@@ -1382,12 +1361,9 @@ __device__ __forceinline__ typename P::S join_records(const typename K::Args &a,
     return total;
 }
 
-struct plus_ll {
-    __device__ __forceinline__ long long operator()(long long x, long long y) const { return x + y; }
-};
-/* a warp's count of a tile's heads: at most the tile's rows */
-struct plus_int {
-    __device__ __forceinline__ int operator()(int x, int y) const { return x + y; }
+/* counts' sums (a tile's heads in 32 bits: at most the tile's rows) */
+template <class T> struct plus_of {
+    __device__ __forceinline__ T operator()(T x, T y) const { return x + y; }
 };
 
 /* ---- the offsets segments' loop ----------------------------------------------------------
@@ -1477,7 +1453,7 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
             trace.mark_after<0>(t.ending);
             if (distinct) { /* each segment a head: its ordinal from the heads before it */
                 const int mine_heads = __popcll(t.head_window & ((1ull << K::items) - 1));
-                const int incl = warp_inclusive_scan<int>(mine_heads, lane, plus_int());
+                const int incl = warp_inclusive_scan<int>(mine_heads, lane, plus_of<int>());
                 t.rank_segments(tj0 - 1 + (long long)(incl - mine_heads));
             }
             trace.mark_after<1>(t.seg_base);
@@ -1643,7 +1619,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
     constexpr bool STAGE = stages_closed<K, S>(); /* close_tile_segments' slots */
     __shared__ uint32_t closed_stage[STAGE ? WARPS : 1][closed_stage_words<K, S>()];
     const typename P::S carry = carry_in<K, P>(a, true);
-    const plus_ll plus;
+    const plus_of<long long> plus;
     /* SL_TRACE only (sl_trace.cuh): `before` times the steps before the tiles, once a warp:
        0 the count of the warp's key changes, 1 the block's scan of the counts, 2 the wait for
        the earlier blocks' counts; `trace` the tiles': 0 the maps and the head bits, 1 the

@@ -1,7 +1,8 @@
 /* sl_warp.cuh — warp-level building blocks over any monoid state: shuffles of a whole state
  * (word by word), and the inclusive scan of 32 lanes by shuffles (Kogge-Stone: log2(32)
  * steps, each lane combining the value `d` lanes to its left with its own). The combine
- * functor is never assumed commutative: the left operand is always the earlier lane. */
+ * functor is never assumed commutative: the left operand is always the earlier lane. And the
+ * warp's least and total of a 32-bit count (warp_min_u32, warp_sum_u32). */
 #ifndef SL_WARP_CUH
 #define SL_WARP_CUH
 
@@ -44,6 +45,27 @@ __device__ __forceinline__ T warp_inclusive_scan(T x, int lane, Op op) {
         if (lane >= d) x = op(left, x);
     }
     return x;
+}
+
+/* The warp's least and total of a 32-bit value (one instruction each from sm_80 on). */
+__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_min_sync(FULL_MASK, v);
+#else
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned o = __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
+        v = o < v ? o : v;
+    }
+    return v;
+#endif
+}
+__device__ __forceinline__ unsigned warp_sum_u32(unsigned v) {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_add_sync(FULL_MASK, v);
+#else
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_sync(FULL_MASK, v, (int)((threadIdx.x & 31) ^ (unsigned)d));
+    return v;
+#endif
 }
 
 } /* namespace sl */
