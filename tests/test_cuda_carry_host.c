@@ -165,9 +165,7 @@ static void cpu_part(const sluice_pipeline *p, const sl_codegen *cg, const strea
         for (size_t j = 0; j < sluice_batch_column_count(b); j++) {
             sluice_column c;
             ck_assert_int_eq(sluice_batch_column(b, j, &c), SLUICE_OK);
-            int k = 0;
-            while (k < cg->noutputs && strcmp(p->columns[cg->outputs[k]].name, c.name) != 0) k++;
-            ck_assert_msg(k < cg->noutputs, "output %s is not the kernel's", c.name);
+            const int k = emu_output_index(p, cg, c.name);
             size_t w = sluice_type_size(c.type);
             for (int64_t r = 0; r < n; r++)
                 memcpy(&out->v[(out->n + r) * cg->noutputs + k], (const uint8_t *)c.data + (size_t)r * w, w);

@@ -823,151 +823,47 @@ static const struct host_case {
                        segment index kernel runs, the empty-segments kernel does not */
     bool staged_close; /* with SLUICE_CUDA_STAGED_CLOSE=1: closed segments out in place order
                           where the state fits the warps' slots (sl_tile.cuh, stages_closed) */
+    bool one_pass; /* with SLUICE_CUDA_RUNS_ONE_PASS=2048: the runs' loop in one pass
+                      (sl_tile.cuh runs_unit_loop), units of 2048 rows: many a batch */
 } host_cases[] = {
-    {"      segments: {key: g}\n", true, false, false, false, false},
-    {"      segments: {key: big}\n", true, false, false, false, false},
-    {"      segments: hd\n", true, false, false, false, false},
-    {"", true, false, false, false, false},
-    {"      segments: {key: g}\n      per: batch\n", true, false, false, false, false},
-    {"      segments: hd\n      per: batch\n", true, false, false, false, false},
-    {"      per: batch\n", true, false, false, false, false},
-    {"      segments: {key: g}\n", false, false, false, false, false},
-    {"      segments: hd\n      per: batch\n", false, false, false, false, false},
-    {"", false, false, false, false, false},
-    {"      per: batch\n", false, false, false, false, false},
-    {"      segments: rows\n", false, false, false, false, true},
-    {"      segments: rows\n", true, false, false, false, false},
-    {"      segments: rows\n", false, true, false, false, true},
-    {"      segments: rows\n", true, true, false, false, false},
-    {"      segments: {key: kb}\n", false, false, true, false, false},
-    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false, false},
-    {"      segments: {key: k}\n", false, false, true, false, false},
-    {"      segments: {key: kb}\n", true, false, true, false, false},
-    {"      segments: {key: kf}\n", false, false, true, false, false},
-    {"      segments: {key: g}\n", false, false, true, false, false},   /* keys made by the map: */
-    {"      segments: {key: big}\n", false, false, true, false, false}, /* RunKeys::at (bool: big) */
-    {"      segments: {key: g}\n", true, false, false, true, false},
-    {"      segments: hd\n      per: batch\n", true, false, false, true, false},
+    {"      segments: {key: g}\n", true, false, false, false, false, false},
+    {"      segments: {key: big}\n", true, false, false, false, false, false},
+    {"      segments: hd\n", true, false, false, false, false, false},
+    {"", true, false, false, false, false, false},
+    {"      segments: {key: g}\n      per: batch\n", true, false, false, false, false, false},
+    {"      segments: hd\n      per: batch\n", true, false, false, false, false, false},
+    {"      per: batch\n", true, false, false, false, false, false},
+    {"      segments: {key: g}\n", false, false, false, false, false, false},
+    {"      segments: hd\n      per: batch\n", false, false, false, false, false, false},
+    {"", false, false, false, false, false, false},
+    {"      per: batch\n", false, false, false, false, false, false},
+    {"      segments: rows\n", false, false, false, false, true, false},
+    {"      segments: rows\n", true, false, false, false, false, false},
+    {"      segments: rows\n", false, true, false, false, true, false},
+    {"      segments: rows\n", true, true, false, false, false, false},
+    {"      segments: {key: kb}\n", false, false, true, false, false, false},
+    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false, false, false},
+    {"      segments: {key: k}\n", false, false, true, false, false, false},
+    {"      segments: {key: kb}\n", true, false, true, false, false, false},
+    {"      segments: {key: kf}\n", false, false, true, false, false, false},
+    {"      segments: {key: g}\n", false, false, true, false, false, false},   /* keys made by the map: */
+    {"      segments: {key: big}\n", false, false, true, false, false, false}, /* RunKeys::at (bool: big) */
+    {"      segments: {key: g}\n", true, false, false, true, false, false},
+    {"      segments: hd\n      per: batch\n", true, false, false, true, false, false},
     /* one sum over runs: a run state small enough for the warps' slots (sl_tile.cuh,
        stages_closed), so closed runs go out in place order; an input key, a made one; and
        without the slots */
-    {"      segments: {key: k}\n", false, true, true, false, true},
-    {"      segments: {key: g}\n", false, true, true, false, true},
-    {"      segments: {key: k}\n", false, true, true, false, false},
+    {"      segments: {key: k}\n", false, true, true, false, true, false},
+    {"      segments: {key: g}\n", false, true, true, false, true, false},
+    {"      segments: {key: k}\n", false, true, true, false, false, false},
+    /* the runs' loop in one pass: an input key, a made key, a bool key, per batch, with the
+       warps' slots */
+    {"      segments: {key: k}\n", false, false, true, false, false, true},
+    {"      segments: {key: g}\n", false, false, true, false, false, true},
+    {"      segments: {key: kb}\n      per: batch\n", false, false, true, false, false, true},
+    {"      segments: {key: kf}\n", false, true, true, false, true, true},
+    {"      segments: {key: big}\n", false, true, true, false, true, true},
 };
-
-/* The offsets reduce_emulate.cc's offsets_lengths makes for `units` segments from `seed`. */
-static int64_t *host_offsets(uint64_t seed, int64_t units) {
-    uint64_t state = seed ^ 0x0ff5e75ull;
-    const int64_t least = (int64_t)(seed & 1); /* odd seeds: no empty segment */
-    int64_t *off = malloc((size_t)(units + 1) * sizeof *off);
-    ck_assert_ptr_nonnull(off);
-    off[0] = 0;
-    for (int64_t j = 0; j < units; j++) {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        int64_t len = z % 8 == 0 && !least ? 0
-                      : z % 40 == 1        ? least + (int64_t)((z >> 8) % 9000)
-                                           : least + (int64_t)((z >> 8) % 40);
-        off[j + 1] = off[j] + len;
-    }
-    return off;
-}
-
-/* The generated group cg of p, built into dir/emulate (emu_build), run on the host over one
- * batch of `rows` rows (with an offsets input, segments) from `seed`, and unless per_batch cut
- * in three too (the emulation checks the cuts give the same rows): its rows must be the CPU
- * backend's from the same inputs pushed as one batch, bit for bit. */
-static void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *cg, const char *dir,
-                                   bool offsets, bool per_batch, uint64_t seed, int64_t rows) {
-    char cmd[4096];
-    /* the host run's rows */
-    snprintf(cmd, sizeof cmd, "'%s/emulate' %llu %lld", dir, (unsigned long long)seed, (long long)rows);
-    if (!per_batch && rows > 2)
-        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " %lld %lld",
-                 (long long)(rows / 3), (long long)(rows / 3 + rows / 4));
-    FILE *run = popen(cmd, "r");
-    ck_assert_ptr_nonnull(run);
-    long long got_rows = -1;
-    ck_assert_int_eq(fscanf(run, "rows %lld", &got_rows), 1);
-    unsigned long long *got = calloc((size_t)(got_rows > 0 ? got_rows : 1) * (size_t)cg->noutputs,
-                                     sizeof *got);
-    for (long long r = 0; r < got_rows * cg->noutputs; r++)
-        ck_assert_int_eq(fscanf(run, "%llx", &got[r]), 1);
-    ck_assert_msg(pclose(run) == 0, "%s: the host run of the generated group failed (%s)",
-                  sluice_pipeline_name(p), cmd);
-
-    /* the CPU backend's rows from the same inputs, pushed as one batch */
-    uint64_t state = seed;
-    sluice_column cols[8];
-    uint8_t *data[8];
-    ck_assert_int_le(cg->ninputs, 8);
-    int64_t *off = offsets ? host_offsets(seed, rows) : NULL;
-    int64_t nrows = off ? off[rows] : rows;
-    for (int k = 0; k < cg->ninputs; k++) {
-        const sl_column *c = &p->columns[cg->inputs[k]];
-        size_t w = sluice_type_size(c->type);
-        if (k == cg->offsets_input) {
-            data[k] = (uint8_t *)off;
-            cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = off, .length = rows + 1};
-            continue;
-        }
-        data[k] = malloc((size_t)(nrows + 1) * w);
-        emu_inputs(data[k], (size_t)(nrows + 1) * w, &state);
-        cols[k] = (sluice_column){.name = c->name, .type = c->type, .data = data[k], .length = nrows};
-    }
-    /* inputs the kernel never reads (the narrow cases' k) still go to the CPU: zeros */
-    int ncols = cg->ninputs;
-    for (int c = 0; c < p->ninputs; c++) {
-        bool read = false;
-        for (int k = 0; k < cg->ninputs; k++) read = read || cg->inputs[k] == c;
-        if (read) continue;
-        ck_assert_int_lt(ncols, 8);
-        size_t w = sluice_type_size(p->columns[c].type);
-        data[ncols] = calloc((size_t)nrows + 1, w);
-        cols[ncols] = (sluice_column){.name = p->columns[c].name, .type = p->columns[c].type,
-                                      .data = data[ncols], .length = nrows};
-        ncols++;
-    }
-    sluice_session_options o = SLUICE_SESSION_OPTIONS_INIT;
-    o.backend = SLUICE_BACKEND_CPU;
-    sluice_session *s;
-    ck_assert_int_eq(sluice_session_open(p, &o, &s), SLUICE_OK);
-    ck_assert_int_eq(sluice_session_push(s, cols, (size_t)ncols), SLUICE_OK);
-    ck_assert_int_eq(sluice_session_flush(s), SLUICE_OK);
-    long long ref_rows = 0;
-    sluice_batch *b;
-    while (sluice_session_pull(s, &b) == SLUICE_OK && b) {
-        int64_t n = sluice_batch_rows(b);
-        for (size_t j = 0; j < sluice_batch_column_count(b); j++) {
-            sluice_column c;
-            ck_assert_int_eq(sluice_batch_column(b, j, &c), SLUICE_OK);
-            int k = 0;
-            while (k < cg->noutputs && strcmp(p->columns[cg->outputs[k]].name, c.name) != 0) k++;
-            ck_assert_msg(k < cg->noutputs, "output %s is not the kernel's", c.name);
-            size_t w = sluice_type_size(c.type);
-            for (int64_t r = 0; r < n; r++) {
-                unsigned long long v = 0;
-                memcpy(&v, (const uint8_t *)c.data + (size_t)r * w, w);
-                ck_assert_msg(ref_rows + r < got_rows, "%s, %lld rows: the host run gives %lld rows",
-                              sluice_pipeline_name(p), (long long)rows, got_rows);
-                ck_assert_msg(got[(ref_rows + r) * cg->noutputs + k] == v,
-                              "%s, %lld rows: %s row %lld: host run %llx, CPU %llx",
-                              sluice_pipeline_name(p), (long long)rows, c.name,
-                              ref_rows + (long long)r, got[(ref_rows + r) * cg->noutputs + k], v);
-            }
-        }
-        ref_rows += n;
-        sluice_batch_free(b);
-    }
-    ck_assert_msg(ref_rows == got_rows, "%s, %lld rows: the host run gives %lld rows, the CPU %lld",
-                  sluice_pipeline_name(p), (long long)rows, got_rows, ref_rows);
-    sluice_session_close(s);
-    for (int k = 0; k < ncols; k++) free(data[k]);
-    free(got);
-}
 
 /* The generated kernels of a reduce group, with kernels/sl_tile.cuh's loop and the templates
  * under it, compiled for the host with address and undefined behaviour sanitizers and run by
@@ -975,18 +871,6 @@ static void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *cg, con
  * rows must be the CPU backend's bit for bit, and (per stream) the same with the batch cut
  * in three. An out-of-bounds access, a misaligned one or signed overflow in the generated
  * code or the templates stops the run. Skipped where no host C++ compiler is found. */
-/* The pipeline of an emulated group: `yaml` loaded, planned for the CUDA backend as one fused
- * group and generated for ARCH into `cg` (the caller checks the kernel's shape, then
- * emu_build and emu_finish). */
-static sluice_pipeline *host_group(sluice_context *ctx, const char *yaml, sl_plan *plan, sl_codegen *cg) {
-    sluice_pipeline *p = tu_load(ctx, yaml);
-    ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, plan), SLUICE_OK);
-    ck_assert_int_eq(plan->ngroups, 1);
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, plan, 0, ARCH, cg), SLUICE_OK);
-    return p;
-}
-
 START_TEST(reduce_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
@@ -1025,8 +909,11 @@ START_TEST(reduce_on_host) {
     sl_plan plan;
     sl_codegen cg;
     if (host_cases[_i].staged_close) setenv("SLUICE_CUDA_STAGED_CLOSE", "1", 1);
+    if (host_cases[_i].one_pass) setenv("SLUICE_CUDA_RUNS_ONE_PASS", "2048", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     unsetenv("SLUICE_CUDA_STAGED_CLOSE");
+    unsetenv("SLUICE_CUDA_RUNS_ONE_PASS");
+    ck_assert((cg.run_unit_tiles > 0) == host_cases[_i].one_pass);
     ck_assert_ptr_nonnull(strstr(cg.source, host_cases[_i].staged_close ? "stage_closed = true"
                                                                         : "stage_closed = false"));
     bool per_batch = strstr(host_cases[_i].segments, "per: batch") != NULL;
