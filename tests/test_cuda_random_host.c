@@ -8,8 +8,9 @@
  * recurrences and a closing reduce; every integer type, bool and raw float bits (NaNs of
  * both signs, negative zeros) as inputs; keys of every type, runs from one row to thousands;
  * head flags and offsets segments; the fast and the run_to_run modes; the in-order close of
- * the warp loops on and off, the runs' loop in one pass and in two; launch shapes other than the table's. Results must be exact, so the generator keeps to operators
- * whose every association gives the same bits: integer arithmetic (which wraps), bitwise
+ * the warp loops on and off, the runs' loop in one pass and in two; launch shapes other than
+ * the table's. Results must be exact, so the generator keeps to operators whose every
+ * association gives the same bits: integer arithmetic (which wraps), bitwise
  * operators, min and max of anything, counts, and float sums only of small whole numbers
  * (f32(x & 127): every partial sum stays below 2^24) and recurrences h = a h + b with a in
  * {0, 1}.
