@@ -111,27 +111,14 @@
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
  *                            look-back instead of the chunked one.
- *   SLUICE_CUDA_STAGED_CLOSE=1  a reduce over runs of a key or over offsets segments writes
- *                            each tile's closed segments from shared memory in place order
- *                            (kernels/sl_tile.cuh, closed_rows) instead of from the lanes
- *                            that close them; the same rows, opt-in while its speed on the
- *                            GPU is unmeasured (bench/RESULTS.md, twenty-ninth session).
- *   SLUICE_CUDA_RUNS_ONE_PASS=1 (or a unit's rows, 16384 for 1)  a reduce over runs of a key
- *                            that the kernel reads or makes from its inputs reads the key
- *                            once, in units taken by ticket and joined by look-back
- *                            (kernels/sl_tile.cuh, runs_unit_loop), instead of counting each
- *                            warp's key changes first; not under run_to_run where the run
- *                            state rounds. The same rows; opt-in while its speed on the GPU
- *                            is unmeasured (bench/RESULTS.md, thirtieth session).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
  *   it how a float scan's operations are grouped (its last bits, in either mode), and that
- *   SLUICE_CUDA_CHUNKS and SLUICE_CUDA_RUNS_ONE_PASS change the default mode's grouping of
- *   float states across tiles (which that mode leaves to timing anyway; run_to_run's is
- *   fixed).
+ *   SLUICE_CUDA_CHUNKS changes the default mode's grouping of float states across tiles
+ *   (which that mode leaves to timing anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: every core online, at most 16; 1:
  *                            the calling thread alone); read on a session's first large

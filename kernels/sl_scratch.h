@@ -11,9 +11,7 @@
  *   phase 1 .. phase P states    one tile-state array per chained look-back; a reduce over
  *                                offsets or runs of keys without look-back (sl_tile.cuh
  *                                segments_warp_loop, runs_warp_loop) has a record per warp
- *                                instead: one per tile at most, SL_MAX_RECORDS; the runs' loop
- *                                in one pass (runs_unit_loop) records, then its units' counts
- *                                and run states (sl_run_units_scratch_bytes)
+ *                                instead: one per tile at most, SL_MAX_RECORDS
  *
  * A tile state holds a status (0 = not yet published, 1 = aggregate, 2 = inclusive prefix)
  * and a monoid state. States of at most 4 bytes share one 8-byte word with the status,
@@ -87,38 +85,6 @@ static inline unsigned long long sl_phase_scratch_bytes(unsigned long long state
     const unsigned long long units = ntiles < SL_MAX_RECORDS ? ntiles : SL_MAX_RECORDS;
     if (block_records) return sl_scratch_align(units * sl_block_record_bytes(state_size));
     return sl_tile_states_bytes(state_size, ntiles);
-}
-
-/* The runs' loop in one pass (sl_tile.cuh runs_unit_loop: codegen's run_unit_tiles > 0)
- * takes units of `warps` x run_unit_tiles tiles by ticket and finds each unit's key changes
- * and run state before it by look-back, so its phase's scratch is: a record per warp of the
- * blocks it uses (at most SL_MAX_RECORDS / warps blocks, and no more than units), then the
- * units' counts of key changes (tile states of an 8-byte count), then the units' run states
- * (tile states of at most `state_size` bytes: the phase state's size, which bounds the run
- * state's). */
-static inline unsigned long long sl_run_units(unsigned long long ntiles, unsigned long long warps,
-                                              unsigned long long unit_tiles) {
-    const unsigned long long tiles = warps * unit_tiles;
-    return (ntiles + tiles - 1) / tiles;
-}
-static inline unsigned long long sl_run_unit_blocks(unsigned long long nunits, unsigned long long warps) {
-    const unsigned long long most = SL_MAX_RECORDS / warps;
-    return nunits < most ? nunits : most;
-}
-static inline unsigned long long sl_run_units_counts_offset(unsigned long long state_size,
-                                                             unsigned long long nunits,
-                                                             unsigned long long warps) {
-    return sl_scratch_align(sl_run_unit_blocks(nunits, warps) * warps * sl_block_record_bytes(state_size));
-}
-static inline unsigned long long sl_run_units_values_offset(unsigned long long state_size,
-                                                             unsigned long long nunits,
-                                                             unsigned long long warps) {
-    return sl_run_units_counts_offset(state_size, nunits, warps) + sl_tile_states_bytes(8ull, nunits);
-}
-static inline unsigned long long sl_run_units_scratch_bytes(unsigned long long state_size,
-                                                             unsigned long long nunits,
-                                                             unsigned long long warps) {
-    return sl_run_units_values_offset(state_size, nunits, warps) + sl_tile_states_bytes(state_size, nunits);
 }
 
 #endif

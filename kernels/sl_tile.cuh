@@ -1199,18 +1199,18 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
     return run;
 }
 
-/* The bytes of shared memory a loop over segments without look-back may give its warps'
- * slots for closed segments (close_tile_segments' stage: a slot a row of the tile, a state's
- * payload words a slot: 6 KB a warp for 12 bytes and 512-row tiles); a block whose slots would
- * need more writes each closed segment straight to its place. Only where the generator asked
- * for the slots (K::stage_closed: SLUICE_CUDA_STAGED_CLOSE=1, opt-in until measured on the
- * GPU). */
+/* The bytes of shared memory the runs' loop may give its warps' slots for closed runs
+ * (close_tile_segments' stage: a slot a row of the tile, a state's payload words a slot: 6 KB
+ * a warp for 12 bytes and 512-row tiles); a block whose slots would need more writes each
+ * closed run straight to its place. The loop over offsets segments does not stage: its ranked
+ * tiles' closed segments are consecutive too, but staged they measured 11-17% slower at avg
+ * 1000, 8 and Pareto, where the runs' loop gained 10-40% (bench/RESULTS.md, thirty-first
+ * session). */
 #ifndef SL_CLOSED_STAGE_BYTES
 #define SL_CLOSED_STAGE_BYTES 32768
 #endif
 template <class K, class S> constexpr bool stages_closed() {
-    return K::stage_closed &&
-           4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
+    return 4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
 }
 /* A warp's slots, in words (one where the loop does not stage). */
 template <class K, class S> constexpr int closed_stage_words() {
@@ -1225,8 +1225,8 @@ template <class K, class S> constexpr int closed_stage_words() {
  * `running`, the warp's state, moves past the tile. `first_warp`: the warp starts at the
  * batch's row 0 (its running state began from the carry, so nothing it closes is pending).
  *
- * `stage` (the same in every lane): where the tile's closing places are consecutive (runs;
- * offsets segments of a ranked tile), the warp's slots for a tile's closed segments, and
+ * `stage` (the same in every lane): where the tile's closing places are consecutive (the
+ * runs' loop: stages_closed), the warp's slots for a tile's closed segments, and
  * `lo` a bound at or below every place closing in the tile (within a tile's rows of it).
  * The closed segments then go to the slots first and out in place order, a lane a segment:
  * written straight from the lane that closes them, each store instruction's lanes wrote
@@ -1276,32 +1276,23 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
     }
 }
 
-/* fold_warp_records: a block's warps' records from record `first` (those before record
- * `end`), in warp order: `run` their states' fold, and the first segment that no head among
- * them closes in `pending` and `pending_k` (-1: none); the others' pending segments are
- * complete here and written again. CLEAR: each held flag cleared, for a loop that uses the
- * records again (runs_unit_loop).
- *
- * In each block once its warps are done (after a barrier), its first thread: the warps'
+/* In each block once its warps are done (after a barrier), its first thread: the warps'
  * records folded in warp order into the block's (its first warp's record), so that the last
  * block joins a record a block, not one a warp (each thread of it reads its share of the
  * records a few at a time: four times as many records were four times the round trips at the
  * end of every launch). A warp's pending segment that a head earlier in the block closes is
  * complete here and written again; only one that began before the block stays pending, in
  * the block's record. `nwarps`: the warps that have tiles (the last block may have fewer). */
-template <class K, class P, bool CLEAR, class C>
-__device__ __forceinline__ void fold_warp_records(const typename K::Args &a, unsigned char *records,
-                                                  long long first, long long end, const C &carry,
-                                                  typename P::S &run, typename P::S &pending,
-                                                  long long &pending_k) {
+template <class K, class P, class C>
+__device__ __forceinline__ void join_block_warps(const typename K::Args &a, unsigned char *records,
+                                                 long long b, long long nwarps, const C &carry) {
     typedef typename P::S S;
     constexpr int W = words_of<S>::value, WARPS = K::block / 32;
     const typename P::Op op;
-    run = P::identity();
-    pending = P::identity();
-    pending_k = -1;
-    for (int w = 0; w < WARPS && first + w < end; w++) {
-        uint32_t *const rec = block_record<S>(records, first + w);
+    S run = P::identity(), pending = P::identity();
+    long long pending_k = -1;
+    for (int w = 0; w < WARPS && b * WARPS + w < nwarps; w++) {
+        const uint32_t *rec = block_record<S>(records, b * WARPS + w);
         const S total = load_state<S>(rec);
         if (load_relaxed_u32(rec + 2 * W + 2) != 0u) {
             const long long k = (long long)((unsigned long long)load_relaxed_u32(rec + 2 * W) |
@@ -1309,27 +1300,14 @@ __device__ __forceinline__ void fold_warp_records(const typename K::Args &a, uns
             const S whole = op(run, load_state<S>(rec + W));
             if (K::restarted(whole)) {
                 close_segment<K, P>(a, whole, carry, k);
-            } else { /* no head in the records before it: it began before the first */
+            } else { /* no head in the block before it: it began before the block */
                 pending = whole;
                 pending_k = k;
             }
-            if (CLEAR) store_relaxed_u32(rec + 2 * W + 2, 0u); /* the record is used again */
         }
         run = op(run, total);
     }
-}
-
-/* join_block_warps: block b's warps' records folded into its first warp's. */
-template <class K, class P, class C>
-__device__ __forceinline__ void join_block_warps(const typename K::Args &a, unsigned char *records,
-                                                 long long b, long long nwarps, const C &carry) {
-    typedef typename P::S S;
-    constexpr int W = words_of<S>::value, WARPS = K::block / 32;
-    const long long first = b * WARPS;
-    S run, pending;
-    long long pending_k;
-    fold_warp_records<K, P, false>(a, records, first, nwarps, carry, run, pending, pending_k);
-    uint32_t *const mine = block_record<S>(records, first);
+    uint32_t *const mine = block_record<S>(records, b * WARPS);
     store_state(mine, run);
     if (pending_k >= 0) hold_pending(mine, pending, pending_k);
     else store_relaxed_u32(mine + 2 * W + 2, 0u);
@@ -1435,8 +1413,6 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
     const unsigned long long *segidx = segment_index_entries(a.scratch);
     __shared__ block_scan_storage<S, K::block> scan_storage; /* the records' join */
     __shared__ uint32_t heads[WARPS][K::tile / 32];
-    constexpr bool STAGE = stages_closed<K, S>(); /* close_tile_segments' slots */
-    __shared__ uint32_t closed_stage[STAGE ? WARPS : 1][closed_stage_words<K, S>()];
     const S carry = carry_in<K, P>(a, true);
     if (warp < nwarps) {
         const long long lo = ntiles * warp / nwarps, hi = ntiles * (warp + 1) / nwarps;
@@ -1480,9 +1456,7 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
             }
             trace.mark_after<1>(t.seg_base);
             t.maps(0);
-            /* a ranked tile's closing segments are consecutive, from tj0 - 1 on */
-            close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running,
-                                      STAGE && distinct ? closed_stage[warp_in_block] : nullptr, tj0 - 1);
+            close_tile_segments<K, P>(t, a, carry, mine, lo == 0, running);
             trace.mark_after<2>(running);
             trace.tile();
         }
@@ -1613,66 +1587,6 @@ __device__ __forceinline__ long long block_changes(unsigned char *records, long 
     return (long long)(v - 1ull);
 }
 
-/* A warp's next tile of the runs' loop: its rows and (for a made key) its warp-edge keys
- * loaded, so that a warp always has a tile's bytes in flight while it works on one. */
-template <class K>
-__device__ __forceinline__ void load_run_tile(typename K::Tile &t, run_edges<typename K::Keys> &edges,
-                                              const typename K::Args &a, const typename K::Params &params,
-                                              long long tile, int lane) {
-    t.at(a.rows, tile, K::tile, lane);
-    t.load_inputs(a, false, nullptr);
-    edges = run_edge_keys<typename K::Keys, K::items>(a, params, a.rows, tile * K::tile, lane);
-}
-
-/* A warp's tiles [lo, hi) of the runs' loop, the first already loaded into `next` and
- * `next_edges` (load_run_tile); `base`: the key changes before row lo * tile (the place of
- * the first run closing in them). Each tile's key changes (run_heads: a bit per row, the
- * neighbours' keys by shuffles) scanned over the lanes give the places; the warp's running
- * state starts from the identity, or at the batch's first row from the carry's open run,
- * which row 0 of another key closes at place 0. The warp's record `mine` gets its state's
- * fold, and its first run if that began before lo (close_tile_segments, hold_pending).
- * `stage`: close_tile_segments' slots, or null. */
-template <class K, class C>
-__device__ __forceinline__ void run_warp_tiles(const typename K::Args &a, const typename K::Params &params,
-                                               long long lo, long long hi, long long base, const C &carry,
-                                               uint32_t *mine, uint32_t *stage, typename K::Tile &next,
-                                               run_edges<typename K::Keys> &next_edges) {
-    typedef typename K::Run R;
-    typedef typename R::S S;
-    const int lane = (int)(threadIdx.x & 31);
-    const S carry_run = K::run_state(carry);
-    S running = R::identity();
-    if (lo == 0) {
-        running = carry_run;
-        /* row 0 of another key closes the carry's open run: place 0 */
-        if (lane == 0 && a.rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
-            close_segment<K, R>(a, carry_run, carry, 0);
-    }
-    const plus_of<long long> plus;
-    /* SL_TRACE only (sl_trace.cuh): per tile 0 the maps and the head bits, 1 the places'
-       scan, 2 the close (the folds, the closed runs' stores) */
-    step_clock trace;
-    for (long long tile = lo; tile < hi; tile++) {
-        typename K::Tile t = next;
-        const run_edges<typename K::Keys> edges = next_edges;
-        if (tile + 1 < hi) load_run_tile<K>(next, next_edges, a, params, tile + 1, lane);
-        t.maps(0);
-        t.runs_at(carry, edges);
-        const long long c = (long long)t.run_changes();
-        trace.mark_after<0>(c);
-        const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
-        t.run_base = base + incl - c;
-        const long long tile_base = base; /* every run closing in the tile is after it */
-        base += shfl_idx<long long>(incl, 31);
-        trace.mark_after<1>(base);
-        close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running, stage, tile_base);
-        trace.mark_after<2>(running);
-        trace.tile();
-    }
-    trace.print(K::Keys::made ? "runs (made key): tiles" : "runs: tiles");
-    if (lane == 0) store_state(mine, running);
-}
-
 template <class K> __device__ __forceinline__ void runs_warp_loop(const typename K::Args &a) {
     typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
     typedef typename K::Run R;                                  /* the loop's (run state) */
@@ -1704,7 +1618,8 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
     const plus_of<long long> plus;
     /* SL_TRACE only (sl_trace.cuh): `before` times the steps before the tiles, once a warp:
        0 the count of the warp's key changes, 1 the block's scan of the counts, 2 the wait for
-       the earlier blocks' counts (the tiles' steps: run_warp_tiles) */
+       the earlier blocks' counts; `trace` the tiles': 0 the maps and the head bits, 1 the
+       places' scan, 2 the close (the folds, the closed runs' stores) */
     step_clock before_tiles;
     /* the key changes in each warp's rows: the warp's place in the block (its first lane's
        prefix), the block's total published (plus one: zero is "not yet") */
@@ -1736,11 +1651,48 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
         before_tiles.print(K::Keys::made ? "runs (made key): before the tiles" : "runs: before the tiles");
     }
     if (working) {
+        uint32_t *const mine = block_record<S>(records, warp);
+        const S carry_run = K::run_state(carry);
+        S running = R::identity();
+        if (lo == 0) {
+            running = carry_run;
+            /* row 0 of another key closes the carry's open run: place 0 */
+            if (lane == 0 && rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
+                close_segment<K, R>(a, carry_run, carry, 0);
+        }
+        /* the next tile's rows (and a made key's warp-edge keys) are loaded before this tile
+           is worked on, so a warp always has a tile's bytes in flight */
         typename K::Tile next(params);
-        run_edges<typename K::Keys> next_edges;
-        load_run_tile<K>(next, next_edges, a, params, lo, lane);
-        run_warp_tiles<K>(a, params, lo, hi, base, carry, block_record<S>(records, warp),
-                          STAGE ? closed_stage[threadIdx.x >> 5] : nullptr, next, next_edges);
+        next.at(rows, lo, K::tile, lane);
+        next.load_inputs(a, false, nullptr);
+        run_edges<typename K::Keys> next_edges =
+            run_edge_keys<typename K::Keys, K::items>(a, params, rows, lo * K::tile, lane);
+        step_clock trace;
+        for (long long tile = lo; tile < hi; tile++) {
+            typename K::Tile t = next;
+            const run_edges<typename K::Keys> edges = next_edges;
+            if (tile + 1 < hi) {
+                next.at(rows, tile + 1, K::tile, lane);
+                next.load_inputs(a, false, nullptr);
+                next_edges = run_edge_keys<typename K::Keys, K::items>(a, params, rows,
+                                                                       (tile + 1) * K::tile, lane);
+            }
+            t.maps(0);
+            t.runs_at(carry, edges);
+            const long long c = (long long)t.run_changes();
+            trace.mark_after<0>(c);
+            const long long incl = warp_inclusive_scan<long long>(c, lane, plus);
+            t.run_base = base + incl - c;
+            const long long tile_base = base; /* every run closing in the tile is after it */
+            base += shfl_idx<long long>(incl, 31);
+            trace.mark_after<1>(base);
+            close_tile_segments<K, R>(t, a, carry, mine, lo == 0, running,
+                                      STAGE ? closed_stage[threadIdx.x >> 5] : nullptr, tile_base);
+            trace.mark_after<2>(running);
+            trace.tile();
+        }
+        trace.print(K::Keys::made ? "runs (made key): tiles" : "runs: tiles");
+        if (lane == 0) store_state(mine, running);
     }
     __syncthreads(); /* every warp's record written (hold_pending's too) */
     if (threadIdx.x == 0) join_block_warps<K, R>(a, records, b, nwarps, carry);
@@ -1756,155 +1708,6 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
     }
 }
 
-/* ---- the runs' loop in one pass (opt-in: codegen.c runs_one_pass_tiles) -------------------
- * runs_warp_loop reads the key column twice: once to count every warp's key changes before
- * any tile, so that no warp waits for another's tiles, then with the tiles. Here the keys are
- * read once from DRAM: blocks take units of K::run_unit_tiles tiles a warp by ticket (a
- * unit's rows a few tens of KB, so a warp's count of its rows leaves them in the caches for
- * its tiles right after), count the unit's key changes, and one warp finds the changes
- * before the unit by decoupled look-back over the units' counts (sl_lookback.cuh: a unit
- * only ever waits for units taken before it); then each warp runs its tiles
- * (run_warp_tiles). Once the unit's warps are done, the block's first warp folds their
- * records (fold_warp_records) and finds the run state before the unit by look-back over the
- * units' run states, which completes the unit's first run if it began before the unit, and
- * the batch's last unit writes the carry. Scratch: sl_scratch.h, sl_run_units_scratch_bytes.
- * The run states' look-back associates as the units happen to finish, so codegen keeps this
- * loop out of run_to_run where the run state rounds. */
-/* The units' key-change counts and run states (sl_scratch.h, sl_run_units_scratch_bytes);
- * the host sizes them by the phase state's size, which bounds the run state's. */
-template <class K> struct run_unit_states {
-    typedef typename first_phase<typename K::Phases>::type P;
-    static constexpr int WARPS = K::block / 32;
-    static constexpr unsigned long long STATE = sizeof(typename P::S);
-    /* long long, spelt through K: a member of a type that names no template parameter is
-       instantiated with the template's definition, and its constants then appeared in every
-       kernel's PTX */
-    typedef decltype((void)K::tile, 0ll) count_t;
-    tile_states<count_t> counts;
-    tile_states<typename K::Run::S> values;
-    __device__ __forceinline__ run_unit_states(unsigned char *scratch, long long nunits)
-        : counts{scratch + SL_SCRATCH_ALIGN + sl_run_units_counts_offset(STATE, (unsigned long long)nunits, WARPS),
-                 nunits},
-          values{scratch + SL_SCRATCH_ALIGN + sl_run_units_values_offset(STATE, (unsigned long long)nunits, WARPS),
-                 nunits} {}
-};
-
-/* The first warp, once the unit's `changes` are counted: publishes them and returns the key
- * changes before unit u (the same in every lane). */
-template <class K>
-__device__ __forceinline__ long long unit_changes_before(const typename K::Args &a, long long nunits,
-                                                         long long u, long long changes) {
-    const run_unit_states<K> st(a.scratch, nunits);
-    const int lane = (int)(threadIdx.x & 31);
-    if (u == 0) {
-        if (lane == 0) st.counts.publish(0, SL_STATUS_INCLUSIVE, changes);
-        return 0;
-    }
-    if (lane == 0) st.counts.publish(u, SL_STATUS_AGGREGATE, changes);
-    const long long before = lookback_exclusive(st.counts, u, 0ll, plus_of<long long>());
-    if (lane == 0) st.counts.publish(u, SL_STATUS_INCLUSIVE, before + changes);
-    return before;
-}
-
-/* The first warp, once the unit's warps are done: their records folded (lane 0: each pending
- * run that a head in the unit closes written complete), the unit's run state published and
- * the state before it found by look-back, which completes the unit's first run if that began
- * before the unit; the batch's last unit writes the carry (`before` and `changes`: the key
- * changes before the unit and in it). */
-template <class K, class C>
-__device__ __forceinline__ void close_run_unit(const typename K::Args &a, long long nunits, long long u,
-                                               long long before, long long changes, const C &carry) {
-    typedef typename first_phase<typename K::Phases>::type P;
-    typedef typename K::Run R;
-    typedef typename R::S S;
-    constexpr int WARPS = K::block / 32;
-    const run_unit_states<K> st(a.scratch, nunits);
-    const typename R::Op op;
-    const int lane = (int)(threadIdx.x & 31);
-    S total = R::identity(), pending = R::identity();
-    long long pending_k = -1;
-    if (lane == 0)
-        fold_warp_records<K, R, true>(a, a.scratch + SL_SCRATCH_ALIGN, (long long)blockIdx.x * WARPS,
-                                      (long long)blockIdx.x * WARPS + WARPS, carry, total, pending, pending_k);
-    total = shfl_idx<S>(total, 0);
-    S prefix = R::identity();
-    if (u == 0) { /* its first warp began from the carry: nothing before it is pending */
-        if (lane == 0) st.values.publish(0, SL_STATUS_INCLUSIVE, total);
-    } else {
-        if (lane == 0) st.values.publish(u, SL_STATUS_AGGREGATE, total);
-        prefix = lookback_exclusive(st.values, u, R::identity(), op);
-        if (lane == 0) st.values.publish(u, SL_STATUS_INCLUSIVE, op(prefix, total));
-    }
-    if (lane != 0) return;
-    if (pending_k >= 0) close_segment<K, R>(a, op(prefix, pending), carry, pending_k);
-    if (u == nunits - 1) {
-        const typename P::S out = K::run_carry(op(prefix, total), carry, before + changes, a);
-        memcpy(a.carry_out + P::CARRY_OFFSET, &out, sizeof out);
-    }
-}
-
-template <class K> __device__ __forceinline__ void runs_unit_loop(const typename K::Args &a) {
-    typedef typename first_phase<typename K::Phases>::type P; /* the carry's state */
-    typedef typename K::Run R;                                  /* the loop's (run state) */
-    typedef typename R::S S;
-    constexpr int WARPS = K::block / 32;
-    static_assert(K::tile == 32 * K::items, "the warp loop's tile is a warp's rows");
-    const long long rows = a.rows, ntiles = a.ntiles;
-    const long long nunits = (long long)sl_run_units((unsigned long long)ntiles, WARPS, K::run_unit_tiles);
-    if ((long long)blockIdx.x >= (long long)sl_run_unit_blocks((unsigned long long)nunits, WARPS)) return;
-    const int lane = (int)(threadIdx.x & 31), warp_in_block = (int)(threadIdx.x >> 5);
-    const typename K::Params params(a);
-    /* the unit, the key changes before it and in it: read again where needed, so that none
-       of them is held in registers through the tiles */
-    __shared__ long long unit_ticket, unit_before, unit_changes;
-    __shared__ block_scan_storage<long long, K::block> count_storage;
-    constexpr bool STAGE = stages_closed<K, S>(); /* close_tile_segments' slots */
-    __shared__ uint32_t closed_stage[STAGE ? WARPS : 1][closed_stage_words<K, S>()];
-    const typename P::S carry = carry_in<K, P>(a, true);
-    for (;;) {
-        if (threadIdx.x == 0) unit_ticket = take_tile(a.scratch);
-        __syncthreads(); /* also: the unit before is closed, its shared state read */
-        const long long u = unit_ticket;
-        if (u >= nunits) break;
-        const long long first = (u * WARPS + warp_in_block) * (long long)K::run_unit_tiles;
-        const long long lo = first < ntiles ? first : ntiles;
-        const long long hi = first + K::run_unit_tiles < ntiles ? first + K::run_unit_tiles : ntiles;
-        const bool working = lo < hi; /* the batch's last unit may have warps without tiles */
-        long long n = 0;
-        if (working) {
-            const long long r1 = hi * K::tile < rows ? hi * K::tile : rows;
-            n = count_key_changes<K>(a, params, lo * K::tile, r1, carry, lane, 32);
-        }
-        long long excl, changes;
-        block_exclusive_scan<long long, K::block, 0>(count_storage, n, 0ll, plus_of<long long>(), excl, changes);
-        if (warp_in_block == 0) {
-            const long long before = unit_changes_before<K>(a, nunits, u, changes);
-            if (lane == 0) {
-                unit_before = before;
-                unit_changes = changes;
-            }
-        }
-        __syncthreads();
-        if (working) {
-            /* the first tile loaded only now: in flight through the counts' scan and look-back
-               it spilled (ptxas: 222 bytes at 16 items a lane, 118 without it) */
-            typename K::Tile next(params);
-            run_edges<typename K::Keys> next_edges;
-            load_run_tile<K>(next, next_edges, a, params, lo, lane);
-            run_warp_tiles<K>(a, params, lo, hi, unit_before + shfl_idx<long long>(excl, 0), carry,
-                              block_record<S>(a.scratch + SL_SCRATCH_ALIGN,
-                                              (long long)blockIdx.x * WARPS + warp_in_block),
-                              STAGE ? closed_stage[warp_in_block] : nullptr, next, next_edges);
-        } else if (lane == 0) {
-            store_state(block_record<S>(a.scratch + SL_SCRATCH_ALIGN,
-                                        (long long)blockIdx.x * WARPS + warp_in_block),
-                        R::identity());
-        }
-        __syncthreads(); /* every warp's record written (hold_pending's too) */
-        if (warp_in_block == 0) close_run_unit<K>(a, nunits, unit_ticket, unit_before, unit_changes, carry);
-    }
-}
-
 /* The kernel body: the aggregate loop or the overlapped loop when the generator asked for it
  * (K::aggregate, K::overlapped), else the two-stage loop. SMALL: the overlapped loop with
  * each block's first look-back read by the whole block, the generated SL_CG_SMALL_KERNEL's
@@ -1916,10 +1719,7 @@ template <class K, bool SMALL = false>
 __device__ __forceinline__ void fused_kernel(const typename K::Args &a) {
     wait_for_stream_and_release_next();
     if constexpr (K::aggregate && K::offsets) segments_warp_loop<K>(a);
-    else if constexpr (K::aggregate && K::runs) {
-        if constexpr (K::run_unit_tiles > 0) runs_unit_loop<K>(a);
-        else runs_warp_loop<K>(a);
-    }
+    else if constexpr (K::aggregate && K::runs) runs_warp_loop<K>(a);
     else if constexpr (K::aggregate) aggregate_loop<K>(a);
     else if constexpr (K::overlapped) overlapped_loop<K, SMALL>(a);
     else two_stage_loop<K>(a);

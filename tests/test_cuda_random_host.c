@@ -7,8 +7,7 @@
  * nobody listed: mixes of maps, flags, compactions, filters, plain and segmented scans,
  * recurrences and a closing reduce; every integer type, bool and raw float bits (NaNs of
  * both signs, negative zeros) as inputs; keys of every type, runs from one row to thousands;
- * head flags and offsets segments; the fast and the run_to_run modes; the in-order close of
- * the warp loops on and off, the runs' loop in one pass and in two; launch shapes other than
+ * head flags and offsets segments; the fast and the run_to_run modes; launch shapes other than
  * the table's. Results must be exact, so the generator keeps to operators whose every
  * association gives the same bits: integer arithmetic (which wraps), bitwise
  * operators, min and max of anything, counts, and float sums only of small whole numbers
@@ -381,7 +380,7 @@ static void random_group_yaml(gen *g, uint64_t seed) {
     put(g, "sluice: 1\nname: random-host-%llu\n", (unsigned long long)seed);
     if (roll(g, 0, 3) == 0) put(g, "determinism: run_to_run\n");
     /* a quarter of the cases: maps, then a reduce over runs of a key computable at a row (the
-       runs' loops without look-back, in one pass or two) */
+       runs' loop without look-back) */
     const bool runs = roll(g, 0, 3) == 0;
     put(g, "input:\n");
     g->offsets = !runs && roll(g, 0, 3) == 0;
@@ -447,7 +446,6 @@ START_TEST(random_group_on_host) {
     sluice_pipeline *p = NULL;
     sl_plan plan;
     sl_codegen cg;
-    bool staged = false;
     char tuning[32] = "";
     for (int attempt = 0;; attempt++) {
         ck_assert_msg(attempt < 100, "seed %llu: no pipeline of one fused group in 100 draws",
@@ -468,10 +466,6 @@ START_TEST(random_group_on_host) {
             sluice_pipeline_free(p);
             continue;
         }
-        staged = roll(&g, 0, 1) != 0;
-        if (staged) setenv("SLUICE_CUDA_STAGED_CLOSE", "1", 1);
-        /* half the reduces over runs of keys in one pass, in units of 2048 rows (many a batch) */
-        if (roll(&g, 0, 1)) setenv("SLUICE_CUDA_RUNS_ONE_PASS", "2048", 1);
         /* a third of the cases at another launch shape: tiles of 64 to 8192 rows */
         tuning[0] = '\0';
         if (roll(&g, 0, 2) == 0) {
@@ -479,8 +473,6 @@ START_TEST(random_group_on_host) {
             setenv("SLUICE_CUDA_TUNING", tuning, 1);
         }
         sluice_status st = sl_cuda_codegen(ctx, p, &plan, 0, 90, &cg);
-        unsetenv("SLUICE_CUDA_STAGED_CLOSE");
-        unsetenv("SLUICE_CUDA_RUNS_ONE_PASS");
         unsetenv("SLUICE_CUDA_TUNING");
         if (st != SLUICE_OK) tu_print_diags(ctx);
         ck_assert_msg(st == SLUICE_OK, "codegen failed for\n%s", yaml);
@@ -493,9 +485,8 @@ START_TEST(random_group_on_host) {
         }
         break;
     }
-    fprintf(stderr, "random_group_on_host %d (%s%s%s%s):\n%s", _i, staged ? "in-order close" : "default",
-            cg.run_unit_tiles > 0 ? ", runs in one pass" : "", tuning[0] ? ", SLUICE_CUDA_TUNING=" : "",
-            tuning, yaml);
+    fprintf(stderr, "random_group_on_host %d (%s%s):\n%s", _i,
+            tuning[0] ? "SLUICE_CUDA_TUNING=" : "the table's launch shape", tuning, yaml);
     char dir[] = "/tmp/sluice-random-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);

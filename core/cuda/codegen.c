@@ -90,8 +90,6 @@ typedef struct cg {
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
     bool no_chunks;    /* SLUICE_CUDA_CHUNKS=0: no phase_chunks, the fast look-back for every state */
-    bool stage_closed; /* SLUICE_CUDA_STAGED_CLOSE=1: the warp loops write closed segments in order */
-    int run_unit_tiles; /* sl_codegen's: > 0, the runs' loop in one pass (runs_one_pass_tiles) */
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1661,9 +1659,6 @@ static int resident_blocks(const cg *g) {
     if (min_blocks == 1 && widest_state <= 32 && by_smem >= 2 && registers_for_blocks(threads, 2) >= 96)
         min_blocks = 2;
     if (min_blocks > by_smem) min_blocks = by_smem;
-    /* the one-pass runs loop at 8 items a lane: 128 registers (512 threads an SM); asked for
-       5 blocks of 128 it spilled 282 bytes, at 4 none (ptxas, sm_90) */
-    if (g->run_unit_tiles > 0) min_blocks = 512 / block;
     if (g->forced_min_blocks) min_blocks = g->forced_min_blocks;
     if (min_blocks < 1 || (long long)min_blocks * threads > 2048) min_blocks = 1;
     return min_blocks;
@@ -1724,14 +1719,12 @@ static sluice_status emit_kernel(cg *g) {
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
                      "compacts = %s, offsets = %s, runs = %s;\n"
                      "    static constexpr int offsets_input = %d;\n"
-                     "    static constexpr bool closes = %s, stage_closed = %s;\n"
-                     "    static constexpr int run_unit_tiles = %d;\n",
+                     "    static constexpr bool closes = %s;\n",
                      g->phases, g->overlapped ? "true" : "false", g->aggregate ? "true" : "false",
                      g->commutative ? "true" : "false",
                      o->compacts ? "true" : "false",
                      o->has_offsets ? "true" : "false", runs_aggregate(g) ? "true" : "false",
-                     o->offsets_input, o->closes_in_kernel ? "true" : "false",
-                     g->stage_closed ? "true" : "false", g->run_unit_tiles);
+                     o->offsets_input, o->closes_in_kernel ? "true" : "false");
     if (stages_tiles(g)) emit_issue_loads(g);
     if (runs_aggregate(g)) {
         sl_strbuf_printf(sb, "    typedef RunKeys Keys;\n    typedef RunPhase%d Run;\n",
@@ -2151,24 +2144,6 @@ static sluice_status plan_stages(cg *g) {
 
 /* ---- entry points -------------------------------------------------------------------- */
 
-/* SLUICE_CUDA_RUNS_ONE_PASS=1 (or the rows of a unit: 16384 for 1): a reduce over runs of
- * keys without look-back (runs_aggregate) reads its keys once (kernels/sl_tile.cuh
- * runs_unit_loop: blocks take units of a few tiles a warp by ticket, count a unit's key changes
- * and find the changes and the run state before it by look-back) instead of counting every
- * warp's key changes first (runs_warp_loop, the keys read twice). Opt-in until measured on
- * the GPU. Not under run_to_run where the run state's combine rounds: the look-back's
- * association changes from run to run. Returns the tiles a warp takes in a unit, or 0. */
-static int runs_one_pass_tiles(const cg *g) {
-    const char *env = getenv("SLUICE_CUDA_RUNS_ONE_PASS");
-    if (!runs_aggregate(g) || !env || !*env || strcmp(env, "0") == 0) return 0;
-    if (phase_ordered(g, g->slots[g->reduce_slot].phase)) return 0;
-    long long unit_rows = atoll(env);
-    if (unit_rows < 2) unit_rows = 16384;
-    const long long block_tile_rows = (long long)g->tuning->block_threads * g->items;
-    const long long tiles = unit_rows / block_tile_rows;
-    return tiles < 1 ? 1 : tiles > 1024 ? 1024 : (int)tiles;
-}
-
 /* SLUICE_CUDA_TUNING="THREADS:ITEMS[:MIN_BLOCKS]" overrides the table for measurements
  * (bench runs that compare launch shapes in one go); values that are not a multiple of 32
  * threads in [32, 1024], a power of two of items in [1, 64] and min blocks in [1, 32] are
@@ -2294,10 +2269,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back
            too, for measurements against the chunked one (phase_chunks) */
         g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
-        /* SLUICE_CUDA_STAGED_CLOSE=1: the loops over segments without look-back stage a
-           tile's closed segments in shared memory and write them in place order
-           (kernels/sl_tile.cuh, closed_rows); opt-in until measured on the GPU */
-        g.stage_closed = block_records_loop(&g) && env_is("SLUICE_CUDA_STAGED_CLOSE", "1");
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
@@ -2308,14 +2279,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->block_records = block_records_loop(&g);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0)
             use_block_threads(&g, g.tuning->records_block_threads);
-        g.run_unit_tiles = runs_one_pass_tiles(&g);
-        if (g.run_unit_tiles > 0 && !overridden && g.items > 8) {
-            /* at the table's 16 items a lane the one-pass loop spilled 118 bytes under its 128
-               registers (ptxas, sm_90; none at 8): its units keep the unit's rows */
-            g.items = 8;
-            g.run_unit_tiles = runs_one_pass_tiles(&g);
-        }
-        out->run_unit_tiles = g.run_unit_tiles;
         out->items_per_thread = g.items;
         out->phases = g.phases;
         out->nparams = p->nparams;
@@ -2441,13 +2404,7 @@ size_t sl_cuda_codegen_phase_offset(const sl_codegen *c, int64_t rows, int phase
     unsigned long long ntiles = (unsigned long long)sl_cuda_codegen_tiles(c, rows);
     unsigned long long off = SL_SCRATCH_ALIGN + sl_segment_index_bytes(c->has_offsets, ntiles);
     for (int ph = 0; ph < phase && ph < c->phases; ph++)
-        off += c->run_unit_tiles > 0
-                   ? sl_run_units_scratch_bytes(
-                         c->state_size[ph],
-                         sl_run_units(ntiles, (unsigned long long)c->block_threads / 32u,
-                                      (unsigned long long)c->run_unit_tiles),
-                         (unsigned long long)c->block_threads / 32u)
-                   : sl_phase_scratch_bytes(c->state_size[ph], ntiles, c->block_records);
+        off += sl_phase_scratch_bytes(c->state_size[ph], ntiles, c->block_records);
     return (size_t)off;
 }
 

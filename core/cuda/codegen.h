@@ -95,10 +95,6 @@ typedef struct sl_codegen {
                                 close kernel runs only for empty batches and the flush */
     bool block_records;      /* ... over offsets segments or runs of keys: the phase's scratch
                                 holds a record per warp (kernels/sl_scratch.h) */
-    int run_unit_tiles;      /* > 0: the runs' loop in one pass (sl_tile.cuh runs_unit_loop),
-                                units of this many tiles a warp taken by ticket, their key
-                                changes and run states found by look-back (scratch:
-                                sl_run_units_scratch_bytes); 0: the loop that counts first */
     int64_t tile_rows;       /* rows per tile = items_per_thread * the threads sharing a tile
                                 (block_threads, less 32 with a look-back warp; 32 when
                                 block_records: a tile per warp) */

@@ -131,14 +131,8 @@ static const int NOUT = (int)(sizeof out_sizes / sizeof out_sizes[0]);
 
 /* The phases' scratch bytes for ntiles tiles (as codegen.c sl_cuda_codegen_phase_offset). */
 template <class... P> static unsigned long long phase_bytes(sl::phase_list<P...>, unsigned long long ntiles) {
-    constexpr unsigned long long warps = Kernel::block / 32;
-    if constexpr (Kernel::run_unit_tiles > 0)
-        return (0ull + ... + sl_run_units_scratch_bytes(sizeof(typename P::S),
-                                                        sl_run_units(ntiles, warps, Kernel::run_unit_tiles),
-                                                        warps));
-    else
-        return (0ull + ... + sl_phase_scratch_bytes(sizeof(typename P::S), ntiles,
-                                                    Kernel::aggregate && (Kernel::offsets || Kernel::runs)));
+    return (0ull + ... + sl_phase_scratch_bytes(sizeof(typename P::S), ntiles,
+                                                Kernel::aggregate && (Kernel::offsets || Kernel::runs)));
 }
 
 /* A table of output rows: each column's elements, out_sizes bytes each. */
