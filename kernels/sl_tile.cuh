@@ -1228,8 +1228,9 @@ template <class K, class S> constexpr int closed_stage_words() {
  * `stage` (the same in every lane): where the tile's closing places are consecutive (the
  * runs' loop: stages_closed), the warp's slots for a tile's closed segments, and
  * `lo` a bound at or below every place closing in the tile (within a tile's rows of it).
- * The closed segments then go to the slots first and out in place order, a lane a segment:
- * written straight from the lane that closes them, each store instruction's lanes wrote
+ * A tile that closes a run in every 4 rows or more sends its closed segments to the slots
+ * first and out in place order, a lane a segment: written straight from the lane that closes
+ * them, each store instruction's lanes wrote
  * places several apart (a sector each), and the close was 70% of a tile of the reduce by key
  * (bench/RESULTS.md, twenty-ninth session, run 2). Null: straight to their places. */
 template <class K, class P, class C>
@@ -1243,11 +1244,16 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
     const typename P::Op op;
     const int lane = (int)(threadIdx.x & 31);
     closed_rows<P> out = {nullptr, 0};
-    unsigned closing = 0; /* the tile's closing segments, where staged */
+    unsigned closing = 0; /* the tile's closing segments, where the loop stages */
     if (stage) {
         const unsigned long long ends = t.ending;
         closing = warp_sum_u32((unsigned)__popcll(ends));
-        if (closing != 0) {
+        /* only a tile that closes a run in every 4 rows or more: there a direct store
+           instruction's lanes write a sector each, and the slots paid (Pareto mix: 37.7% of
+           copy -> 47.6% on the H200); at a run in 8 rows and longer they cost more than they
+           saved (avg 8: 51.7% -> 47.8%; avg 1000: 66.6% -> 64.1%, a made key 50.8% -> 43.1%:
+           bench/RESULTS.md, thirty-first session) */
+        if (4ull * closing >= (unsigned long long)K::tile) {
             /* the lane's least closing place: its first ending item's */
             const unsigned least =
                 ends ? (unsigned)(closing_place<K>(t, __popcll((ends & (0ull - ends)) - 1ull)) - lo) : ~0u;

@@ -851,6 +851,10 @@ static const struct host_case {
        wider states of the cases above take the direct stores) */
     {"      segments: {key: k}\n", false, true, true, false},
     {"      segments: {key: g}\n", false, true, true, false},
+    /* a key that changes at about one row in four (mix: 5/32 of rows true), so that about a
+       quarter of the tiles close too few runs for the slots and write them straight, the
+       others through the slots, the two kinds interleaved in every warp's tiles */
+    {"      segments: {key: mix}\n", false, true, true, false},
 };
 
 /* The generated kernels of a reduce group, with kernels/sl_tile.cuh's loop and the templates
@@ -867,7 +871,7 @@ START_TEST(reduce_on_host) {
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
              "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\n%sstages:\n"
-             "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
+             "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0, mix: (k & 31) < 5}\n"
              "%s"
              "%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
