@@ -1229,10 +1229,10 @@ template <class K, class S> constexpr int closed_stage_words() {
  * runs' loop: stages_closed), the warp's slots for a tile's closed segments, and
  * `lo` a bound at or below every place closing in the tile (within a tile's rows of it).
  * A tile that closes a run in every 4 rows or more sends its closed segments to the slots
- * first and out in place order, a lane a segment: written straight from the lane that closes
- * them, each store instruction's lanes wrote
- * places several apart (a sector each), and the close was 70% of a tile of the reduce by key
- * (bench/RESULTS.md, twenty-ninth session, run 2). Null: straight to their places. */
+ * first and out in place order, a lane a segment: written straight from the lanes that close
+ * them, each store instruction's lanes wrote places several apart (a sector each), and the
+ * close was 70% of a tile of the reduce by key (bench/RESULTS.md, twenty-ninth session, run
+ * 2). Null: straight to their places. */
 template <class K, class P, class C>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
                                                     const typename K::Args &a, const C &carry,
@@ -1249,10 +1249,8 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
         const unsigned long long ends = t.ending;
         closing = warp_sum_u32((unsigned)__popcll(ends));
         /* only a tile that closes a run in every 4 rows or more: there a direct store
-           instruction's lanes write a sector each, and the slots paid (Pareto mix: 37.7% of
-           copy -> 47.6% on the H200); at a run in 8 rows and longer they cost more than they
-           saved (avg 8: 51.7% -> 47.8%; avg 1000: 66.6% -> 64.1%, a made key 50.8% -> 43.1%:
-           bench/RESULTS.md, thirty-first session) */
+           instruction's lanes write a sector each and the slots pay; over runs of 8 rows and
+           longer they cost more than they save (bench/RESULTS.md, thirty-first session) */
         if (4ull * closing >= (unsigned long long)K::tile) {
             /* the lane's least closing place: its first ending item's */
             const unsigned least =
