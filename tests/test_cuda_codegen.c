@@ -847,8 +847,8 @@ static const struct host_case {
     {"      segments: {key: g}\n", true, false, false, true},
     {"      segments: hd\n      per: batch\n", true, false, false, true},
     /* one sum over runs: a run state small enough for the warps' slots (sl_tile.cuh,
-       stages_closed), so closed runs go out in place order; an input key, a made one (the
-       wider states of the cases above take the direct stores) */
+       stages_closed), so tiles of closed runs go out in place order; an input key, a made
+       one (the kb cases' long runs close too few a tile for the slots: they write straight) */
     {"      segments: {key: k}\n", false, true, true, false},
     {"      segments: {key: g}\n", false, true, true, false},
     /* a key that changes at about one row in four (mix: 5/32 of rows true), so that about a
