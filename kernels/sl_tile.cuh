@@ -264,39 +264,42 @@ __device__ __forceinline__ void staged_segments(const staged_index &segs, long l
     j1 = segs.entry[at + 1];
 }
 
-/* The keys a warp's edge lanes need from outside the warp: lane 0's row before its first,
- * lane 31's row after its last (the tile's edges), read or made from the inputs at those rows
- * (RunKeys::at). Loaded with the tile's rows, a tile ahead (runs_warp_loop). */
+/* What a warp's edge lanes need from outside the warp: the inputs that make the key
+ * (RunKeys::row_t) at lane 0's row before its first and lane 31's row after its last (the
+ * tile's edges). Loaded with the tile's rows, a tile ahead (runs_warp_loop), and made into
+ * keys (RunKeys::make) only when the tile is worked on: a key made at the load waited there
+ * for its bytes, a round trip to memory every tile. */
 template <class KY> struct run_edges {
-    typename KY::key_t before, after;
+    typename KY::row_t before, after;
 };
 
-template <class KY, int ITEMS, class A, class P>
-__device__ __forceinline__ run_edges<KY> run_edge_keys(const A &a, const P &params, long long rows,
-                                                       long long tile_first, int slot) {
+template <class KY, int ITEMS, class A>
+__device__ __forceinline__ run_edges<KY> run_edge_rows(const A &a, long long rows, long long tile_first,
+                                                       int slot) {
     run_edges<KY> e = {};
     const int lane = (int)(threadIdx.x & 31);
     const long long first = tile_first + (long long)slot * ITEMS;
-    if (lane == 0 && first > 0 && first < rows) e.before = KY::at(a, params, first - 1);
-    if (lane == 31 && first + ITEMS < rows) e.after = KY::at(a, params, first + ITEMS);
+    if (lane == 0 && first > 0 && first < rows) e.before = KY::load(a, first - 1);
+    if (lane == 31 && first + ITEMS < rows) e.after = KY::load(a, first + ITEMS);
     return e;
 }
 
 /* Runs of keys (runs_warp_loop): the lane's head bits and ending items (tile_rows) from its
  * keys `c` and the keys of the rows around them: the row before its first and the row after
  * its last, from the neighbouring lanes by shuffles (every lane shuffles) and at the warp's
- * edges from `edges` (run_edge_keys); for the batch's row 0 the carry's open run. KY is the
- * generated RunKeys: the key's type, its change test as the state's combine makes it, and
- * `at`. */
+ * edges the keys made from run_edge_rows' (`edge_before`, `edge_after`); for the batch's row
+ * 0 the carry's open run. KY is the generated RunKeys: the key's type and its change test as
+ * the state's combine makes it. */
 template <class KY, int ITEMS, class S>
 __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
-                                          const S &carry, const run_edges<KY> &edges) {
+                                          const S &carry, typename KY::key_t edge_before,
+                                          typename KY::key_t edge_after) {
     typedef typename KY::key_t T;
     const int live = t.live_items, lane = (int)(threadIdx.x & 31);
     T before = shfl_up<T, words_of<T>::value>(c[ITEMS - 1], 1);
     T after = shfl_idx<T>(c[0], (lane + 1) & 31);
-    if (lane == 0) before = edges.before;
-    if (lane == 31) after = edges.after;
+    if (lane == 0) before = edge_before;
+    if (lane == 31) after = edge_after;
     unsigned long long h = 0;
     if (live > 0) {
         if (t.first == 0) h = KY::carry_differs(carry, c[0]);
@@ -1498,8 +1501,9 @@ template <class K> __device__ __forceinline__ void segments_warp_loop(const type
  * key differs from row r - 1's, and row 0 when the carry's open run has another key. An input
  * key column is read in 16-byte vectors, each thread a vector in turn (coalesced), eight in
  * flight; the key before each vector is a second, cached load. A key that maps make is made
- * from the inputs at each row (RunKeys::at), rows a warp apart in each lane, the key before
- * a row by a shuffle. */
+ * from its inputs' striped vectors (RunKeys::striped) where they are aligned, else from the
+ * inputs at each row (RunKeys::at), rows a warp apart in each lane; the key before a row or
+ * a chunk comes by a shuffle. */
 template <class K, class C>
 __device__ __forceinline__ long long count_key_changes(const typename K::Args &a,
                                                        const typename K::Params &params,
@@ -1515,32 +1519,65 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
     }
     if (r0 >= r1) return n;
     if constexpr (KY::made) {
-        /* keys made by maps, by a whole warp (thread: the lane, threads: 32): each step makes
-           the keys of UM * 32 consecutive rows, lane l those at l, l + 32, ... (every input
-           read by warp-wide contiguous loads, UM rows a lane in flight), and a row's left
-           neighbour is the lane to the left's key (lane 0's: lane 31's of the previous group
-           of 32, the first one made at row r0 - 1). Each thread making a run of consecutive
-           rows instead spread a warp's loads over 32 sectors, and the whole reduce ran at
-           two thirds of the input key's speed (bench/RESULTS.md, fifteenth session). */
+        /* keys made by maps, by a whole warp (thread: the lane, threads: 32). Where every input
+           the key needs is aligned for it, the rows from the first multiple of KY::chunk are
+           made KY::stripe a lane at a time from striped loads (sl::load_striped: each
+           warp-wide access reads 32 chunks of KY::chunk consecutive rows, one vector a lane,
+           as the input key's count reads its 16-byte vectors); a chunk's first row's left
+           neighbour is the lane to the left's last row (lane 0's: lane 31's of the chunk
+           before, the first one made at that row). The rest (an unaligned input, the rows
+           before the first chunk and after the last whole stripe) are made one row a lane,
+           rows a warp apart, UM a lane in flight. Each thread making a run of consecutive
+           rows one load a row instead spread a warp's loads over 32 sectors, and the whole
+           reduce ran at two thirds of the input key's speed (bench/RESULTS.md, fifteenth
+           session). */
         constexpr int UM = 32; /* rows a lane in flight: for 4-byte inputs the bytes of the
                                   input key's U 16-byte vectors */
+        constexpr int CH = KY::chunk, N = KY::stripe;
+        static_assert(N % CH == 0, "a lane's stripe is whole chunks");
         const int lane = thread;
-        T before = KY::at(a, params, r0 - 1);
-        for (long long base = r0; base < r1; base += (long long)UM * 32) {
-            T x[UM];
+        /* rows [lo, hi) one a lane, `before` the key at row lo - 1 */
+        auto rows_by_lanes = [&](long long lo, long long hi, T before) {
+            for (long long base = lo; base < hi; base += (long long)UM * 32) {
+                T x[UM];
 #pragma unroll
-            for (int u = 0; u < UM; u++) {
-                const long long r = base + u * 32 + lane;
-                x[u] = r < r1 ? KY::at(a, params, r) : T();
+                for (int u = 0; u < UM; u++) {
+                    const long long r = base + u * 32 + lane;
+                    x[u] = r < hi ? KY::at(a, params, r) : T();
+                }
+#pragma unroll
+                for (int u = 0; u < UM; u++) {
+                    const T shifted = shfl_up(x[u], 1); /* every lane: a full-warp shuffle */
+                    const T left = lane == 0 ? before : shifted;
+                    if (base + u * 32 + lane < hi) n += KY::differs(left, x[u]);
+                    before = shfl_idx(x[u], 31);
+                }
             }
+        };
+        long long striped_end = r0; /* the striped rows are [first chunk, striped_end) */
+        if (KY::striped_ok(a)) {
+            const long long first = (r0 + CH - 1) / CH * CH;
+            const long long stripes = first < r1 ? (r1 - first) / ((long long)N * 32) : 0;
+            if (stripes > 0) {
+                rows_by_lanes(r0, first, KY::at(a, params, r0 - 1));
+                T before = KY::at(a, params, first - 1);
+                for (long long base = first; base < first + stripes * N * 32; base += (long long)N * 32) {
+                    T x[N];
+                    KY::striped(a, params, base, lane, x);
 #pragma unroll
-            for (int u = 0; u < UM; u++) {
-                const T shifted = shfl_up(x[u], 1); /* every lane: a full-warp shuffle */
-                const T left = lane == 0 ? before : shifted;
-                if (base + u * 32 + lane < r1) n += KY::differs(left, x[u]);
-                before = shfl_idx(x[u], 31);
+                    for (int k = 0; k < N / CH; k++) {
+                        const T shifted = shfl_up(x[k * CH + CH - 1], 1);
+                        int d = KY::differs(lane == 0 ? before : shifted, x[k * CH]);
+#pragma unroll
+                        for (int j = 1; j < CH; j++) d += KY::differs(x[k * CH + j - 1], x[k * CH + j]);
+                        n += d;
+                        before = shfl_idx(x[k * CH + CH - 1], 31);
+                    }
+                }
+                striped_end = first + stripes * N * 32;
             }
         }
+        if (striped_end < r1) rows_by_lanes(striped_end, r1, KY::at(a, params, striped_end - 1));
         return n;
     } else {
         const T *col = static_cast<const T *>(a.in[KY::input]);
@@ -1664,13 +1701,13 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             if (lane == 0 && rows > 0 && K::Keys::carry_differs(carry, K::Keys::at(a, params, 0)))
                 close_segment<K, R>(a, carry_run, carry, 0);
         }
-        /* the next tile's rows (and a made key's warp-edge keys) are loaded before this tile
+        /* the next tile's rows (and its edge rows' key inputs) are loaded before this tile
            is worked on, so a warp always has a tile's bytes in flight */
         typename K::Tile next(params);
         next.at(rows, lo, K::tile, lane);
         next.load_inputs(a, false, nullptr);
         run_edges<typename K::Keys> next_edges =
-            run_edge_keys<typename K::Keys, K::items>(a, params, rows, lo * K::tile, lane);
+            run_edge_rows<typename K::Keys, K::items>(a, rows, lo * K::tile, lane);
         step_clock trace;
         for (long long tile = lo; tile < hi; tile++) {
             typename K::Tile t = next;
@@ -1678,8 +1715,7 @@ template <class K> __device__ __forceinline__ void runs_warp_loop(const typename
             if (tile + 1 < hi) {
                 next.at(rows, tile + 1, K::tile, lane);
                 next.load_inputs(a, false, nullptr);
-                next_edges = run_edge_keys<typename K::Keys, K::items>(a, params, rows,
-                                                                       (tile + 1) * K::tile, lane);
+                next_edges = run_edge_rows<typename K::Keys, K::items>(a, rows, (tile + 1) * K::tile, lane);
             }
             t.maps(0);
             t.runs_at(carry, edges);

@@ -646,6 +646,8 @@ START_TEST(kernel_shapes) {
         ck_assert((strstr(cg.source, "struct RunKeys") != NULL) == runs);
         if (runs)
             ck_assert(strstr(cg.source, i == 1 ? "made = true" : "made = false") != NULL);
+        /* a made key's count reads its i32 input in striped 16-byte vectors, 32 rows a lane */
+        ck_assert((strstr(cg.source, "static constexpr int chunk = 4, stripe = 32;") != NULL) == (i == 1));
         /* the block-record loops take their own block size from the tuning table */
         const sl_tuning *tu = sl_tuning_for(90);
         ck_assert_int_eq(cg.block_threads, runs ? tu->records_block_threads : table_rows_filled(&cg, tu) + 32);
@@ -855,6 +857,9 @@ static const struct host_case {
        quarter of the tiles close too few runs for the slots and write them straight, the
        others through the slots, the two kinds interleaved in every warp's tiles */
     {"      segments: {key: mix}\n", false, true, true, false},
+    /* a key made from two inputs of two widths (k: i16, kb: bool): its count's striped loads
+       (RunKeys::striped) read 8 rows of each at a time, 40 a lane, a stripe of 1280 rows */
+    {"      segments: {key: gkb}\n", false, false, true, false},
 };
 
 /* The generated kernels of a reduce group, with kernels/sl_tile.cuh's loop and the templates
@@ -871,7 +876,7 @@ START_TEST(reduce_on_host) {
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
              "sluice: 1\nname: host-%d\ninput:\n%s  x: i32\n  k: i16\n%sstages:\n"
-             "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0, mix: (k & 31) < 5}\n"
+             "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0, mix: (k & 31) < 5%s}\n"
              "%s"
              "%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
@@ -879,6 +884,7 @@ START_TEST(reduce_on_host) {
              "%s",
              _i, offsets ? "  rows: {type: i64, role: offsets}\n" : "",
              host_cases[_i].plain ? "  kb: bool\n  kf: f32\n" : "",
+             host_cases[_i].plain ? ", gkb: 'kb ? (k & 3) : (k & 3) + 4'" : "",
              offsets || host_cases[_i].plain ? "" : "  - filter: x % 5 != 0\n",
              host_cases[_i].scan_rows ? "  - segmented_scan: {of: x, op: max, segments: rows, into: run}\n"
              : host_cases[_i].scan    ? "  - scan: {of: x, op: max, into: run}\n"

@@ -1606,7 +1606,8 @@ static void emit_tile(cg *g) {
         sl_strbuf_printf(sb,
                          "    template <class S> __device__ __forceinline__ void runs_at(const S &carry, "
                          "const sl::run_edges<RunKeys> &edges) {\n"
-                         "        sl::run_heads<RunKeys>(*this, c%d, carry, edges);\n    }\n",
+                         "        sl::run_heads<RunKeys>(*this, c%d, carry, RunKeys::make(*this, edges.before), "
+                         "RunKeys::make(*this, edges.after));\n    }\n",
                          g->reduce->segment_column);
     for (int ph = 1; ph <= g->phases; ph++) {
         emit_element(g, ph, false);
@@ -1774,12 +1775,16 @@ static int input_of(const cg *g, int column) {
     return -1;
 }
 
-/* RunKeyRow and RunKeys (runs_warp_loop). RunKeyRow::at is the key at one row from the
- * kernel's inputs at that row: the key input itself, or the group's maps that make the key
- * from inputs (runs_countable), evaluated for that row alone. RunKeys: the key's type, its
- * input (-1 when maps make it: `made`), its change test (the one the reduce's
- * combine makes, emit_reduce_combine) between two rows and between the carry's open run and
- * a row, and `at`. */
+/* RunKeyInputs, RunKeyRow, RunKeyStripe and RunKeys (runs_warp_loop). RunKeyRow makes the key
+ * at one row from the kernel's inputs at that row (RunKeyInputs, RunKeyRow::load): the key
+ * input itself, or the group's maps that make the key from inputs (runs_countable),
+ * evaluated for that row alone. RunKeyStripe (a made key only): the same maps over a lane's
+ * rows of striped vector loads of those inputs, for the count of key changes
+ * (count_key_changes). RunKeys: the key's type, its input (-1 when maps make it: `made`), its
+ * change test (the one the reduce's combine makes, emit_reduce_combine) between two rows and
+ * between the carry's open run and a row, `load`, `make` and `at` (the two at once), and for
+ * a made key the striped access's shape, whether the inputs are aligned for it, and
+ * `striped`. */
 static sluice_status emit_run_keys(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sluice_pipeline *p = g->p;
@@ -1795,37 +1800,95 @@ static sluice_status emit_run_keys(cg *g) {
         sl_free(g->ctx, needed);
         return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT, "internal: a run key not computable per row");
     }
-    sl_strbuf_append(sb, "struct RunKeyRow : GroupParams {\n");
-    for (int c = 0; c < p->ncolumns; c++)
-        if (needed[c]) sl_strbuf_printf(sb, "    %s c%d[1];\n", ctype(p->columns[c].type), c);
-    sl_strbuf_printf(sb,
-                     "    __device__ __forceinline__ explicit RunKeyRow(const GroupParams &p) : "
-                     "GroupParams(p) {}\n"
-                     "    __device__ __forceinline__ %s at(const SlArgs &a, long long r) {\n"
-                     "        const int i = 0;\n        (void)i;\n",
-                     ctype(type));
+    /* a striped access: CHUNK rows of every input the key needs, in one vector of at most 16
+       bytes each (sl::load_striped); a lane makes STRIPE rows at a time, about 128 bytes of
+       inputs in flight (the input key's count reads as much) */
+    int widest = 1, row_bytes = 0;
     for (int in = 0; in < g->out->ninputs; in++) {
         const int c = g->out->inputs[in];
         if (in == g->out->offsets_input || !needed[c]) continue;
-        sl_strbuf_printf(sb, "        c%d[0] = ((const %s *)a.in[%d])[r];\n", c,
-                         ctype(p->columns[c].type), in);
+        const int size = (int)sluice_type_size(p->columns[c].type);
+        if (size > widest) widest = size;
+        row_bytes += size;
     }
-    for (int st = g->first; st < g->last && st < g->reduce_stage; st++) {
-        const sl_stage *stage = &p->stages[st];
-        if (stage->kind != SL_STAGE_MAP) continue;
-        for (int e = 0; e < stage->map.count; e++) {
-            const int c = stage->map.columns[e];
-            int ms, me;
-            if (!needed[c] || input_of(g, c) >= 0 || !map_making(g, c, &ms, &me) || ms != st ||
-                me != e)
-                continue;
-            sl_strbuf_printf(sb, "        c%d[i] = (%s)(", c, ctype(p->columns[c].type));
-            emit_expr(sb, stage->map.exprs[e]);
-            sl_strbuf_append(sb, ");\n");
+    const int chunk = 16 / widest;
+    int stripe = row_bytes > 0 ? 128 / row_bytes : 32;
+    stripe = stripe > 32 ? 32 : stripe < chunk ? chunk : stripe / chunk * chunk;
+    /* RunKeyInputs: the inputs the key needs at one row. RunKeyRow: the key made from them
+       (`make`, apart from their load, so that a load a tile ahead does not wait for its
+       bytes: runs_warp_loop's edge rows). RunKeyStripe: the key at a lane's STRIPE rows of a
+       striped access. Both make the key by the same lines. */
+    sl_strbuf_append(sb, "struct RunKeyInputs {\n");
+    for (int in = 0; in < g->out->ninputs; in++) {
+        const int c = g->out->inputs[in];
+        if (in != g->out->offsets_input && needed[c])
+            sl_strbuf_printf(sb, "    %s c%d;\n", ctype(p->columns[c].type), c);
+    }
+    sl_strbuf_append(sb, "};\n");
+    for (int striped = 0; striped < 2; striped++) {
+        if (k >= 0 && striped) break; /* an input key is read as it is */
+        if (striped)
+            sl_strbuf_append(sb, "template <int N> struct RunKeyStripe : GroupParams {\n");
+        else
+            sl_strbuf_append(sb, "struct RunKeyRow : GroupParams {\n");
+        for (int c = 0; c < p->ncolumns; c++)
+            if (needed[c])
+                sl_strbuf_printf(sb, "    %s c%d[%s];\n", ctype(p->columns[c].type), c, striped ? "N" : "1");
+        if (striped) {
+            sl_strbuf_printf(sb,
+                             "    __device__ __forceinline__ explicit RunKeyStripe(const GroupParams &p) : "
+                             "GroupParams(p) {}\n"
+                             "    /* item q * %d + j: row base + (q * 32 + lane) * %d + j */\n"
+                             "    __device__ __forceinline__ void make(const SlArgs &a, long long base, int lane, "
+                             "%s (&key)[N]) {\n",
+                             chunk, chunk, ctype(type));
+        } else {
+            sl_strbuf_append(sb, "    __device__ __forceinline__ explicit RunKeyRow(const GroupParams &p) : "
+                                 "GroupParams(p) {}\n"
+                                 "    __device__ static __forceinline__ RunKeyInputs load(const SlArgs &a, "
+                                 "long long r) {\n        RunKeyInputs in;\n");
+            for (int in = 0; in < g->out->ninputs; in++) {
+                const int c = g->out->inputs[in];
+                if (in != g->out->offsets_input && needed[c])
+                    sl_strbuf_printf(sb, "        in.c%d = ((const %s *)a.in[%d])[r];\n", c,
+                                     ctype(p->columns[c].type), in);
+            }
+            sl_strbuf_printf(sb, "        return in;\n    }\n"
+                                 "    __device__ __forceinline__ %s make(const RunKeyInputs &in) {\n"
+                                 "        const int i = 0;\n        (void)i;\n",
+                             ctype(type));
         }
+        for (int in = 0; in < g->out->ninputs; in++) {
+            const int c = g->out->inputs[in];
+            if (in == g->out->offsets_input || !needed[c]) continue;
+            const char *t = ctype(p->columns[c].type);
+            if (striped)
+                sl_strbuf_printf(sb, "        sl::load_striped<%s, N, %d>((const %s *)a.in[%d], base, lane, 32, c%d);\n",
+                                 t, chunk, t, in, c);
+            else
+                sl_strbuf_printf(sb, "        c%d[0] = in.c%d;\n", c, c);
+        }
+        const char *indent = striped ? "            " : "        ";
+        if (striped) sl_strbuf_append(sb, "#pragma unroll\n        for (int i = 0; i < N; i++) {\n");
+        for (int st = g->first; st < g->last && st < g->reduce_stage; st++) {
+            const sl_stage *stage = &p->stages[st];
+            if (stage->kind != SL_STAGE_MAP) continue;
+            for (int e = 0; e < stage->map.count; e++) {
+                const int c = stage->map.columns[e];
+                int ms, me;
+                if (!needed[c] || input_of(g, c) >= 0 || !map_making(g, c, &ms, &me) || ms != st ||
+                    me != e)
+                    continue;
+                sl_strbuf_printf(sb, "%sc%d[i] = (%s)(", indent, c, ctype(p->columns[c].type));
+                emit_expr(sb, stage->map.exprs[e]);
+                sl_strbuf_append(sb, ");\n");
+            }
+        }
+        if (striped)
+            sl_strbuf_printf(sb, "            key[i] = c%d[i];\n        }\n    }\n};\n", key);
+        else
+            sl_strbuf_printf(sb, "        return c%d[0];\n    }\n};\n", key);
     }
-    sl_strbuf_printf(sb, "        return c%d[0];\n    }\n};\n", key);
-    sl_free(g->ctx, needed);
     sl_strbuf_printf(sb,
                      "struct RunKeys {\n    typedef %s key_t;\n    static constexpr int input = %d;\n"
                      "    static constexpr bool made = %s;\n"
@@ -1833,10 +1896,34 @@ static sluice_status emit_run_keys(cg *g) {
                      "        return !sl_key_same_%s(%s(x), %s(y));\n    }\n"
                      "    __device__ static __forceinline__ bool carry_differs(const S%d &c, key_t y) {\n"
                      "        return c.f%d && !sl_key_same_%s(c.f%d, %s(y));\n    }\n"
+                     "    typedef RunKeyInputs row_t;\n"
+                     "    __device__ static __forceinline__ row_t load(const SlArgs &a, long long r) {\n"
+                     "        return RunKeyRow::load(a, r);\n    }\n"
+                     "    __device__ static __forceinline__ key_t make(const GroupParams &p, const row_t &in) {\n"
+                     "        return RunKeyRow(p).make(in);\n    }\n"
                      "    __device__ static __forceinline__ key_t at(const SlArgs &a, const GroupParams &p, "
-                     "long long r) {\n        return RunKeyRow(p).at(a, r);\n    }\n};\n",
+                     "long long r) {\n        return make(p, load(a, r));\n    }\n",
                      ctype(type), k, k < 0 ? "true" : "false", tn, kr, kr, rs->phase,
                      rs->flag_field, tn, rs->last_field, kr);
+    if (k < 0) {
+        sl_strbuf_printf(sb,
+                         "    static constexpr int chunk = %d, stripe = %d;\n"
+                         "    __device__ static __forceinline__ bool striped_ok(const SlArgs &a) {\n"
+                         "        return true",
+                         chunk, stripe);
+        for (int in = 0; in < g->out->ninputs; in++) {
+            const int c = g->out->inputs[in];
+            if (in == g->out->offsets_input || !needed[c]) continue;
+            const char *t = ctype(p->columns[c].type);
+            sl_strbuf_printf(sb, " && sl::striped_aligned<%s, %d>((const %s *)a.in[%d])", t, chunk, t, in);
+        }
+        sl_strbuf_append(sb, ";\n    }\n"
+                             "    __device__ static __forceinline__ void striped(const SlArgs &a, const GroupParams &p, "
+                             "long long base, int lane, key_t (&key)[stripe]) {\n"
+                             "        RunKeyStripe<stripe>(p).make(a, base, lane, key);\n    }\n");
+    }
+    sl_free(g->ctx, needed);
+    sl_strbuf_append(sb, "};\n");
     return SLUICE_OK;
 }
 
