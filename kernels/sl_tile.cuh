@@ -287,7 +287,7 @@ __device__ __forceinline__ run_edges<KY> run_edge_rows(const A &a, long long row
 /* Runs of keys (runs_warp_loop): the lane's head bits and ending items (tile_rows) from its
  * keys `c` and the keys of the rows around them: the row before its first and the row after
  * its last, from the neighbouring lanes by shuffles (every lane shuffles) and at the warp's
- * edges the keys made from run_edge_rows' (`edge_before`, `edge_after`); for the batch's row
+ * edges `edge_before` and `edge_after` (made from run_edge_rows' loads); for the batch's row
  * 0 the carry's open run. KY is the generated RunKeys: the key's type and its change test as
  * the state's combine makes it. */
 template <class KY, int ITEMS, class S>
