@@ -1800,14 +1800,21 @@ static sluice_status emit_run_keys(cg *g) {
         sl_free(g->ctx, needed);
         return sl_error(g->ctx, SLUICE_ERR_INVALID_ARGUMENT, "internal: a run key not computable per row");
     }
+    /* the kernel inputs the key needs (not the offsets), in input order */
+    int *key_inputs = sl_calloc(g->ctx, (size_t)g->out->ninputs + 1, sizeof *key_inputs);
+    if (!key_inputs) {
+        sl_free(g->ctx, needed);
+        return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
+    }
+    int nkey_inputs = 0;
+    for (int in = 0; in < g->out->ninputs; in++)
+        if (in != g->out->offsets_input && needed[g->out->inputs[in]]) key_inputs[nkey_inputs++] = in;
     /* a striped access: CHUNK rows of every input the key needs, in one vector of at most 16
        bytes each (sl::load_striped); a lane makes STRIPE rows at a time, about 128 bytes of
        inputs in flight (the input key's count reads as much) */
     int widest = 1, row_bytes = 0;
-    for (int in = 0; in < g->out->ninputs; in++) {
-        const int c = g->out->inputs[in];
-        if (in == g->out->offsets_input || !needed[c]) continue;
-        const int size = (int)sluice_type_size(p->columns[c].type);
+    for (int q = 0; q < nkey_inputs; q++) {
+        const int size = (int)sluice_type_size(p->columns[g->out->inputs[key_inputs[q]]].type);
         if (size > widest) widest = size;
         row_bytes += size;
     }
@@ -1819,10 +1826,9 @@ static sluice_status emit_run_keys(cg *g) {
        bytes: runs_warp_loop's edge rows). RunKeyStripe: the key at a lane's STRIPE rows of a
        striped access. Both make the key by the same lines. */
     sl_strbuf_append(sb, "struct RunKeyInputs {\n");
-    for (int in = 0; in < g->out->ninputs; in++) {
-        const int c = g->out->inputs[in];
-        if (in != g->out->offsets_input && needed[c])
-            sl_strbuf_printf(sb, "    %s c%d;\n", ctype(p->columns[c].type), c);
+    for (int q = 0; q < nkey_inputs; q++) {
+        const int c = g->out->inputs[key_inputs[q]];
+        sl_strbuf_printf(sb, "    %s c%d;\n", ctype(p->columns[c].type), c);
     }
     sl_strbuf_append(sb, "};\n");
     for (int striped = 0; striped < 2; striped++) {
@@ -1847,20 +1853,18 @@ static sluice_status emit_run_keys(cg *g) {
                                  "GroupParams(p) {}\n"
                                  "    __device__ static __forceinline__ RunKeyInputs load(const SlArgs &a, "
                                  "long long r) {\n        RunKeyInputs in;\n");
-            for (int in = 0; in < g->out->ninputs; in++) {
-                const int c = g->out->inputs[in];
-                if (in != g->out->offsets_input && needed[c])
-                    sl_strbuf_printf(sb, "        in.c%d = ((const %s *)a.in[%d])[r];\n", c,
-                                     ctype(p->columns[c].type), in);
+            for (int q = 0; q < nkey_inputs; q++) {
+                const int in = key_inputs[q], c = g->out->inputs[in];
+                sl_strbuf_printf(sb, "        in.c%d = ((const %s *)a.in[%d])[r];\n", c,
+                                 ctype(p->columns[c].type), in);
             }
             sl_strbuf_printf(sb, "        return in;\n    }\n"
                                  "    __device__ __forceinline__ %s make(const RunKeyInputs &in) {\n"
                                  "        const int i = 0;\n        (void)i;\n",
                              ctype(type));
         }
-        for (int in = 0; in < g->out->ninputs; in++) {
-            const int c = g->out->inputs[in];
-            if (in == g->out->offsets_input || !needed[c]) continue;
+        for (int q = 0; q < nkey_inputs; q++) {
+            const int in = key_inputs[q], c = g->out->inputs[in];
             const char *t = ctype(p->columns[c].type);
             if (striped)
                 sl_strbuf_printf(sb, "        sl::load_striped<%s, N, %d>((const %s *)a.in[%d], base, lane, 32, c%d);\n",
@@ -1911,10 +1915,9 @@ static sluice_status emit_run_keys(cg *g) {
                          "    __device__ static __forceinline__ bool striped_ok(const SlArgs &a) {\n"
                          "        return true",
                          chunk, stripe);
-        for (int in = 0; in < g->out->ninputs; in++) {
-            const int c = g->out->inputs[in];
-            if (in == g->out->offsets_input || !needed[c]) continue;
-            const char *t = ctype(p->columns[c].type);
+        for (int q = 0; q < nkey_inputs; q++) {
+            const int in = key_inputs[q];
+            const char *t = ctype(p->columns[g->out->inputs[in]].type);
             sl_strbuf_printf(sb, " && sl::striped_aligned<%s, %d>((const %s *)a.in[%d])", t, chunk, t, in);
         }
         sl_strbuf_append(sb, ";\n    }\n"
@@ -1922,6 +1925,7 @@ static sluice_status emit_run_keys(cg *g) {
                              "long long base, int lane, key_t (&key)[stripe]) {\n"
                              "        RunKeyStripe<stripe>(p).make(a, base, lane, key);\n    }\n");
     }
+    sl_free(g->ctx, key_inputs);
     sl_free(g->ctx, needed);
     sl_strbuf_append(sb, "};\n");
     return SLUICE_OK;
