@@ -1028,35 +1028,52 @@ END_TEST
  * read back by the emulated blocks. The values are small integers, whose sums are exact in
  * every association, so the CPU's left fold and the kernels' fixed tree agree to the bit; the
  * association itself is tile_states_test's. run_to_run's states wider than 4 bytes (the
- * generator's phase_chunk_totals) publish their chunks' totals and fold them: `totals`. */
+ * generator's phase_chunk_totals) publish their chunks' totals and fold them: `totals`; so do
+ * the fast mode's wider states under SLUICE_CUDA_CHUNKS=all (`chunks`), the variant measured
+ * against the fast look-back. */
 static const struct {
     const char *stages;
     bool run_to_run;
     int phases;
     bool totals;
+    const char *chunks; /* SLUICE_CUDA_CHUNKS while the group is generated (NULL: unset) */
 } ordered_cases[] = {
-    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n", true, 1, false},
+    {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\noutput: [s]\n", true, 1, false, NULL},
     {"  - map: {xf: f32(x & 15), g: k & 3}\n"
      "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
      "output: [s]\n",
-     true, 1, true},
+     true, 1, true, NULL},
     {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, into: s}\n"
      "  - scan: {of: s, op: max, kind: exclusive, into: m}\noutput: [s, m]\n",
-     true, 2, false},
+     true, 2, false, NULL},
     {"  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\noutput: [s]\n",
-     false, 1, false},
-    {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1, false},
+     false, 1, false, NULL},
+    {"  - scan: {of: x, op: max, kind: exclusive, into: m}\noutput: [m]\n", false, 1, false, NULL},
     /* an 8-byte state that never ends a look-back early: h = a h + b with a in {0, 1}, so
        every value is a sum of small integers */
     {"  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
      "output: [h]\n",
-     true, 1, true},
+     true, 1, true, NULL},
     /* head-flag segments, a head in about 40% of the tiles: the ordered look-back ends at a
        head before the tile in its chunk where there is one (kernels/sl_lookback.cuh absorbs)
        and takes the chunk prefix where there is none */
     {"  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
      "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
-     true, 1, true},
+     true, 1, true, NULL},
+    /* SLUICE_CUDA_CHUNKS=all: the default mode's wider states take the same chunked look-back
+       and its chunk totals, without the ordering (key segments, the recurrence, head flags,
+       an i64 sum of i32 rows) */
+    {"  - map: {xf: f32(x & 15), g: k & 3}\n"
+     "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, kind: exclusive, into: s}\n"
+     "output: [s]\n",
+     false, 1, true, "all"},
+    {"  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
+     "output: [h]\n",
+     false, 1, true, "all"},
+    {"  - map: {xf: f32(x & 15), h: (x & 8191) == 0}\n"
+     "  - segmented_scan: {of: xf, op: sum, segments: h, into: s}\noutput: [s]\n",
+     false, 1, true, "all"},
+    {"  - map: {w: i64(x)}\n  - scan: {of: w, op: sum, into: s}\noutput: [s]\n", false, 1, true, "all"},
 };
 
 START_TEST(ordered_on_host) {
@@ -1068,7 +1085,9 @@ START_TEST(ordered_on_host) {
              ordered_cases[i].run_to_run ? "determinism: run_to_run\n" : "", ordered_cases[i].stages);
     sl_plan plan;
     sl_codegen cg;
+    if (ordered_cases[i].chunks) setenv("SLUICE_CUDA_CHUNKS", ordered_cases[i].chunks, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    unsetenv("SLUICE_CUDA_CHUNKS");
     ck_assert_ptr_nonnull(strstr(cg.source, ordered_cases[i].run_to_run ? "ORDERED = true, CHUNKS = false"
                                                                         : "ORDERED = false, CHUNKS = true"));
     ck_assert(!!strstr(cg.source, "CHUNK_TOTALS = true") == ordered_cases[i].totals);

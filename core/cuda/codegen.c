@@ -89,7 +89,9 @@ typedef struct cg {
     bool *staged;
     size_t *stage_offset;
     bool overlapped; /* one look-back phase on sm_90+: emit_overlapped_kernel's shape */
-    bool no_chunks;    /* SLUICE_CUDA_CHUNKS=0: no phase_chunks, the fast look-back for every state */
+    /* which states of the default mode take the chunked look-back (phase_chunks); set by
+       SLUICE_CUDA_CHUNKS for measurements: 0 none, all every state */
+    enum { CHUNKS_NARROW, CHUNKS_NONE, CHUNKS_ALL } chunks;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -747,21 +749,31 @@ static bool phase_ordered(const cg *g, int phase) {
  * association may change from run to run: for look-back states of at most 4 bytes (one
  * packed 8-byte word with the status: a 4-byte sum, min, max, ...), where it measured faster
  * than the fast look-back on the H200 (bench/RESULTS.md, nineteenth session: the f32 scan
- * 67% -> 76.5% of copy); wider states lost or held. The small kernel, the two-stage loop and
- * phase_ordered's phases are unaffected. */
+ * 67% -> 76.5% of copy); wider states lost or held there (before chunk totals existed). The
+ * small kernel, the two-stage loop and phase_ordered's phases are unaffected.
+ * SLUICE_CUDA_CHUNKS=all gives every state the chunked look-back, with chunk totals over 4
+ * bytes: the look-back run_to_run's float states take, which measured faster than the fast
+ * look-back on an H100 for the f32 recurrence and the segmented sums (bench/RESULTS.md,
+ * thirty-third session), for the A/B on the H200 that decides the default. */
 static bool phase_chunks(const cg *g, int phase) {
-    return !g->no_chunks && g->payload_size[phase] <= 4 && !phase_ordered(g, phase);
+    if (phase_ordered(g, phase)) return false;
+    switch (g->chunks) {
+    case CHUNKS_NONE: return false;
+    case CHUNKS_ALL: return true;
+    default: return g->payload_size[phase] <= 4;
+    }
 }
 
 /* Whether the ordered look-back of phase `phase` (in the loop with a look-back warp) folds the
  * totals that each chunk's last tile publishes (kernels/sl_lookback.cuh, chunk_prefix_totals)
- * rather than the chunk's tiles: for run_to_run's states wider than 4 bytes, where it
+ * rather than the chunk's tiles: for chunked states wider than 4 bytes (run_to_run's, and
+ * phase_chunks' under SLUICE_CUDA_CHUNKS=all); for run_to_run's, where it
  * measured faster on the H200 (bench/RESULTS.md, twenty-ninth session: the six-stage group
  * 4.74x -> 5.14x, the Pareto segmented sum 55.8% -> 57.2%, the f32 recurrence level); the
  * f32 sum's 4-byte states lost 4-5% with them, in both modes, so phase_chunks' never take
  * them. */
 static bool phase_chunk_totals(const cg *g, int phase) {
-    return phase_ordered(g, phase) && g->payload_size[phase] > 4;
+    return (phase_ordered(g, phase) || phase_chunks(g, phase)) && g->payload_size[phase] > 4;
 }
 
 /* Whether every state of phase `phase` whose span holds a segment head absorbs what lies
@@ -2357,9 +2369,13 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !env_is("SLUICE_CUDA_OVERLAP", "0");
-        /* SLUICE_CUDA_CHUNKS=0: the default mode's 4-byte states take the fast look-back
-           too, for measurements against the chunked one (phase_chunks) */
-        g.no_chunks = env_is("SLUICE_CUDA_CHUNKS", "0");
+        /* for measurements against the chunked look-back (phase_chunks): with
+           SLUICE_CUDA_CHUNKS=0 the default mode's 4-byte states take the fast look-back too;
+           with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
+           with chunk totals over 4 bytes, as run_to_run's ordered look-back does */
+        g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
+                   : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
+                                                         : CHUNKS_NARROW;
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
