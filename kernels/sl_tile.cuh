@@ -1560,6 +1560,8 @@ __device__ __forceinline__ long long count_key_changes(const typename K::Args &a
             const long long stripes = first < r1 ? (r1 - first) / ((long long)N * 32) : 0;
             if (stripes > 0) {
                 rows_by_lanes(r0, first, KY::at(a, params, r0 - 1));
+                /* made again, not taken from rows_by_lanes: its last step's lane 31 may lie
+                   past `first` (a partial step), so its `before` is not this row's key */
                 T before = KY::at(a, params, first - 1);
                 for (long long base = first; base < first + stripes * N * 32; base += (long long)N * 32) {
                     T x[N];
