@@ -1359,7 +1359,7 @@ START_TEST(kernel_cache_key_covers_the_headers) {
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     void *bin = NULL;
     size_t size = 0;
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, NULL), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, NULL), SLUICE_OK);
     sl_free(ctx, bin);
     char path[4096];
     entry_path(dir, path, sizeof path);
@@ -1394,13 +1394,13 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     void *bin = NULL;
     size_t size = 0;
     bool hit = true;
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     void *first = malloc(size);
     memcpy(first, bin, size);
     size_t first_size = size;
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     ck_assert_uint_eq(size, first_size);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
@@ -1416,24 +1416,24 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     fseek(f, -10, SEEK_END);
     fputc(c ^ 0x5a, f);
     fclose(f);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     sl_free(ctx, bin);
 
     /* truncated entry: rebuilt */
     ck_assert_int_eq(truncate(path, 40), 0);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_uint_eq(size, first_size);
     sl_free(ctx, bin);
 
     /* a stale entry (another key's content under this name): rejected and replaced */
     const char *other = "extern \"C\" __global__ void k2(int *x) { x[0] = 7; }\n";
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, other, "other.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, other, "other.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     sl_free(ctx, bin);
     char other_path[4096] = "";
     {
@@ -1446,13 +1446,13 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     }
     ck_assert(other_path[0] != 0);
     ck_assert_int_eq(rename(other_path, path), 0);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
 
     /* another architecture is another entry */
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     free(first);
@@ -1462,7 +1462,7 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     opt.kernel_cache_dir = "";
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     ck_assert(!sl_cuda_kcache_dir(ctx, got, sizeof got));
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     sluice_context_destroy(ctx);
@@ -1482,6 +1482,95 @@ START_TEST(compile_error_is_a_status_with_the_log) {
     const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
     ck_assert_ptr_nonnull(d);
     ck_assert_ptr_nonnull(strstr(d->message, "bad.cu"));
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
+/* The spill counter reads ptxas -v's lines for every function of the program. */
+START_TEST(ptxas_spill_bytes_reads_the_log) {
+    static const char log[] =
+        "ptxas info    : Compiling entry function 'sl_fused_small' for 'sm_90'\n"
+        "ptxas info    : Function properties for sl_fused_small\n"
+        "ptxas         .     40 bytes stack frame, 20 bytes spill stores, 24 bytes spill loads\n"
+        "ptxas info    : Function properties for _ZN2sl18lookback_exclusive\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Compiling entry function 'sl_fused' for 'sm_90'\n"
+        "ptxas         .     32 bytes stack frame, 132 bytes spill stores, 20 bytes spill loads\n";
+    ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(log), 152);
+    ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes("ptxas .  0 bytes stack frame, 0 bytes spill stores"), 0);
+    ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(""), 0);
+    ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(NULL), 0);
+}
+END_TEST
+
+/* SLUICE_CUDA_FIT=1: the groups that ask ptxas for several resident blocks compile at the
+ * first count, going down, that spills nothing (or at one). The groups: gpu_bench's f32
+ * recurrence (two 544-thread blocks: 56 registers a thread) and the shipped pipelines of a
+ * running drawdown and of ragged sums (four 288-thread blocks), which spilled 20 to 160 bytes
+ * with this toolkit's ptxas (bench/RESULTS.md, thirty-fourth session); the assertions hold
+ * for any ptxas. Without the setting the source is the plain one and asks for no fit. */
+START_TEST(fit_compiles_at_the_first_bound_without_spills) {
+    static const char *const yamls[] = {
+        "sluice: 1\nname: fit-linrec\ninput: {a: f32, b: f32}\nstages:\n"
+        "  - scan: {op: linrec, a: a, b: b, into: h}\noutput: [h]\n",
+        NULL, NULL,
+        "sluice: 1\nname: fit-i16-max\ninput: {x: i16}\nstages:\n"
+        "  - scan: {of: x, op: max, into: s}\noutput: [s]\n"};
+    const char *files[] = {NULL, "drawdown.yaml", "ragged-cumsum.yaml", NULL};
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p = NULL;
+    if (yamls[_i]) {
+        p = tu_load(ctx, yamls[_i]);
+    } else {
+        char path[4096];
+        snprintf(path, sizeof path, SLUICE_SOURCE_DIR "/pipelines/%s", files[_i]);
+        ck_assert_int_eq(sluice_pipeline_load_file(ctx, path, &p), SLUICE_OK);
+    }
+    sl_plan plan;
+    ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
+    sl_codegen plain, fit;
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &plain), SLUICE_OK);
+    setenv("SLUICE_CUDA_FIT", "1", 1);
+    sluice_status st = sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &fit);
+    unsetenv("SLUICE_CUDA_FIT");
+    ck_assert_int_eq(st, SLUICE_OK);
+    ck_assert_int_eq(plain.fit_blocks, 0);
+    ck_assert_int_gt(plain.min_blocks, 1);
+    ck_assert_int_eq(fit.fit_blocks, plain.min_blocks);
+    ck_assert_str_ne(fit.source, plain.source); /* entries of their own in the kernel cache */
+
+    void *cubin = NULL;
+    size_t size = 0, spilled = 0;
+    int bound = 0;
+    ck_assert_int_eq(sl_cuda_nvrtc_compile_fitted(ctx, fit.source, "fit.cu", ARCH, fit.fit_blocks,
+                                                  &cubin, &size, &bound),
+                     SLUICE_OK);
+    ck_assert_uint_gt(size, 0);
+    sl_free(ctx, cubin);
+    ck_assert_int_ge(bound, 1);
+    ck_assert_int_le(bound, fit.fit_blocks);
+    /* no spill at the bound taken (unless one block still spills) ... */
+    ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, bound, &cubin,
+                                                   &size, &spilled),
+                     SLUICE_OK);
+    sl_free(ctx, cubin);
+    ck_assert_msg(spilled == 0 || bound == 1, "%s: %zu bytes spilled at %d blocks",
+                  sluice_pipeline_name(p), spilled, bound);
+    /* ... and spills at every bound above it */
+    for (int blocks = bound + 1; blocks <= fit.fit_blocks; blocks++) {
+        ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, blocks,
+                                                       &cubin, &size, &spilled),
+                         SLUICE_OK);
+        sl_free(ctx, cubin);
+        ck_assert_msg(spilled > 0, "%s: fitted at %d blocks where %d spill nothing",
+                      sluice_pipeline_name(p), bound, blocks);
+    }
+    fprintf(stderr, "%s: asks for %d blocks; fitted at %d\n", sluice_pipeline_name(p),
+            fit.fit_blocks, bound);
+    sl_cuda_codegen_free(ctx, &plain);
+    sl_cuda_codegen_free(ctx, &fit);
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
 END_TEST
@@ -1506,6 +1595,8 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, segment_heads_absorb);
     tcase_add_test(tc, compile_error_is_a_status_with_the_log);
+    tcase_add_test(tc, ptxas_spill_bytes_reads_the_log);
+    tcase_add_loop_test(tc, fit_compiles_at_the_first_bound_without_spills, 0, 4);
     tcase_add_test(tc, kernel_cache_hits_and_rebuilds);
     tcase_add_test(tc, kernel_cache_key_covers_the_headers);
     tcase_add_test(tc, trace_build_compiles_and_is_its_own_cache_entry);

@@ -92,6 +92,9 @@ typedef struct cg {
     /* which states of the default mode take the chunked look-back (phase_chunks); set by
        SLUICE_CUDA_CHUNKS for measurements: 0 none, all every state */
     enum { CHUNKS_NARROW, CHUNKS_NONE, CHUNKS_ALL } chunks;
+    /* SLUICE_CUDA_FIT=1, for measurements: the kernels are compiled at the most resident
+       blocks, resident_blocks' or fewer, that ptxas fits without spilling (out->fit_blocks) */
+    bool fit;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1699,11 +1702,18 @@ static sluice_status emit_kernel(cg *g) {
                      p->name ? p->name : "", g->first + 1, g->last);
     sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_monoid.h\"\n#include \"sl_tile.cuh\"\n");
     sl_strbuf_printf(sb,
-                     "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n#define MIN_BLOCKS %d\n"
+                     "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n"
+                     "#ifndef MIN_BLOCKS\n#define MIN_BLOCKS %d\n#endif\n"
                      "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
                      block, items, (long long)tile_threads(g) * items, min_blocks, g->buf_bytes,
                      stages_of(g),
                      threads);
+    /* MIN_BLOCKS may come from the compile (nvrtc.h, sl_cuda_nvrtc_compile_bounded): the
+       fit's sources say so, so that their cache entries are not the plain compile's */
+    o->min_blocks = min_blocks;
+    o->fit_blocks = g->fit && min_blocks > 1 ? min_blocks : 0;
+    if (o->fit_blocks)
+        sl_strbuf_append(sb, "/* MIN_BLOCKS: the most, up to this, that compile without spills */\n");
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -2373,6 +2383,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            SLUICE_CUDA_CHUNKS=0 the default mode's 4-byte states take the fast look-back too;
            with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
            with chunk totals over 4 bytes, as run_to_run's ordered look-back does */
+        g.fit = env_is("SLUICE_CUDA_FIT", "1");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;

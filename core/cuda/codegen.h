@@ -99,6 +99,10 @@ typedef struct sl_codegen {
                                 (block_threads, less 32 with a look-back warp; 32 when
                                 block_records: a tile per warp) */
     size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */
+    int min_blocks;          /* resident blocks a multiprocessor the kernels ask of ptxas
+                                (__launch_bounds__; MIN_BLOCKS in the source) */
+    int fit_blocks;          /* > 1: compile with sl_cuda_nvrtc_compile_fitted from this many
+                                (SLUICE_CUDA_FIT=1); 0: as the source says */
 
     int ninputs, *inputs;    /* column ids, kernel argument order */
     int noutputs, *outputs;

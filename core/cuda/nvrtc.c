@@ -184,10 +184,55 @@ char *sl_cuda_nvrtc_version_text(char *buf, size_t cap) {
     return buf;
 }
 
+/* The program's log (NUL-terminated, from the context's allocator), or NULL. */
+static char *program_log(sluice_context *ctx, nvrtcProgram prog) {
+    size_t log_size = 0;
+    if (api.GetProgramLogSize(prog, &log_size) != NVRTC_SUCCESS || log_size == 0) return NULL;
+    char *log = sl_alloc(ctx, log_size + 1);
+    if (log && api.GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+    if (log) log[log_size] = '\0';
+    return log;
+}
+
+size_t sl_cuda_ptxas_spill_bytes(const char *log) {
+    /* ptxas -v writes "N bytes spill stores, M bytes spill loads" under each function */
+    size_t total = 0;
+    static const char marker[] = " bytes spill stores";
+    for (const char *at = log ? strstr(log, marker) : NULL; at; at = strstr(at + 1, marker)) {
+        const char *digits = at;
+        while (digits > log && digits[-1] >= '0' && digits[-1] <= '9') digits--;
+        if (digits < at) total += strtoull(digits, NULL, 10);
+    }
+    return total;
+}
+
 sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size) {
+    return sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, 0, cubin, size, NULL);
+}
+
+sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
+                                           int arch, int min_blocks, void **cubin, size_t *size,
+                                           int *bound) {
+    if (bound) *bound = min_blocks;
+    if (min_blocks <= 1) return sl_cuda_nvrtc_compile(ctx, source, name, arch, cubin, size);
+    for (int blocks = min_blocks;; blocks--) {
+        size_t spilled = 0;
+        SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &spilled));
+        if (bound) *bound = blocks;
+        if (spilled == 0 || blocks == 1) return SLUICE_OK;
+        sl_free(ctx, *cubin);
+        *cubin = NULL;
+        *size = 0;
+    }
+}
+
+sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *source, const char *name,
+                                            int arch, int min_blocks, void **cubin, size_t *size,
+                                            size_t *spill_bytes) {
     *cubin = NULL;
     *size = 0;
+    if (spill_bytes) *spill_bytes = 0;
     SL_TRY(sl_cuda_nvrtc_load(ctx));
     const char *header_texts[64];
     const char *header_names[64];
@@ -205,21 +250,19 @@ sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, con
                         api.GetErrorString(r));
     char arch_opt[48];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
-    const char *options[1 + SL_NVRTC_NFIXED + SL_NVRTC_NDEBUG];
+    char bound_opt[48];
+    snprintf(bound_opt, sizeof bound_opt, "-DMIN_BLOCKS=%d", min_blocks);
+    const char *options[3 + SL_NVRTC_NFIXED + SL_NVRTC_NDEBUG];
     int noptions = 0;
     options[noptions++] = arch_opt;
     for (int i = 0; i < SL_NVRTC_NFIXED; i++) options[noptions++] = sl_cuda_nvrtc_fixed_options[i];
     for (int i = 0; i < SL_NVRTC_NDEBUG; i++)
         if (debug_option_wanted(i)) options[noptions++] = sl_cuda_nvrtc_debug_options[i].option;
+    if (min_blocks > 0) options[noptions++] = bound_opt;
+    if (spill_bytes) options[noptions++] = "--ptxas-options=-v";
     r = api.CompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {
-        size_t log_size = 0;
-        char *log = NULL;
-        if (api.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
-            log = sl_alloc(ctx, log_size + 1);
-            if (log && api.GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
-            if (log) log[log_size] = '\0';
-        }
+        char *log = program_log(ctx, prog);
         /* Keep the message bounded: the first lines of the log name the problem. */
         if (log && strlen(log) > 4000) strcpy(log + 3990, " …(cut)");
         sluice_status st = sl_error(ctx, SLUICE_ERR_COMPILE,
@@ -242,6 +285,11 @@ sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, con
         return sl_error(ctx, SLUICE_ERR_COMPILE,
                         "NVRTC produced no cubin for kernel %s (sm_%d): %s", name, arch,
                         api.GetErrorString(r));
+    }
+    if (spill_bytes) {
+        char *log = program_log(ctx, prog);
+        *spill_bytes = sl_cuda_ptxas_spill_bytes(log);
+        sl_free(ctx, log);
     }
     api.DestroyProgram(&prog);
     *cubin = bin;

@@ -38,4 +38,30 @@ uint64_t sl_cuda_nvrtc_headers_digest(void);
 sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size);
 
+/* The same, with the register bound asked of a generated kernel: min_blocks > 0 compiles
+ * with -DMIN_BLOCKS=min_blocks, which a generated source's __launch_bounds__ takes in place
+ * of its own choice (core/cuda/codegen.c emits that choice under #ifndef MIN_BLOCKS); 0
+ * keeps the source's. spill_bytes (may be NULL) receives the bytes of spill stores ptxas
+ * reported over all the program's functions (it compiles with ptxas -v then, which changes
+ * nothing in the cubin). */
+sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *source, const char *name,
+                                            int arch, int min_blocks, void **cubin, size_t *size,
+                                            size_t *spill_bytes);
+
+/* Compiles a generated source whose kernels ask for min_blocks resident blocks (its
+ * MIN_BLOCKS) at the fewest fewer that ptxas fits without spilling: at min_blocks, then one
+ * block fewer while ptxas reports spill stores, down to one (kept even if it spills). A
+ * spill buys the extra blocks' registers with local-memory traffic in every tile; one
+ * block fewer gives a thread more registers instead. The kernels' grid is sized from the
+ * cubin at load time (core/cuda/fused.c), so nothing else changes. *bound (may be NULL):
+ * the blocks compiled for. min_blocks <= 1: sl_cuda_nvrtc_compile. Errors: those of
+ * sl_cuda_nvrtc_compile. */
+sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
+                                           int arch, int min_blocks, void **cubin, size_t *size,
+                                           int *bound);
+
+/* The bytes of spill stores a ptxas -v log reports, summed over its functions (0 for NULL
+ * or a log that reports none). */
+size_t sl_cuda_ptxas_spill_bytes(const char *log);
+
 #endif
