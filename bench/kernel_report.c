@@ -1,0 +1,92 @@
+/* kernel_report.c — what ptxas makes of each fused group's generated kernels, without a GPU:
+ * for every pipeline file named, each group's launch shape (threads a block, items a thread,
+ * dynamic shared memory), the resident blocks its __launch_bounds__ asks for, the bytes of
+ * spill stores ptxas reports at that count (NVRTC with the backend's options and ptxas -v), and
+ * the count SLUICE_CUDA_FIT=1 would compile it at (nvrtc.h, sl_cuda_nvrtc_compile_fitted).
+ * The measurement settings the code generator reads (SLUICE_CUDA_CHUNKS, SLUICE_CUDA_TUNING,
+ * ...) apply as they do in a session. A last line counts the groups that spill.
+ *
+ *   kernel_report [--arch 90] FILE.yaml...
+ *
+ * Exit status: 0, or 1 when a file does not load or a group does not generate or compile. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/context.h"
+#include "cuda/codegen.h"
+#include "cuda/nvrtc.h"
+#include "plan/plan.h"
+
+/* Prints one line a fused group of the pipeline in `path`; counts into the totals. */
+static int report_file(const char *path, int arch, int *groups, int *spilling, int *fitted) {
+    sluice_context *ctx = NULL;
+    if (sluice_context_create(&ctx, NULL) != SLUICE_OK) return 1;
+    sluice_pipeline *p = NULL;
+    sl_plan plan;
+    int rc = 0;
+    if (sluice_pipeline_load_file(ctx, path, &p) != SLUICE_OK ||
+        sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan) != SLUICE_OK) {
+        const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+        fprintf(stderr, "%s: %s\n", path, d ? d->message : "does not load");
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+        return 1;
+    }
+    for (int gi = 0; gi < plan.ngroups && rc == 0; gi++) {
+        if (plan.groups[gi].kind != SL_GROUP_FUSED) continue;
+        sl_codegen cg;
+        if (sl_cuda_codegen(ctx, p, &plan, gi, arch, &cg) != SLUICE_OK) {
+            rc = 1;
+            break;
+        }
+        void *cubin = NULL;
+        size_t size = 0, spilled = 0;
+        int bound = cg.min_blocks;
+        sluice_status st = sl_cuda_nvrtc_compile_bounded(ctx, cg.source, "report.cu", arch, 0,
+                                                         &cubin, &size, &spilled);
+        sl_free(ctx, cubin);
+        if (st == SLUICE_OK && spilled > 0 && cg.min_blocks > 1) {
+            st = sl_cuda_nvrtc_compile_fitted(ctx, cg.source, "report.cu", arch, cg.min_blocks,
+                                              &cubin, &size, &bound);
+            sl_free(ctx, cubin);
+        }
+        if (st != SLUICE_OK) {
+            rc = 1;
+        } else {
+            (*groups)++;
+            *spilling += spilled > 0;
+            *fitted += bound < cg.min_blocks;
+            printf("%s group %d: %d threads x %d items, %zu B shared, %d blocks asked, %zu B "
+                   "spilled, fit %d\n",
+                   path, gi, cg.block_threads, cg.items_per_thread, cg.dynamic_smem,
+                   cg.min_blocks, spilled, bound);
+        }
+        sl_cuda_codegen_free(ctx, &cg);
+    }
+    if (rc) {
+        const sluice_diagnostic *d = sluice_context_diagnostic(ctx, 0);
+        fprintf(stderr, "%s: %s\n", path, d ? d->message : "a group failed");
+    }
+    sl_plan_free(ctx, &plan);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int arch = 90, first = 1;
+    if (argc > 2 && strcmp(argv[1], "--arch") == 0) {
+        arch = atoi(argv[2]);
+        first = 3;
+    }
+    if (first >= argc || arch < 70) {
+        fprintf(stderr, "usage: kernel_report [--arch 90] FILE.yaml...\n");
+        return 2;
+    }
+    int rc = 0, groups = 0, spilling = 0, fitted = 0;
+    for (int a = first; a < argc; a++) rc |= report_file(argv[a], arch, &groups, &spilling, &fitted);
+    printf("%d groups: %d spill at the blocks asked, %d compile without spills at fewer\n", groups,
+           spilling, fitted);
+    return rc;
+}
