@@ -2,7 +2,8 @@
  * for every pipeline file named, each group's launch shape (threads a block, items a thread,
  * dynamic shared memory), the resident blocks its __launch_bounds__ asks for, the bytes of
  * spill stores ptxas reports at that count (NVRTC with the backend's options and ptxas -v), and
- * the count SLUICE_CUDA_FIT=1 would compile it at (nvrtc.h, sl_cuda_nvrtc_compile_fitted).
+ * the count the backend compiles it at (nvrtc.h, sl_cuda_nvrtc_compile_fitted; the count
+ * asked under SLUICE_CUDA_FIT=0).
  * The measurement settings the code generator reads (SLUICE_CUDA_CHUNKS, SLUICE_CUDA_TUNING,
  * ...) apply as they do in a session. A last line counts the groups that spill.
  *
@@ -46,9 +47,9 @@ static int report_file(const char *path, int arch, int *groups, int *spilling, i
         sluice_status st = sl_cuda_nvrtc_compile_bounded(ctx, cg.source, "report.cu", arch, 0,
                                                          &cubin, &size, &spilled);
         sl_free(ctx, cubin);
-        if (st == SLUICE_OK && spilled > 0 && cg.min_blocks > 1) {
-            st = sl_cuda_nvrtc_compile_fitted(ctx, cg.source, "report.cu", arch, cg.min_blocks,
-                                              &cubin, &size, &bound);
+        if (st == SLUICE_OK && cg.fit_blocks > 1 && spilled > (size_t)cg.fit_spill_bytes) {
+            st = sl_cuda_nvrtc_compile_fitted(ctx, cg.source, "report.cu", arch, cg.fit_blocks,
+                                              cg.fit_spill_bytes, &cubin, &size, &bound);
             sl_free(ctx, cubin);
         }
         if (st != SLUICE_OK) {
@@ -58,7 +59,7 @@ static int report_file(const char *path, int arch, int *groups, int *spilling, i
             *spilling += spilled > 0;
             *fitted += bound < cg.min_blocks;
             printf("%s group %d: %d threads x %d items, %zu B shared, %d blocks asked, %zu B "
-                   "spilled, fit %d\n",
+                   "spilled, compiled at %d\n",
                    path, gi, cg.block_threads, cg.items_per_thread, cg.dynamic_smem,
                    cg.min_blocks, spilled, bound);
         }
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
     }
     int rc = 0, groups = 0, spilling = 0, fitted = 0;
     for (int a = first; a < argc; a++) rc |= report_file(argv[a], arch, &groups, &spilling, &fitted);
-    printf("%d groups: %d spill at the blocks asked, %d compile without spills at fewer\n", groups,
+    printf("%d groups: %d spill at the blocks asked, %d compile at fewer\n", groups,
            spilling, fitted);
     return rc;
 }

@@ -1359,7 +1359,7 @@ START_TEST(kernel_cache_key_covers_the_headers) {
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     void *bin = NULL;
     size_t size = 0;
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, NULL), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, NULL), SLUICE_OK);
     sl_free(ctx, bin);
     char path[4096];
     entry_path(dir, path, sizeof path);
@@ -1394,13 +1394,13 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     void *bin = NULL;
     size_t size = 0;
     bool hit = true;
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     void *first = malloc(size);
     memcpy(first, bin, size);
     size_t first_size = size;
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     ck_assert_uint_eq(size, first_size);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
@@ -1416,24 +1416,24 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     fseek(f, -10, SEEK_END);
     fputc(c ^ 0x5a, f);
     fclose(f);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(hit);
     sl_free(ctx, bin);
 
     /* truncated entry: rebuilt */
     ck_assert_int_eq(truncate(path, 40), 0);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_uint_eq(size, first_size);
     sl_free(ctx, bin);
 
     /* a stale entry (another key's content under this name): rejected and replaced */
     const char *other = "extern \"C\" __global__ void k2(int *x) { x[0] = 7; }\n";
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, other, "other.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, other, "other.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     sl_free(ctx, bin);
     char other_path[4096] = "";
     {
@@ -1446,13 +1446,13 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     }
     ck_assert(other_path[0] != 0);
     ck_assert_int_eq(rename(other_path, path), 0);
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     ck_assert_int_eq(memcmp(bin, first, size), 0);
     sl_free(ctx, bin);
 
     /* another architecture is another entry */
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", 80, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     free(first);
@@ -1462,7 +1462,7 @@ START_TEST(kernel_cache_hits_and_rebuilds) {
     opt.kernel_cache_dir = "";
     ck_assert_int_eq(sluice_context_create(&ctx, &opt), SLUICE_OK);
     ck_assert(!sl_cuda_kcache_dir(ctx, got, sizeof got));
-    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, &bin, &size, &hit), SLUICE_OK);
+    ck_assert_int_eq(sl_cuda_kcache_get(ctx, tiny_kernel, "tiny.cu", ARCH, 0, 0, &bin, &size, &hit), SLUICE_OK);
     ck_assert(!hit);
     sl_free(ctx, bin);
     sluice_context_destroy(ctx);
@@ -1503,12 +1503,13 @@ START_TEST(ptxas_spill_bytes_reads_the_log) {
 }
 END_TEST
 
-/* SLUICE_CUDA_FIT=1: the groups that ask ptxas for several resident blocks compile at the
- * first count, going down, that spills nothing (or at one). The groups: gpu_bench's f32
- * recurrence (two 544-thread blocks: 56 registers a thread), the shipped pipelines of a
- * running drawdown and of ragged sums (four 288-thread blocks) and an i16 max scan (five:
- * 40 registers), which spilled 12 to 556 bytes of stores with this toolkit's ptxas
- * (bench/RESULTS.md, thirty-fourth session); the assertions hold for any ptxas. Without the setting the source is the plain one and asks for no fit. */
+/* A group that asks ptxas for several resident blocks compiles at the most, going down, whose
+ * spill stores stay within the tuning row's bound (kernels/tuning.h, spill_bytes), or at one.
+ * The groups: gpu_bench's f32 recurrence (two 544-thread blocks: 56 registers a thread), the
+ * shipped pipelines of a running drawdown and of ragged sums (four 288-thread blocks) and an
+ * i16 max scan (five: 40 registers), which spilled 12 to 556 bytes of stores with this
+ * toolkit's ptxas (bench/RESULTS.md, thirty-fourth session); the assertions hold for any
+ * ptxas. With SLUICE_CUDA_FIT=0 the source is the plain one and asks for no fit. */
 START_TEST(fit_compiles_at_the_first_bound_without_spills) {
     static const char *const yamls[] = {
         "sluice: 1\nname: fit-linrec\ninput: {a: f32, b: f32}\nstages:\n"
@@ -1529,41 +1530,43 @@ START_TEST(fit_compiles_at_the_first_bound_without_spills) {
     sl_plan plan;
     ck_assert_int_eq(sl_plan_build(ctx, p, SLUICE_BACKEND_CUDA, &plan), SLUICE_OK);
     sl_codegen plain, fit;
-    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &plain), SLUICE_OK);
-    setenv("SLUICE_CUDA_FIT", "1", 1);
-    sluice_status st = sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &fit);
+    ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &fit), SLUICE_OK);
+    setenv("SLUICE_CUDA_FIT", "0", 1);
+    sluice_status st = sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &plain);
     unsetenv("SLUICE_CUDA_FIT");
     ck_assert_int_eq(st, SLUICE_OK);
     ck_assert_int_eq(plain.fit_blocks, 0);
     ck_assert_int_gt(plain.min_blocks, 1);
     ck_assert_int_eq(fit.fit_blocks, plain.min_blocks);
+    ck_assert_int_eq(fit.fit_spill_bytes, sl_tuning_for(ARCH)->spill_bytes);
+    const size_t allowed = (size_t)fit.fit_spill_bytes;
     ck_assert_str_ne(fit.source, plain.source); /* entries of their own in the kernel cache */
 
     void *cubin = NULL;
     size_t size = 0, spilled = 0;
     int bound = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile_fitted(ctx, fit.source, "fit.cu", ARCH, fit.fit_blocks,
-                                                  &cubin, &size, &bound),
+                                                  fit.fit_spill_bytes, &cubin, &size, &bound),
                      SLUICE_OK);
     ck_assert_uint_gt(size, 0);
     sl_free(ctx, cubin);
     ck_assert_int_ge(bound, 1);
     ck_assert_int_le(bound, fit.fit_blocks);
-    /* no spill at the bound taken (unless one block still spills) ... */
+    /* spills within the bound at the count taken (unless one block spills more) ... */
     ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, bound, &cubin,
                                                    &size, &spilled),
                      SLUICE_OK);
     sl_free(ctx, cubin);
-    ck_assert_msg(spilled == 0 || bound == 1, "%s: %zu bytes spilled at %d blocks",
+    ck_assert_msg(spilled <= allowed || bound == 1, "%s: %zu bytes spilled at %d blocks",
                   sluice_pipeline_name(p), spilled, bound);
-    /* ... and spills at every bound above it */
+    /* ... and more at every count above it */
     for (int blocks = bound + 1; blocks <= fit.fit_blocks; blocks++) {
         ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, blocks,
                                                        &cubin, &size, &spilled),
                          SLUICE_OK);
         sl_free(ctx, cubin);
-        ck_assert_msg(spilled > 0, "%s: fitted at %d blocks where %d spill nothing",
-                      sluice_pipeline_name(p), bound, blocks);
+        ck_assert_msg(spilled > allowed, "%s: fitted at %d blocks where %d spill %zu bytes",
+                      sluice_pipeline_name(p), bound, blocks, spilled);
     }
     fprintf(stderr, "%s: asks for %d blocks; fitted at %d\n", sluice_pipeline_name(p),
             fit.fit_blocks, bound);

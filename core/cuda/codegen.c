@@ -92,8 +92,9 @@ typedef struct cg {
     /* which states of the default mode take the chunked look-back (phase_chunks); set by
        SLUICE_CUDA_CHUNKS for measurements: 0 none, all every state */
     enum { CHUNKS_NARROW, CHUNKS_NONE, CHUNKS_ALL } chunks;
-    /* SLUICE_CUDA_FIT=1, for measurements: the kernels are compiled at the most resident
-       blocks, resident_blocks' or fewer, that ptxas fits without spilling (out->fit_blocks) */
+    /* the kernels are compiled at the most resident blocks, resident_blocks' or fewer, whose
+       spill stores stay within the tuning row's spill_bytes (out->fit_blocks); off with
+       SLUICE_CUDA_FIT=0, for measurements against the blocks asked */
     bool fit;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
@@ -1708,12 +1709,17 @@ static sluice_status emit_kernel(cg *g) {
                      block, items, (long long)tile_threads(g) * items, min_blocks, g->buf_bytes,
                      stages_of(g),
                      threads);
-    /* MIN_BLOCKS may come from the compile (nvrtc.h, sl_cuda_nvrtc_compile_bounded): the
-       fit's sources say so, so that their cache entries are not the plain compile's */
+    /* MIN_BLOCKS may come from the compile (nvrtc.h, sl_cuda_nvrtc_compile_fitted): the
+       fitted sources say so, with the spill bound, so that their cache entries are not a
+       plain compile's nor another bound's */
     o->min_blocks = min_blocks;
     o->fit_blocks = g->fit && min_blocks > 1 ? min_blocks : 0;
+    o->fit_spill_bytes = g->tuning->spill_bytes;
     if (o->fit_blocks)
-        sl_strbuf_append(sb, "/* MIN_BLOCKS: the most, up to this, that compile without spills */\n");
+        sl_strbuf_printf(sb,
+                         "/* MIN_BLOCKS: the most, up to this, whose spill stores are at most %d "
+                         "bytes */\n",
+                         o->fit_spill_bytes);
     sl_strbuf_printf(sb,
                      "struct SlArgs {\n    long long rows, nsegments, ntiles;\n    unsigned char "
                      "*scratch;\n    const unsigned char *carry_in;\n    unsigned char "
@@ -2367,7 +2373,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         int threads, items, min_blocks = 0;
         overridden = tuning_override(&threads, &items, &min_blocks);
         if (overridden) {
-            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks, 0, 0};
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks,
+                                     0, 0, g.tuning->spill_bytes};
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
             g.items = items;
@@ -2383,7 +2390,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            SLUICE_CUDA_CHUNKS=0 the default mode's 4-byte states take the fast look-back too;
            with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
            with chunk totals over 4 bytes, as run_to_run's ordered look-back does */
-        g.fit = env_is("SLUICE_CUDA_FIT", "1");
+        g.fit = !env_is("SLUICE_CUDA_FIT", "0");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;

@@ -102,7 +102,8 @@ typedef struct sl_codegen {
     int min_blocks;          /* resident blocks a multiprocessor the kernels ask of ptxas
                                 (__launch_bounds__; MIN_BLOCKS in the source) */
     int fit_blocks;          /* > 1: compile with sl_cuda_nvrtc_compile_fitted from this many
-                                (SLUICE_CUDA_FIT=1); 0: as the source says */
+                                blocks (0: as the source says; SLUICE_CUDA_FIT=0) ... */
+    int fit_spill_bytes;     /* ... keeping at most this many bytes of spill stores */
 
     int ninputs, *inputs;    /* column ids, kernel argument order */
     int noutputs, *outputs;

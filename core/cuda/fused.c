@@ -65,8 +65,8 @@ sluice_status sl_cuda_group_prepare(sluice_context *ctx, const sluice_pipeline *
     if (st == SLUICE_OK) {
         char name[64];
         snprintf(name, sizeof name, "sluice_group%d.cu", group);
-        st = sl_cuda_kcache_get(ctx, g->cg.source, name, arch, g->cg.fit_blocks, &cubin, &size,
-                                NULL);
+        st = sl_cuda_kcache_get(ctx, g->cg.source, name, arch, g->cg.fit_blocks,
+                                g->cg.fit_spill_bytes, &cubin, &size, NULL);
     }
     if (st == SLUICE_OK) {
         cudaError_t e = cudaLibraryLoadData(&g->library, cubin, NULL, NULL, 0, NULL, NULL, 0);

@@ -145,7 +145,8 @@ static void write_entry(const char *dir, const char *path, const uint64_t key[2]
 }
 
 sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
-                                 int fit_blocks, void **cubin, size_t *size, bool *hit) {
+                                 int fit_blocks, int spill_bytes, void **cubin, size_t *size,
+                                 bool *hit) {
     if (hit) *hit = false;
     char dir[4096], path[4200];
     uint64_t key[2];
@@ -162,7 +163,8 @@ sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const 
             return SLUICE_OK;
         }
     }
-    SL_TRY(sl_cuda_nvrtc_compile_fitted(ctx, source, name, arch, fit_blocks, cubin, size, NULL));
+    SL_TRY(sl_cuda_nvrtc_compile_fitted(ctx, source, name, arch, fit_blocks, spill_bytes,
+                                        cubin, size, NULL));
     if (cached && make_dirs(dir)) write_entry(dir, path, key, *cubin, *size);
     return SLUICE_OK;
 }

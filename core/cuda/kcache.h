@@ -26,11 +26,12 @@ void sl_cuda_kcache_key(const char *source, int arch, uint64_t headers_digest, u
 
 /* The cubin of `source` for sm_<arch>, from the cache or compiled (and then stored).
  * fit_blocks > 1 compiles it by sl_cuda_nvrtc_compile_fitted from that many blocks (the
- * source's MIN_BLOCKS; such a source must say so in its text, so that its entry is not a
- * plain compile's); otherwise as it is. *cubin comes from the context's allocator (sl_free).
- * *hit (may be NULL) is true when the cache supplied it. Errors: those of
- * sl_cuda_nvrtc_compile. */
+ * source's MIN_BLOCKS) keeping at most spill_bytes of spill stores (such a source must say
+ * both in its text, so that its entry is not a plain compile's nor another bound's);
+ * otherwise as it is. *cubin comes from the context's allocator (sl_free). *hit (may be
+ * NULL) is true when the cache supplied it. Errors: those of sl_cuda_nvrtc_compile. */
 sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const char *name, int arch,
-                                 int fit_blocks, void **cubin, size_t *size, bool *hit);
+                                 int fit_blocks, int spill_bytes, void **cubin, size_t *size,
+                                 bool *hit);
 
 #endif

@@ -212,15 +212,15 @@ sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, con
 }
 
 sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
-                                           int arch, int min_blocks, void **cubin, size_t *size,
-                                           int *bound) {
+                                           int arch, int min_blocks, int spill_bytes, void **cubin,
+                                           size_t *size, int *bound) {
     if (bound) *bound = min_blocks;
     if (min_blocks <= 1) return sl_cuda_nvrtc_compile(ctx, source, name, arch, cubin, size);
     for (int blocks = min_blocks;; blocks--) {
         size_t spilled = 0;
         SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &spilled));
         if (bound) *bound = blocks;
-        if (spilled == 0 || blocks == 1) return SLUICE_OK;
+        if (spilled <= (size_t)(spill_bytes > 0 ? spill_bytes : 0) || blocks == 1) return SLUICE_OK;
         sl_free(ctx, *cubin);
         *cubin = NULL;
         *size = 0;

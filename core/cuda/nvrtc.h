@@ -49,17 +49,17 @@ sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *sou
                                             size_t *spill_bytes);
 
 /* Compiles a generated source whose kernels ask for min_blocks resident blocks (its
- * MIN_BLOCKS) at the most blocks, min_blocks or fewer, that ptxas fits without spilling: at
- * min_blocks, then one block fewer while ptxas reports spill stores, down to one (kept even
- * if it spills); up to min_blocks compiles. A spill pays for the extra blocks' share of
- * registers with local-memory traffic; one block fewer gives each thread more registers
- * instead. The kernels' grid is sized from the cubin at load time (core/cuda/fused.c), so
- * nothing else changes. *bound (may be NULL): the blocks compiled for (min_blocks itself
- * when it is 1 or less: then this is sl_cuda_nvrtc_compile). Errors: those of
- * sl_cuda_nvrtc_compile. */
+ * MIN_BLOCKS) at the most blocks, min_blocks or fewer, whose spill stores ptxas reports as
+ * at most spill_bytes: at min_blocks, then one block fewer while they are more, down to one
+ * (kept whatever it spills); up to min_blocks compiles. A spill pays for the extra blocks'
+ * share of registers with local-memory traffic; one block fewer gives each thread more
+ * registers instead (kernels/tuning.h, spill_bytes, has the measurements). The kernels'
+ * grid is sized from the cubin at load time (core/cuda/fused.c), so nothing else changes.
+ * *bound (may be NULL): the blocks compiled for (min_blocks itself when it is 1 or less:
+ * then this is sl_cuda_nvrtc_compile). Errors: those of sl_cuda_nvrtc_compile. */
 sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
-                                           int arch, int min_blocks, void **cubin, size_t *size,
-                                           int *bound);
+                                           int arch, int min_blocks, int spill_bytes, void **cubin,
+                                           size_t *size, int *bound);
 
 /* The bytes of spill stores a ptxas -v log reports, summed over its functions (0 for NULL
  * or a log that reports none). */
