@@ -197,7 +197,7 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
 // GPU_BENCH_YAML=a.yaml[,b.yaml...]: also time each pipeline file over random device columns
 // (yaml_job), e.g. to compare launch shapes of one group (SLUICE_CUDA_TUNING) in one run.
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, widen,
-// f64acc, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
+// f64acc, narrow, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
 // them all. The copy always runs: it is the yardstick.
 // GPU_BENCH_MIX=Pareto (or "avg 8", ...): the segmented jobs run only the mixes whose name
 // holds it (a trace of one mix: its lines name the loop, not the mix).
@@ -535,6 +535,29 @@ int main(int argc, char **argv) {
         printf("%-15s sluice %8.3f ms (%5.1f%% copy)  CUB ExclusiveScan %8.3f ms (%5.1f%% copy)\n",
                f64 ? "f64acc" : "widen", t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
         g_rows.push_back({what, fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= 90%"});
+    }
+    // 3c'. inclusive max scans over 1- and 2-byte columns (the same bar as every scan), against
+    // CUB's InclusiveScan with cuda::maximum: a tile sized in rows moves a quarter or half the
+    // bytes of an f32 tile, so these show what the per-tile work costs on narrow columns.
+    for (int width = 1; width <= 2; width++) {
+        if (!want("narrow")) break;
+        size_t b = tmp_bytes;
+        double t_cub = width == 1 ? time_ms([&] {
+            CK(cub::DeviceScan::InclusiveScan(tmp, b, (const int8_t *)u, (int8_t *)uo, cuda::maximum<>{}, n, g_stream));
+        }) : time_ms([&] {
+            CK(cub::DeviceScan::InclusiveScan(tmp, b, (const int16_t *)u, (int16_t *)uo, cuda::maximum<>{}, n, g_stream));
+        });
+        const char *yaml = width == 1 ? "sluice: 1\nname: bench-i8max\ninput: {x: i8}\nstages:\n"
+                                        "  - scan: {of: x, op: max, into: s}\noutput: [s]\n"
+                                      : "sluice: 1\nname: bench-i16max\ninput: {x: i16}\nstages:\n"
+                                        "  - scan: {of: x, op: max, into: s}\noutput: [s]\n";
+        const double t_sl = sluice_job_ms(width == 1 ? "i8 max" : "i16 max", yaml,
+                                          {{"x", width == 1 ? SLUICE_I8 : SLUICE_I16, u, n}}, n);
+        double jb = 2.0 * width * n;
+        printf("%-15s sluice %8.3f ms (%5.1f%% copy)  CUB InclusiveScan(max) %8.3f ms (%5.1f%% copy)\n",
+               width == 1 ? "i8 max scan" : "i16 max scan", t_sl, pct(jb, t_sl), t_cub, pct(jb, t_cub));
+        g_rows.push_back({width == 1 ? "i8 inclusive max scan (% of copy)" : "i16 inclusive max scan (% of copy)",
+                          fmt("%.1f%%", pct(jb, t_sl)), fmt("%.1f%%", pct(jb, t_cub)), ">= 90%"});
     }
     // 3c. the cull: map, filter, and the kept rows' slots (an i64 count), against CUB's
     // Select::If over the mapped values and a kernel writing the slots, as a CUB user would.

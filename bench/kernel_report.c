@@ -7,7 +7,10 @@
  * The measurement settings the code generator reads (SLUICE_CUDA_CHUNKS, SLUICE_CUDA_TUNING,
  * ...) apply as they do in a session. A last line counts the groups that spill.
  *
- *   kernel_report [--arch 90] FILE.yaml...
+ *   kernel_report [--arch 90] [--source DIR] FILE.yaml...
+ *
+ * --source DIR also writes each group's generated source to DIR/NAME.gN.cu (NAME: the file's
+ * name less its directory and extension), to read or to hand to nvcc -I kernels.
  *
  * Exit status: 0, or 1 when a file does not load or a group does not generate or compile. */
 #include <stdio.h>
@@ -19,8 +22,28 @@
 #include "cuda/nvrtc.h"
 #include "plan/plan.h"
 
+/* Writes `source` to DIR/NAME.gGROUP.cu; 0, or 1 with a message on stderr. */
+static int write_source(const char *dir, const char *path, int group, const char *source) {
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = strrchr(name, '.');
+    int len = dot ? (int)(dot - name) : (int)strlen(name);
+    char out[4096];
+    if (snprintf(out, sizeof out, "%s/%.*s.g%d.cu", dir, len, name, group) >= (int)sizeof out) {
+        fprintf(stderr, "kernel_report: %s: path too long\n", dir);
+        return 1;
+    }
+    FILE *f = fopen(out, "w");
+    if (!f || fputs(source, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "kernel_report: cannot write %s\n", out);
+        if (f) fclose(f);
+        return 1;
+    }
+    return 0;
+}
+
 /* Prints one line a fused group of the pipeline in `path`; counts into the totals. */
-static int report_file(const char *path, int arch, int *groups, int *spilling, int *fitted) {
+static int report_file(const char *path, int arch, const char *source_dir, int *groups,
+                       int *spilling, int *fitted) {
     sluice_context *ctx = NULL;
     if (sluice_context_create(&ctx, NULL) != SLUICE_OK) return 1;
     sluice_pipeline *p = NULL;
@@ -38,6 +61,11 @@ static int report_file(const char *path, int arch, int *groups, int *spilling, i
         if (plan.groups[gi].kind != SL_GROUP_FUSED) continue;
         sl_codegen cg;
         if (sl_cuda_codegen(ctx, p, &plan, gi, arch, &cg) != SLUICE_OK) {
+            rc = 1;
+            break;
+        }
+        if (source_dir && write_source(source_dir, path, gi, cg.source) != 0) {
+            sl_cuda_codegen_free(ctx, &cg);
             rc = 1;
             break;
         }
@@ -77,16 +105,19 @@ static int report_file(const char *path, int arch, int *groups, int *spilling, i
 
 int main(int argc, char **argv) {
     int arch = 90, first = 1;
-    if (argc > 2 && strcmp(argv[1], "--arch") == 0) {
-        arch = atoi(argv[2]);
-        first = 3;
+    const char *source_dir = NULL;
+    while (first + 1 < argc && argv[first][0] == '-') {
+        if (strcmp(argv[first], "--arch") == 0) arch = atoi(argv[first + 1]);
+        else if (strcmp(argv[first], "--source") == 0) source_dir = argv[first + 1];
+        else break;
+        first += 2;
     }
-    if (first >= argc || arch < 70) {
-        fprintf(stderr, "usage: kernel_report [--arch 90] FILE.yaml...\n");
+    if (first >= argc || arch < 70 || argv[first][0] == '-') {
+        fprintf(stderr, "usage: kernel_report [--arch 90] [--source DIR] FILE.yaml...\n");
         return 2;
     }
     int rc = 0, groups = 0, spilling = 0, fitted = 0;
-    for (int a = first; a < argc; a++) rc |= report_file(argv[a], arch, &groups, &spilling, &fitted);
+    for (int a = first; a < argc; a++) rc |= report_file(argv[a], arch, source_dir, &groups, &spilling, &fitted);
     printf("%d groups: %d spill at the blocks asked, %d compile at fewer\n", groups,
            spilling, fitted);
     return rc;
