@@ -2265,14 +2265,14 @@ static sluice_status plan_stages(cg *g) {
 
 /* SLUICE_CUDA_TUNING="THREADS:ITEMS[:MIN_BLOCKS]" overrides the table for measurements
  * (bench runs that compare launch shapes in one go); values that are not a multiple of 32
- * threads in [32, 1024], a power of two of items in [1, 64] and min blocks in [1, 32] are
- * ignored. */
+ * threads in [32, 1024], a power of two of items in [1, 32] (a thread's row bits and the next
+ * row's share one 64-bit word: kernels/sl_tile.cuh) and min blocks in [1, 32] are ignored. */
 static bool tuning_override(int *threads, int *items, int *min_blocks) {
     const char *env = getenv("SLUICE_CUDA_TUNING");
     int t = 0, i = 0, m = 0;
     int n = env ? sscanf(env, "%d:%d:%d", &t, &i, &m) : 0;
     if (n < 2) return false;
-    if (t < 32 || t > 1024 || t % 32 != 0 || i < 1 || i > 64 || (i & (i - 1)) != 0) return false;
+    if (t < 32 || t > 1024 || t % 32 != 0 || i < 1 || i > 32 || (i & (i - 1)) != 0) return false;
     *threads = t;
     *items = i;
     if (n == 3 && m >= 1 && m <= 32) *min_blocks = m;
@@ -2328,8 +2328,10 @@ static sluice_status fill_register_partitions(cg *g) {
  * thread keeps the same bytes of loads in flight whatever the group makes from them (an i64
  * sum or count of f32 rows loads like the f32 scan, and is as bound by those loads). The
  * offsets of a segmented group are read a few per tile, not per item, so they do not count.
- * A group that loads no column (a count alone) sizes by the widest it makes. Then halved
- * while the group's live columns would hold more items in registers than the budget. */
+ * A group that loads no column (a count alone) sizes by the widest it makes. Columns it makes
+ * hold at most twice bytes_per_thread a thread (an i64 sum of i8 rows keeps the i32 sum's
+ * items, not twice them). Then halved while the group's live columns would hold more items
+ * in registers than the budget. */
 static int choose_items(const cg *g) {
     const sl_tuning *t = g->tuning;
     size_t widest_loaded = 0, widest_made = 1;
@@ -2344,6 +2346,7 @@ static int choose_items(const cg *g) {
     }
     size_t widest = widest_loaded ? widest_loaded : widest_made;
     int items = t->bytes_per_thread / (int)widest;
+    if (items > 2 * t->bytes_per_thread / (int)widest_made) items = 2 * t->bytes_per_thread / (int)widest_made;
     if (items > t->max_items) items = t->max_items;
     while (items > t->min_items && ncols * items > t->register_items) items /= 2;
     if (items < t->min_items) items = t->min_items;
@@ -2373,7 +2376,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         int threads, items, min_blocks = 0;
         overridden = tuning_override(&threads, &items, &min_blocks);
         if (overridden) {
-            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 64, 1 << 20, g.tuning->min_blocks,
+            g.override = (sl_tuning){g.tuning->arch, threads, 0, 1, 32, 1 << 20, g.tuning->min_blocks,
                                      0, 0, g.tuning->spill_bytes};
             g.forced_min_blocks = min_blocks;
             g.tuning = &g.override;
