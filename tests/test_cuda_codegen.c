@@ -697,6 +697,47 @@ START_TEST(kernel_shapes) {
 }
 END_TEST
 
+/* Items a thread (codegen.c choose_items): 64 bytes of the widest column a group loads, up to
+ * the row's max_items (32 on sm_90: a thread's row bits and the next row's share one word),
+ * so a tile of 1- or 2-byte rows is not a quarter or half of an f32 tile; a column the group
+ * makes holds at most 128 bytes a thread; sm_80's row keeps 16. Each compiles. */
+static const struct {
+    const char *input, *stages;
+    int arch, items;
+} item_cases[] = {
+    {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
+    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
+    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\n", 90, 32},
+    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i32, into: y}\n", 90, 32},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\n", 90, 16},
+    {"{x: i8, y: i32}", "  - map: {w: x + i8(y)}\n  - scan: {of: w, op: max, into: z}\n", 90, 16},
+    {"{x: f64}", "  - scan: {of: x, op: max, into: y}\n", 90, 8},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 80, 16},
+};
+
+START_TEST(items_follow_the_widest_column) {
+    sluice_context *ctx = new_ctx();
+    sluice_pipeline *p;
+    char yaml[512];
+    const char *out = strstr(item_cases[_i].stages, "into: z") ? "z" : "y";
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: items\ninput: %s\nstages:\n%soutput: [%s]\n",
+             item_cases[_i].input, item_cases[_i].stages, out);
+    sl_codegen cg = generate_for(ctx, yaml, &p, 0, item_cases[_i].arch);
+    ck_assert_msg(cg.items_per_thread == item_cases[_i].items, "%s%s: %d items", item_cases[_i].input,
+                  item_cases[_i].stages, cg.items_per_thread);
+    void *cubin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "items.cu", item_cases[_i].arch, &cubin, &size),
+                     SLUICE_OK);
+    sl_free(ctx, cubin);
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+END_TEST
+
 /* `determinism: run_to_run` (kernels/sl_lookback.cuh): a phase whose combine rounds (float
  * sum, prod, linrec, a declared operator) gets the ordered look-back, in the kernel with a
  * look-back warp (sm_90) and in the two-stage loop (sm_80, chained phases); exact combines
@@ -1613,6 +1654,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, reduce_layouts);
     tcase_add_loop_test(tc, reduce_state_stays_in_registers, 0, 3);
     tcase_add_test(tc, kernel_shapes);
+    tcase_add_loop_test(tc, items_follow_the_widest_column, 0, (int)SL_ARRAY_LEN(item_cases));
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
     tcase_set_timeout(tc, 600);
