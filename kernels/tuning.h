@@ -63,11 +63,8 @@ static const sl_tuning sl_tuning_table[] = {
        (thirty-fourth session) the f32 recurrence at two 544-thread blocks spilled 40 B and ran
        at 74.5% of copy, at one block none and 84.9%; an i16 max scan at five 288-thread
        blocks spilled 556 B (30.5%), at three 16 B (40.2%), at two none (37.5%); a bool xor
-       scan 506 B at five (14.0%), 32 B at three (16.6%), none at two (18.9%).
-       Columns of 1 or 2 bytes take up to 32 items (64 bytes' rule, capped): at 16 a tile
-       of them moved a quarter or half an f32 tile's bytes for the same look-back, and the
-       narrow scans ran at 14-40% of copy (thirty-fourth session). */
-    {90, 256, 64, 2, 32, 128, 5, 128, 512, 16},
+       scan 506 B at five (14.0%), 32 B at three (16.6%), none at two (18.9%). */
+    {90, 256, 64, 2, 16, 128, 5, 128, 512, 16},
 };
 
 static inline const sl_tuning *sl_tuning_for(int arch) {

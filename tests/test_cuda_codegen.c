@@ -698,23 +698,28 @@ START_TEST(kernel_shapes) {
 END_TEST
 
 /* Items a thread (codegen.c choose_items): 64 bytes of the widest column a group loads, up to
- * the row's max_items (32 on sm_90: a thread's row bits and the next row's share one word),
- * so a tile of 1- or 2-byte rows is not a quarter or half of an f32 tile; a column the group
- * makes holds at most 128 bytes a thread; sm_80's row keeps 16. Each compiles. */
+ * the row's max_items (16 on sm_90; SLUICE_CUDA_MAX_ITEMS=32 raises it for measurements, so a
+ * tile of 1- or 2-byte rows is not a quarter or half of an f32 tile; 32 is the most a
+ * thread's row bits and the next row's take in one word); a column the group makes holds at
+ * most 128 bytes a thread. Each compiles. */
 static const struct {
     const char *input, *stages;
     int arch, items;
+    const char *max_items; /* SLUICE_CUDA_MAX_ITEMS while the group is generated, or NULL */
 } item_cases[] = {
-    {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16},
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
-    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
-    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\n", 90, 32},
-    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32},
-    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i32, into: y}\n", 90, 32},
-    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\n", 90, 16},
-    {"{x: i8, y: i32}", "  - map: {w: x + i8(y)}\n  - scan: {of: w, op: max, into: z}\n", 90, 16},
-    {"{x: f64}", "  - scan: {of: x, op: max, into: y}\n", 90, 8},
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 80, 16},
+    {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, NULL},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, NULL},
+    {"{x: f64}", "  - scan: {of: x, op: max, into: y}\n", 90, 8, NULL},
+    {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, "32"},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 32, "32"},
+    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32, "32"},
+    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\n", 90, 32, "32"},
+    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\n", 90, 32, "32"},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i32, into: y}\n", 90, 32, "32"},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\n", 90, 16, "32"},
+    {"{x: i8, y: i32}", "  - map: {w: x + i8(y)}\n  - scan: {of: w, op: max, into: z}\n", 90, 16, "32"},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, "64"}, /* ignored */
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 80, 8, "8"},
 };
 
 START_TEST(items_follow_the_widest_column) {
@@ -724,9 +729,12 @@ START_TEST(items_follow_the_widest_column) {
     const char *out = strstr(item_cases[_i].stages, "into: z") ? "z" : "y";
     snprintf(yaml, sizeof yaml, "sluice: 1\nname: items\ninput: %s\nstages:\n%soutput: [%s]\n",
              item_cases[_i].input, item_cases[_i].stages, out);
+    if (item_cases[_i].max_items) setenv("SLUICE_CUDA_MAX_ITEMS", item_cases[_i].max_items, 1);
     sl_codegen cg = generate_for(ctx, yaml, &p, 0, item_cases[_i].arch);
-    ck_assert_msg(cg.items_per_thread == item_cases[_i].items, "%s%s: %d items", item_cases[_i].input,
-                  item_cases[_i].stages, cg.items_per_thread);
+    unsetenv("SLUICE_CUDA_MAX_ITEMS");
+    ck_assert_msg(cg.items_per_thread == item_cases[_i].items, "%s%s (max %s): %d items",
+                  item_cases[_i].input, item_cases[_i].stages,
+                  item_cases[_i].max_items ? item_cases[_i].max_items : "the row's", cg.items_per_thread);
     void *cubin = NULL;
     size_t size = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "items.cu", item_cases[_i].arch, &cubin, &size),

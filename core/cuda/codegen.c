@@ -2283,7 +2283,7 @@ static bool tuning_override(int *threads, int *items, int *min_blocks) {
  * kind of loop: records_block_threads, lookback_block_threads); the emitted kernel and the
  * launch shape (sl_cuda_codegen's out) read g->tuning. */
 static void use_block_threads(cg *g, int threads) {
-    g->override = *g->tuning;
+    if (g->tuning != &g->override) g->override = *g->tuning;
     g->override.block_threads = threads;
     g->tuning = &g->override;
 }
@@ -2353,6 +2353,18 @@ static int choose_items(const cg *g) {
     return items;
 }
 
+/* SLUICE_CUDA_MAX_ITEMS=N (a power of two in [1, 32]) sets the tuning row's max_items for
+ * measurements of larger tiles over narrow columns against the table's (bench/RESULTS.md,
+ * thirty-fifth session); anything else is ignored. */
+static void max_items_override(cg *g) {
+    const char *env = getenv("SLUICE_CUDA_MAX_ITEMS");
+    int n = env ? atoi(env) : 0;
+    if (n < 1 || n > 32 || (n & (n - 1)) != 0) return;
+    g->override = *g->tuning;
+    g->override.max_items = n;
+    g->tuning = &g->override;
+}
+
 /* Whether environment variable `name` is set to `value` (the measurement switches, read
  * whenever a group is generated: they change its source, hence its cache entry). */
 static bool env_is(const char *name, const char *value) {
@@ -2372,6 +2384,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     sluice_status st = analyse(&g);
     bool overridden = false;
     if (st == SLUICE_OK) {
+        max_items_override(&g);
         g.items = choose_items(&g);
         int threads, items, min_blocks = 0;
         overridden = tuning_override(&threads, &items, &min_blocks);
