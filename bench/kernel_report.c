@@ -10,7 +10,8 @@
  *   kernel_report [--arch 90] [--source DIR] FILE.yaml...
  *
  * --source DIR also writes each group's generated source to DIR/NAME.gN.cu (NAME: the file's
- * name less its directory and extension), to read or to hand to nvcc -I kernels.
+ * name less its directory and extension), to read. (nvcc does not take it as NVRTC does: NVRTC
+ * compiles every function for the device, so the file is not a .cu nvcc builds as it stands.)
  *
  * Exit status: 0, or 1 when a file does not load or a group does not generate or compile. */
 #include <stdio.h>
