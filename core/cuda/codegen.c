@@ -2263,16 +2263,22 @@ static sluice_status plan_stages(cg *g) {
 
 /* ---- entry points -------------------------------------------------------------------- */
 
+/* Whether a thread may take `items` rows: a power of two in [1, 32] (a thread's row bits and
+ * the next row's share one 64-bit word: kernels/sl_tile.cuh). */
+static bool items_allowed(int items) {
+    return items >= 1 && items <= 32 && (items & (items - 1)) == 0;
+}
+
 /* SLUICE_CUDA_TUNING="THREADS:ITEMS[:MIN_BLOCKS]" overrides the table for measurements
  * (bench runs that compare launch shapes in one go); values that are not a multiple of 32
- * threads in [32, 1024], a power of two of items in [1, 32] (a thread's row bits and the next
- * row's share one 64-bit word: kernels/sl_tile.cuh) and min blocks in [1, 32] are ignored. */
+ * threads in [32, 1024], items that items_allowed refuses and min blocks outside [1, 32] are
+ * ignored. */
 static bool tuning_override(int *threads, int *items, int *min_blocks) {
     const char *env = getenv("SLUICE_CUDA_TUNING");
     int t = 0, i = 0, m = 0;
     int n = env ? sscanf(env, "%d:%d:%d", &t, &i, &m) : 0;
     if (n < 2) return false;
-    if (t < 32 || t > 1024 || t % 32 != 0 || i < 1 || i > 32 || (i & (i - 1)) != 0) return false;
+    if (t < 32 || t > 1024 || t % 32 != 0 || !items_allowed(i)) return false;
     *threads = t;
     *items = i;
     if (n == 3 && m >= 1 && m <= 32) *min_blocks = m;
@@ -2353,13 +2359,13 @@ static int choose_items(const cg *g) {
     return items;
 }
 
-/* SLUICE_CUDA_MAX_ITEMS=N (a power of two in [1, 32]) sets the tuning row's max_items for
+/* SLUICE_CUDA_MAX_ITEMS=N (items_allowed) sets the tuning row's max_items for
  * measurements of larger tiles over narrow columns against the table's (bench/RESULTS.md,
  * thirty-fifth session); anything else is ignored. */
 static void max_items_override(cg *g) {
     const char *env = getenv("SLUICE_CUDA_MAX_ITEMS");
     int n = env ? atoi(env) : 0;
-    if (n < 1 || n > 32 || (n & (n - 1)) != 0) return;
+    if (!items_allowed(n)) return;
     g->override = *g->tuning;
     g->override.max_items = n;
     g->tuning = &g->override;
