@@ -63,8 +63,14 @@ static const sl_tuning sl_tuning_table[] = {
        (thirty-fourth session) the f32 recurrence at two 544-thread blocks spilled 40 B and ran
        at 74.5% of copy, at one block none and 84.9%; an i16 max scan at five 288-thread
        blocks spilled 556 B (30.5%), at three 16 B (40.2%), at two none (37.5%); a bool xor
-       scan 506 B at five (14.0%), 32 B at three (16.6%), none at two (18.9%). */
-    {90, 256, 64, 2, 16, 128, 5, 128, 512, 16},
+       scan 506 B at five (14.0%), 32 B at three (16.6%), none at two (18.9%).
+       max_items 32: columns of 1 or 2 bytes take 32 items a thread, so their tiles pay the
+       per-tile look-back over twice the rows (the f32 scan's tiles and the i8 scan's ran at
+       about the same tiles a second). On an H100 (thirty-sixth session, A/B/A/B against 16):
+       i8 max 18.2% -> 34.3% of copy (CUB 35.4%), i16 max 40.1% -> 67.3% (CUB 58.9%), bool xor
+       18.8% -> 34.4%; 640 or 992 row threads of 32 items did no better on the whole (i8 33.6 /
+       37.0%, i16 64.3 / 45.7%). */
+    {90, 256, 64, 2, 32, 128, 5, 128, 512, 16},
 };
 
 static inline const sl_tuning *sl_tuning_for(int arch) {
