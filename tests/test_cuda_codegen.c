@@ -698,9 +698,9 @@ START_TEST(kernel_shapes) {
 END_TEST
 
 /* Items a thread (codegen.c choose_items): 64 bytes of the widest column a group loads, up to
- * the row's max_items (16 on sm_90; SLUICE_CUDA_MAX_ITEMS=32 raises it for measurements, so a
- * tile of 1- or 2-byte rows is not a quarter or half of an f32 tile; 32 is the most a
- * thread's row bits and the next row's take in one word); a column the group makes holds at
+ * the row's max_items (32 on sm_90, so a tile of 1- or 2-byte rows is not a quarter or half
+ * of an f32 tile; 32 is the most a thread's row bits and the next row's take in one word;
+ * SLUICE_CUDA_MAX_ITEMS sets it for measurements); a column the group makes holds at
  * most 128 bytes a thread. Each compiles. */
 static const struct {
     const char *input, *stages;
