@@ -87,9 +87,9 @@ static int report_file(const char *path, int arch, const char *source_dir, int *
             (*groups)++;
             *spilling += spilled > 0;
             *fitted += bound < cg.min_blocks;
-            printf("%s group %d: %d threads x %d items, %zu B shared, %d blocks asked, %zu B "
-                   "spilled, compiled at %d\n",
-                   path, gi, cg.block_threads, cg.items_per_thread, cg.dynamic_smem,
+            printf("%s group %d: %d threads x %d items x %d rounds, %zu B shared, %d blocks "
+                   "asked, %zu B spilled, compiled at %d\n",
+                   path, gi, cg.block_threads, cg.items_per_thread, cg.rounds, cg.dynamic_smem,
                    cg.min_blocks, spilled, bound);
         }
         sl_cuda_codegen_free(ctx, &cg);

@@ -100,7 +100,23 @@ template <int ITEMS> struct tile_rows {
         tile_len = tile_rows_;
         tile_first = tile_ * tile_rows_;
         slot = slot_;
+        round_first = 0;
         first = tile_first + (long long)slot_ * ITEMS;
+        const long long left = rows_ - first;
+        live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
+    }
+    /* A tile of several rounds (Kernel::rounds, overlapped_loop): the block's threads take
+       the round_rows rows from round * round_rows on in the tile as if they were a tile of
+       their own (tile_first, tile_len and the stores are the round's), reading the staged
+       columns round_first rows into the stage. */
+    int round_first = 0;
+    __device__ __forceinline__ void at_round(long long rows_, long long tile_, long long tile_rows_,
+                                             int round, long long round_rows) {
+        at(rows_, tile_, tile_rows_);
+        round_first = (int)(round * round_rows);
+        tile_first += round_first;
+        tile_len = round_rows;
+        first += round_first;
         const long long left = rows_ - first;
         live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
     }
@@ -313,12 +329,12 @@ __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY
     t.ending = h >> 1; /* the batch's last run stays open: the close kernel writes it */
 }
 
-/* Whether the thread's tile lies wholly inside the batch: then the generated element<true>
+/* Whether the thread's tile (its round, in a tile of several) lies wholly inside the batch: then the generated element<true>
  * knows every row is there, and the fields an element sets to constants fold into the
  * combines (a reduce by key's row: 6 of its 7 fields). Only the batch's last tile is partial,
  * so the two instantiations cost code size, not divergence. */
 template <class K> __device__ __forceinline__ bool whole_tile(const typename K::Tile &t) {
-    return t.tile_first + K::tile <= t.rows;
+    return t.tile_first + K::round_rows <= t.rows;
 }
 
 /* Each thread's items of phase P folded onto FOLDS states, item i onto folds[i % FOLDS] (more
@@ -497,6 +513,7 @@ __device__ __forceinline__ void run_phases(phase_list<P, REST...>, typename K::T
 }
 
 template <class K> __device__ __forceinline__ void two_stage_loop(const typename K::Args &a) {
+    static_assert(K::rounds == 1, "tiles of several rounds are overlapped_loop's");
     const long long rows = a.rows, ntiles = a.ntiles;
     const typename K::Params params(a);
     SL_DYNAMIC_SMEM(uint4, sl_smem);
@@ -620,7 +637,18 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     const typename K::Params params(a);
     const unsigned long long phase_offset0 =
         SL_SCRATCH_ALIGN + sl_segment_index_bytes(K::offsets ? 1 : 0, (unsigned long long)ntiles);
-    __shared__ block_scan_storage<S, BLOCK> scan_storage;
+    /* A tile of several rounds (Kernel::rounds): the rows reduce and finish it a round at a
+       time, each round BLOCK * ITEMS rows as the whole tile is otherwise, so the tile's rows
+       (and the rows each look-back pays for) no longer depend on the registers a thread
+       has. Only for groups whose rows need nothing of the tile but their states: no
+       compaction, no reduce, no offsets segments (core/cuda/codegen.c, rounds_of). */
+    constexpr int ROUNDS = K::rounds;
+    static_assert(ROUNDS == 1 || (!K::compacts && !K::offsets && !K::runs),
+                  "a tile of several rounds holds states only");
+    static_assert(K::tile == K::round_rows * ROUNDS, "a tile is whole rounds");
+    /* consecutive rounds' block scans alternate between two storages: each scan's barrier
+       then orders its writes after every read of the scan two rounds before */
+    __shared__ block_scan_storage<S, BLOCK> scan_storages[ROUNDS > 1 ? 2 : 1];
     __shared__ S handed_agg[STAGES];  /* block aggregate of the stage's tile */
     __shared__ S handed_excl[STAGES]; /* its exclusive prefix, from the look-back warp */
     __shared__ S batch_carry;         /* the look-back warp's: the carry, in the default mode */
@@ -648,26 +676,37 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     }
     __syncthreads();
 
+    /* a thread's exclusive prefix within the tile at each round's first row of its own */
+    struct round_prefixes {
+        S of[ROUNDS];
+    };
     /* the rows: tile j (stage s) reduced, its aggregate published and handed over; returns
-       the thread's exclusive prefix within the tile, for its epilogue */
-    auto reduce_tile = [&](int j, int s, long long tile) -> S {
+       the thread's exclusive prefixes within the tile, for its epilogue */
+    auto reduce_tile = [&](int j, int s, long long tile) -> round_prefixes {
         queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
         trace.mark<0>();
         const bool staged = queue.bulk[s] != 0;
         uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
-        typename K::Tile t(params);
-        t.at(rows, tile, K::tile);
-        t.load_inputs(a, staged, tile_buf);
-        if constexpr (K::offsets) {
-            long long j0, j1;
-            staged_segments(segs_of_stage[s], tile, j0, j1);
-            build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
-            t.use_heads(heads_of_stage[s]);
-            t.segments_at(a, K::offsets_input, j0, j1);
+        round_prefixes held;
+        S block_agg = P::identity();
+#pragma unroll
+        for (int r = 0; r < ROUNDS; r++) {
+            typename K::Tile t(params);
+            t.at_round(rows, tile, K::tile, r, K::round_rows);
+            t.load_inputs(a, staged, tile_buf);
+            if constexpr (K::offsets) {
+                long long j0, j1;
+                staged_segments(segs_of_stage[s], tile, j0, j1);
+                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
+                t.use_heads(heads_of_stage[s]);
+                t.segments_at(a, K::offsets_input, j0, j1);
+            }
+            t.maps(0);
+            S thread_excl, round_agg;
+            tile_reduce<K, P, 1>(t, scan_storages[r & 1], thread_excl, round_agg);
+            held.of[r] = r == 0 ? thread_excl : op(block_agg, thread_excl);
+            block_agg = r == 0 ? round_agg : op(block_agg, round_agg);
         }
-        t.maps(0);
-        S thread_excl, block_agg;
-        tile_reduce<K, P, 1>(t, scan_storage, thread_excl, block_agg);
         if (threadIdx.x == 0) {
             /* the ordered look-back's chunk scans read tile 0's aggregate as any other */
             if (tile != 0 || CHUNKED) states.publish(tile, SL_STATUS_AGGREGATE, block_agg);
@@ -675,12 +714,14 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             handed_agg[s] = block_agg;
         }
         trace.mark<1>();
-        return thread_excl;
+        return held;
     };
 
     /* ---- the block's first tile, handed over by __syncthreads ---- */
     const long long first_tile = queue.tile[0];
-    S held_thread_excl = P::identity(); /* tile j-1's, for its epilogue */
+    round_prefixes held_thread_excl; /* tile j-1's, for its epilogue */
+#pragma unroll
+    for (int r = 0; r < ROUNDS; r++) held_thread_excl.of[r] = P::identity();
     if (threadIdx.x < BLOCK) {
         if (first_tile < ntiles) held_thread_excl = reduce_tile(0, 0, first_tile);
     } else if (!CHUNKED && threadIdx.x == BLOCK) {
@@ -777,7 +818,7 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     for (int j = 0;; j++) {
         const int s = j % STAGES, sp = (j + STAGES - 1) % STAGES;
         const long long tile_j = queue.tile[s];
-        S next_thread_excl = held_thread_excl; /* j = 0: reduced above */
+        round_prefixes next_thread_excl = held_thread_excl; /* j = 0: reduced above */
         if (j > 0) {
             if (tile_j < ntiles) {
                 next_thread_excl = reduce_tile(j, s, tile_j);
@@ -805,25 +846,28 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
             const long long tile = queue.tile[sp];
             const bool staged = queue.bulk[sp] != 0;
             uint4 *const tile_buf = sl_smem + sp * (K::buf / 16);
-            typename K::Tile t(params);
-            t.at(rows, tile, K::tile);
-            t.load_inputs(a, staged, tile_buf);
-            if constexpr (K::offsets) {
-                long long j0, j1;
-                staged_segments(segs_of_stage[sp], tile, j0, j1);
-                t.use_heads(heads_of_stage[sp]);
-                t.segments_at(a, K::offsets_input, j0, j1);
+            /* a tile of rounds stages its stores apart from the stage, whose later rounds
+               are still to be read */
+            uint4 *const store_buf = ROUNDS > 1 ? sl_smem + STAGES * (K::buf / 16) : tile_buf;
+            const S tile_excl = handed_excl[sp], block_agg = handed_agg[sp];
+#pragma unroll
+            for (int r = 0; r < ROUNDS; r++) {
+                typename K::Tile t(params);
+                t.at_round(rows, tile, K::tile, r, K::round_rows);
+                t.load_inputs(a, staged, tile_buf);
+                if constexpr (K::offsets) {
+                    long long j0, j1;
+                    staged_segments(segs_of_stage[sp], tile, j0, j1);
+                    t.use_heads(heads_of_stage[sp]);
+                    t.segments_at(a, K::offsets_input, j0, j1);
+                }
+                t.maps(0);
+                tile_epilogue<K, P>(t, a, ntiles, tile_excl, held_thread_excl.of[r], block_agg);
+                trace.mark<4>();
+                t.maps(1);
+                t.template store<1>(a, store_buf);
+                trace.mark<5>();
             }
-            t.maps(0);
-            {
-                const S tile_excl = handed_excl[sp], block_agg = handed_agg[sp];
-                const S thread_excl = held_thread_excl;
-                tile_epilogue<K, P>(t, a, ntiles, tile_excl, thread_excl, block_agg);
-            }
-            trace.mark<4>();
-            t.maps(1);
-            t.template store<1>(a, tile_buf);
-            trace.mark<5>();
             trace.tile();
         }
         held_thread_excl = next_thread_excl;

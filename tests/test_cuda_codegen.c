@@ -1185,6 +1185,113 @@ START_TEST(offsets_scan_on_host) {
 }
 END_TEST
 
+/* Tiles in rounds (codegen.c rounds_of, kernels/sl_tile.cuh overlapped_loop): under
+ * SLUICE_CUDA_ROUNDS the rows take a tile of the loop with a look-back warp in that many
+ * rounds of items x threads rows, each round's stores staged apart from the stage its later
+ * rounds are still in. On the host, against the CPU backend: batches that end inside a round,
+ * on a round's edge and past whole tiles, cut in three; 1- to 8-byte inputs, an f32 sum, an
+ * 8-byte recurrence, key and head-flag segments, run_to_run's ordered look-back. */
+static const struct {
+    const char *input, *stages;
+    const char *rounds;
+    bool run_to_run;
+} rounds_cases[] = {
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false},
+    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", false},
+    {"{x: i16}", "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\n"
+                 "output: [s]\n", "2", false},
+    {"{x: i32, k: i16}", "  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
+                         "output: [h]\n", "4", true},
+    {"{x: i32, k: i16}", "  - map: {xf: f32(x & 15), g: k & 3}\n"
+                         "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, into: s}\noutput: [s]\n",
+     "2", false},
+    {"{x: f64}", "  - map: {h: x > 0.9}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
+                 "output: [s]\n", "2", true},
+};
+
+START_TEST(rounds_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: rounds-%d\n%sinput: %s\nstages:\n%s", _i,
+             rounds_cases[_i].run_to_run ? "determinism: run_to_run\n" : "", rounds_cases[_i].input,
+             rounds_cases[_i].stages);
+    sl_plan plan;
+    sl_codegen cg;
+    setenv("SLUICE_CUDA_ROUNDS", rounds_cases[_i].rounds, 1);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
+    unsetenv("SLUICE_CUDA_ROUNDS");
+    ck_assert(cg.lookback_warp);
+    ck_assert_int_eq(cg.rounds, atoi(rounds_cases[_i].rounds));
+    const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - 32);
+    ck_assert_int_eq(cg.tile_rows, round * cg.rounds);
+    char dir[] = "/tmp/sluice-rounds-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t tile = cg.tile_rows;
+    const int64_t sizes[] = {0, 1, 33, round - 1, round, round + 7, tile + 1, 9 * tile - 5};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, false, 6161 + (uint64_t)_i * 31 + z, sizes[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
+/* ... and only where a row needs nothing of its tile but the states: a compaction, a reduce or
+ * offsets segments keep one round under SLUICE_CUDA_ROUNDS, as does the two-stage loop
+ * (sm_80); other values of it are ignored. Unset, a group takes in rounds the rows its loads
+ * ask for beyond its items (i8 or bool rows: 64 rows of loads, 32 items; an f32 or i64 column
+ * made from i8 rows holds the items to 32 or 16), and one round under SLUICE_CUDA_TUNING. Each
+ * compiles. */
+START_TEST(rounds_only_where_rows_need_states_alone) {
+    static const struct {
+        const char *input, *stages, *rounds, *tuning;
+        int arch, expect;
+    } cases[] = {
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
+        {"{x: f32}", "  - scan: {of: x, op: sum, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
+        {"{x: i32}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
+        {"{x: i8}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
+         NULL, 90, 2},
+        {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, "256:32", 90, 1},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "1", NULL, 90, 1},
+        {"{x: i8}", "  - filter: x > 0\noutput: [x]\n", NULL, NULL, 90, 1},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "8", NULL, 90, 8},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "3", NULL, 90, 1},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", NULL, 80, 1},
+        {"{x: f32}", "  - filter: x > 0\noutput: [x]\n", "2", NULL, 90, 1},
+        {"{x: f32}", "  - reduce: {values: [{of: x, op: sum, into: t}]}\noutput: [t]\n", "2", NULL, 90, 1},
+        {"{rows: {type: i64, role: offsets}, x: f32}",
+         "  - segmented_scan: {of: x, op: sum, segments: rows, into: s}\noutput: [s]\n", "2", NULL, 90, 1},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        sluice_context *ctx = new_ctx();
+        sluice_pipeline *p;
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml, "sluice: 1\nname: rounds\ninput: %s\nstages:\n%s", cases[i].input,
+                 cases[i].stages);
+        if (cases[i].rounds) setenv("SLUICE_CUDA_ROUNDS", cases[i].rounds, 1);
+        if (cases[i].tuning) setenv("SLUICE_CUDA_TUNING", cases[i].tuning, 1);
+        sl_codegen cg = generate_for(ctx, yaml, &p, 0, cases[i].arch);
+        unsetenv("SLUICE_CUDA_ROUNDS");
+        unsetenv("SLUICE_CUDA_TUNING");
+        ck_assert_msg(cg.rounds == cases[i].expect, "%s%s (ROUNDS=%s, TUNING=%s, sm_%d): %d rounds",
+                      cases[i].input, cases[i].stages, cases[i].rounds ? cases[i].rounds : "unset",
+                      cases[i].tuning ? cases[i].tuning : "unset", cases[i].arch, cg.rounds);
+        void *cubin = NULL;
+        size_t size = 0;
+        ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "rounds.cu", cases[i].arch, &cubin, &size),
+                         SLUICE_OK);
+        sl_free(ctx, cubin);
+        sl_cuda_codegen_free(ctx, &cg);
+        sluice_pipeline_free(p);
+        sluice_context_destroy(ctx);
+    }
+}
+END_TEST
+
 /* Which phases' states absorb what lies left of them (codegen.c phase_absorbs): those whose
  * every slot is a scan segmented by head flags or offsets; key segments, a plain scan or a
  * compaction's count beside them absorb nothing. */
@@ -1680,6 +1787,9 @@ static Suite *make_suite(void) {
     tc = host_tcase(s, "host_ordered", 1200);
     tcase_add_loop_test(tc, ordered_on_host, 0, (int)SL_ARRAY_LEN(ordered_cases));
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
+    tc = host_tcase(s, "host_rounds", 1200);
+    tcase_add_loop_test(tc, rounds_on_host, 0, (int)SL_ARRAY_LEN(rounds_cases));
+    tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);

@@ -446,7 +446,7 @@ START_TEST(random_group_on_host) {
     sluice_pipeline *p = NULL;
     sl_plan plan;
     sl_codegen cg;
-    char tuning[32] = "";
+    char tuning[32] = "", rounds[8] = "";
     for (int attempt = 0;; attempt++) {
         ck_assert_msg(attempt < 100, "seed %llu: no pipeline of one fused group in 100 draws",
                       (unsigned long long)seed);
@@ -473,8 +473,16 @@ START_TEST(random_group_on_host) {
             snprintf(tuning, sizeof tuning, "%d:%d", 64 << roll(&g, 0, 3), 1 << roll(&g, 0, 5));
             setenv("SLUICE_CUDA_TUNING", tuning, 1);
         }
+        /* a quarter of the cases take tiles of 2 or 4 rounds where the group may
+           (codegen.c rounds_of; 1- and 2-byte groups may take them unasked) */
+        rounds[0] = '\0';
+        if (roll(&g, 0, 3) == 0) {
+            snprintf(rounds, sizeof rounds, "%d", 2 << roll(&g, 0, 1));
+            setenv("SLUICE_CUDA_ROUNDS", rounds, 1);
+        }
         sluice_status st = sl_cuda_codegen(ctx, p, &plan, 0, 90, &cg);
         unsetenv("SLUICE_CUDA_TUNING");
+        unsetenv("SLUICE_CUDA_ROUNDS");
         if (st != SLUICE_OK) tu_print_diags(ctx);
         ck_assert_msg(st == SLUICE_OK, "codegen failed for\n%s", yaml);
         if (g.offsets && cg.offsets_input < 0) {
@@ -486,8 +494,9 @@ START_TEST(random_group_on_host) {
         }
         break;
     }
-    fprintf(stderr, "random_group_on_host %d (%s%s):\n%s", _i,
-            tuning[0] ? "SLUICE_CUDA_TUNING=" : "the table's launch shape", tuning, yaml);
+    fprintf(stderr, "random_group_on_host %d (%s%s, %d rounds%s%s):\n%s", _i,
+            tuning[0] ? "SLUICE_CUDA_TUNING=" : "the table's launch shape", tuning, cg.rounds,
+            rounds[0] ? ", SLUICE_CUDA_ROUNDS=" : "", rounds, yaml);
     char dir[] = "/tmp/sluice-random-host-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     emu_build(p, &cg, dir);

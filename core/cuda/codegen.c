@@ -63,6 +63,7 @@ typedef struct cg {
     sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
     int forced_min_blocks;   /* its third number, 0 when not given */
     int items;
+    int rounds;              /* a tile is this many rounds of items x threads rows (rounds_of) */
 
     int *level;         /* per column: 0 = available before any look-back, k = after phase k */
     bool *in_group;     /* per column: used in registers by the kernel */
@@ -1434,7 +1435,7 @@ static void emit_input_loads(cg *g) {
         const char *t = ctype(p->columns[c].type);
         if (g->staged[k])
             sl_strbuf_printf(sb,
-                             "        if (staged) sl::load_staged<%s, ITEMS>((const %s *)((const unsigned char *)tile_buf + %zu), c%d);\n"
+                             "        if (staged) sl::load_staged<%s, ITEMS>((const %s *)((const unsigned char *)tile_buf + %zu) + round_first, c%d);\n"
                              "        else sl::load_blocked<%s, ITEMS>((const %s *)a.in[%d], first, rows, c%d);\n",
                              t, t, g->stage_offset[k], c, t, t, k, c);
         else
@@ -1703,12 +1704,12 @@ static sluice_status emit_kernel(cg *g) {
                      p->name ? p->name : "", g->first + 1, g->last);
     sl_strbuf_append(sb, "#include \"sl_ops.h\"\n#include \"sl_monoid.h\"\n#include \"sl_tile.cuh\"\n");
     sl_strbuf_printf(sb,
-                     "#define BLOCK %d\n#define ITEMS %d\n#define TILE %lld\n"
+                     "#define BLOCK %d\n#define ITEMS %d\n#define ROUNDS %d\n#define TILE %lld\n"
                      "#ifndef MIN_BLOCKS\n#define MIN_BLOCKS %d\n#endif\n"
-                     "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n",
-                     block, items, (long long)tile_threads(g) * items, min_blocks, g->buf_bytes,
-                     stages_of(g),
-                     threads);
+                     "#define BUF %zu\n#define STAGES %d\n#define THREADS %d\n"
+                     "#define DYNAMIC_SMEM %zu\n",
+                     block, items, g->rounds, (long long)tile_threads(g) * items * g->rounds,
+                     min_blocks, g->buf_bytes, stages_of(g), threads, o->dynamic_smem);
     /* MIN_BLOCKS may come from the compile (nvrtc.h, sl_cuda_nvrtc_compile_fitted): the
        fitted sources say so, with the spill bound, so that their cache entries are not a
        plain compile's nor another bound's */
@@ -1742,7 +1743,8 @@ static sluice_status emit_kernel(cg *g) {
     for (int ph = 1; ph <= g->phases; ph++) sl_strbuf_printf(sb, "%sPhase%d", ph > 1 ? ", " : "", ph);
     sl_strbuf_printf(sb,
                      "> Phases;\n    static constexpr int block = BLOCK, items = ITEMS, stages = STAGES;\n"
-                     "    static constexpr long long tile = TILE;\n"
+                     "    static constexpr int rounds = ROUNDS;\n"
+                     "    static constexpr long long tile = TILE, round_rows = TILE / ROUNDS;\n"
                      "    static constexpr unsigned buf = BUF;\n"
                      "    static constexpr int phases = %d;\n"
                      "    static constexpr bool overlapped = %s, aggregate = %s, commutative = %s, "
@@ -2229,7 +2231,8 @@ static void emit_reduce_close(cg *g) {
 static sluice_status plan_stages(cg *g) {
     const sluice_pipeline *p = g->p;
     sl_codegen *o = g->out;
-    const size_t tile = (size_t)g->items * (size_t)tile_threads(g);
+    const size_t round_rows = (size_t)g->items * (size_t)tile_threads(g);
+    const size_t tile = round_rows * (size_t)g->rounds;
     int n = o->ninputs ? o->ninputs : 1;
     /* planned again when the block changes (fill_register_partitions) */
     sl_free(g->ctx, g->staged);
@@ -2255,9 +2258,12 @@ static sluice_status plan_stages(cg *g) {
         end += (bytes + 127) / 128 * 128;
         g->staged_bytes += bytes;
     }
-    size_t buf = tile * widest > end ? tile * widest : end;
+    /* a tile of several rounds stages its stores in one buffer of a round's rows after the
+       stages (kernels/sl_tile.cuh overlapped_loop): its stage still holds the later rounds */
+    const size_t store_bytes = g->rounds > 1 ? (round_rows * widest + 127) / 128 * 128 : 0;
+    size_t buf = g->rounds > 1 || tile * widest <= end ? end : tile * widest;
     g->buf_bytes = (buf + 127) / 128 * 128;
-    o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes;
+    o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes + store_bytes;
     return SLUICE_OK;
 }
 
@@ -2338,23 +2344,37 @@ static sluice_status fill_register_partitions(cg *g) {
  * hold at most twice bytes_per_thread a thread (an i64 sum of i8 rows keeps the i32 sum's
  * items, not twice them). Then halved while the group's live columns would hold more items
  * in registers than the budget. */
-static int choose_items(const cg *g) {
+typedef struct item_bounds {
+    int by_loads; /* bytes_per_thread of the widest column loaded (made, if none is) */
+    int capped;   /* ... within twice bytes_per_thread of the widest made and max_items */
+    int ncols;    /* the group's live columns */
+} item_bounds;
+
+static item_bounds bound_items(const cg *g) {
     const sl_tuning *t = g->tuning;
     size_t widest_loaded = 0, widest_made = 1;
-    int ncols = 0;
+    item_bounds b = {0, 0, 0};
     for (int c = 0; c < g->p->ncolumns; c++) {
         if (!g->in_group[c]) continue;
-        ncols++;
+        b.ncols++;
         if (g->p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
         size_t sz = sluice_type_size(g->p->columns[c].type);
         size_t *widest = g->made[c] ? &widest_made : &widest_loaded;
         if (sz > *widest) *widest = sz;
     }
     size_t widest = widest_loaded ? widest_loaded : widest_made;
-    int items = t->bytes_per_thread / (int)widest;
-    if (items > 2 * t->bytes_per_thread / (int)widest_made) items = 2 * t->bytes_per_thread / (int)widest_made;
-    if (items > t->max_items) items = t->max_items;
-    while (items > t->min_items && ncols * items > t->register_items) items /= 2;
+    b.by_loads = t->bytes_per_thread / (int)widest;
+    b.capped = b.by_loads;
+    if (b.capped > 2 * t->bytes_per_thread / (int)widest_made) b.capped = 2 * t->bytes_per_thread / (int)widest_made;
+    if (b.capped > t->max_items) b.capped = t->max_items;
+    return b;
+}
+
+static int choose_items(const cg *g) {
+    const sl_tuning *t = g->tuning;
+    const item_bounds b = bound_items(g);
+    int items = b.capped;
+    while (items > t->min_items && b.ncols * items > t->register_items) items /= 2;
     if (items < t->min_items) items = t->min_items;
     return items;
 }
@@ -2378,6 +2398,36 @@ static bool env_is(const char *name, const char *value) {
     return set && strcmp(set, value) == 0;
 }
 
+/* Rounds a tile: the loop with a look-back warp may take a tile in several rounds of items x
+ * threads rows (kernels/sl_tile.cuh, overlapped_loop), so that a tile's rows, and the rows each
+ * look-back is paid for, do not depend on the registers a thread has. Only where a row needs
+ * nothing of the tile but its states: no compaction (its kept rows are placed by the tile),
+ * no reduce (its closed segments are), no offsets segments (their head bits are the tile's).
+ * A group whose items the widest column it makes or max_items held below the rows its loads
+ * ask for (bound_items: 1-byte columns, 64 rows of loads a thread, 32 items) takes the rest
+ * in rounds, so its tile holds the bytes of loads an f32 scan's does. Measured on an H100
+ * (bench/RESULTS.md, thirty-seventh session, run 3): two rounds of 32 items took the i8 max
+ * scan from 34.4% of copy to 44.2-44.8% (CUB 32.4%), the bool xor scan from 34.6% to
+ * 43.4-43.8%, an f32 sum of an i8 column mapped to f32 from 77.2% to 85.9-86.3%; a group
+ * whose loads ask for no more rows than it takes (i16, f32, the f32 recurrence, the i64 sum of
+ * i32 rows) lost 5-20% in two rounds, its larger stages costing resident blocks.
+ * SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for such groups, for measurements; under
+ * SLUICE_CUDA_TUNING, one unless it is set. */
+static int rounds_of(const cg *g, bool tuning_overridden) {
+    const sl_codegen *o = g->out;
+    if (!g->overlapped || o->compacts || o->reduces || o->has_offsets) return 1;
+    const char *env = getenv("SLUICE_CUDA_ROUNDS");
+    if (env) {
+        const int n = atoi(env);
+        return n == 2 || n == 4 || n == 8 ? n : 1;
+    }
+    if (tuning_overridden) return 1;
+    const item_bounds b = bound_items(g);
+    int rounds = b.by_loads / b.capped;
+    if (rounds > 8) rounds = 8;
+    return rounds >= 2 ? rounds : 1;
+}
+
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                               int group, int arch, sl_codegen *out) {
     memset(out, 0, sizeof *out);
@@ -2385,7 +2435,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         return sl_error(ctx, SLUICE_ERR_INVALID_ARGUMENT,
                         "internal: plan group %d is not a fused group", group);
     cg g = {.ctx = ctx, .p = p, .plan = plan, .first = plan->groups[group].first,
-            .last = plan->groups[group].last, .tuning = sl_tuning_for(arch), .out = out};
+            .last = plan->groups[group].last, .tuning = sl_tuning_for(arch), .rounds = 1,
+            .out = out};
     sl_strbuf_init(&g.sb, ctx);
     sluice_status st = analyse(&g);
     bool overridden = false;
@@ -2408,6 +2459,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !env_is("SLUICE_CUDA_OVERLAP", "0");
+        g.rounds = rounds_of(&g, overridden);
         /* for measurements against the chunked look-back (phase_chunks): with
            SLUICE_CUDA_CHUNKS=0 the default mode's 4-byte states take the fast look-back too;
            with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
@@ -2509,7 +2561,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (st == SLUICE_OK && !overridden && !lookback_block) st = fill_register_partitions(&g);
     if (st == SLUICE_OK) {
         out->block_threads = g.tuning->block_threads + (g.overlapped ? 32 : 0);
-        out->tile_rows = (int64_t)g.items * tile_threads(&g);
+        out->tile_rows = (int64_t)g.items * tile_threads(&g) * g.rounds;
+        out->rounds = g.rounds;
     }
     if (st == SLUICE_OK) st = emit_kernel(&g);
     if (st == SLUICE_OK && g.sb.failed)

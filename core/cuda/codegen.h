@@ -97,7 +97,9 @@ typedef struct sl_codegen {
                                 holds a record per warp (kernels/sl_scratch.h) */
     int64_t tile_rows;       /* rows per tile = items_per_thread * the threads sharing a tile
                                 (block_threads, less 32 with a look-back warp; 32 when
-                                block_records: a tile per warp) */
+                                block_records: a tile per warp) * rounds */
+    int rounds;              /* the rows take a tile in this many rounds (lookback_warp only;
+                                1 otherwise) */
     size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */
     int min_blocks;          /* resident blocks a multiprocessor the kernels ask of ptxas
                                 (__launch_bounds__; MIN_BLOCKS in the source) */

@@ -176,7 +176,7 @@ static void run_batch(const std::vector<const unsigned char *> &in, long long ro
         launch(index_threads, 0, [&a] { sl_fused_segindex(a); });
 #endif
         const int grid = ntiles < EMULATED_GRID ? (int)ntiles : EMULATED_GRID; /* as fused.c */
-        launch_grid(grid, THREADS, (size_t)STAGES * BUF, [&a] { sl_fused(a); });
+        launch_grid(grid, THREADS, (size_t)DYNAMIC_SMEM, [&a] { sl_fused(a); });
     }
 #if SL_REDUCE_OFFSETS /* as fused.c: a reduce over the offsets' segments */
     if (!flush && nseg > 0) launch(SL_CLOSE_THREADS, 0, [&a] { sl_reduce_empties(a); });
