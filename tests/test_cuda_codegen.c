@@ -434,6 +434,18 @@ static sl_codegen generate_for(sluice_context *ctx, const char *yaml, sluice_pip
     return cg;
 }
 
+/* NVRTC takes cg's source for `arch`; then cg, p and ctx are freed (the shape tests' end). */
+static void compiles_then_free(sluice_context *ctx, sl_codegen *cg, sluice_pipeline *p, int arch,
+                               const char *name) {
+    void *cubin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg->source, name, arch, &cubin, &size), SLUICE_OK);
+    sl_free(ctx, cubin);
+    sl_cuda_codegen_free(ctx, cg);
+    sluice_pipeline_free(p);
+    sluice_context_destroy(ctx);
+}
+
 static sl_codegen generate(sluice_context *ctx, const char *yaml, sluice_pipeline **pp, int group) {
     return generate_for(ctx, yaml, pp, group, ARCH);
 }
@@ -736,14 +748,7 @@ START_TEST(items_follow_the_widest_column) {
     ck_assert_msg(cg.items_per_thread == item_cases[_i].items, "%s%s (max %s): %d items",
                   item_cases[_i].input, item_cases[_i].stages,
                   item_cases[_i].max_items ? item_cases[_i].max_items : "the row's", cg.items_per_thread);
-    void *cubin = NULL;
-    size_t size = 0;
-    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "items.cu", item_cases[_i].arch, &cubin, &size),
-                     SLUICE_OK);
-    sl_free(ctx, cubin);
-    sl_cuda_codegen_free(ctx, &cg);
-    sluice_pipeline_free(p);
-    sluice_context_destroy(ctx);
+    compiles_then_free(ctx, &cg, p, item_cases[_i].arch, "items.cu");
 }
 END_TEST
 
@@ -1280,14 +1285,7 @@ START_TEST(rounds_only_where_rows_need_states_alone) {
         ck_assert_msg(cg.rounds == cases[i].expect, "%s%s (ROUNDS=%s, TUNING=%s, sm_%d): %d rounds",
                       cases[i].input, cases[i].stages, cases[i].rounds ? cases[i].rounds : "unset",
                       cases[i].tuning ? cases[i].tuning : "unset", cases[i].arch, cg.rounds);
-        void *cubin = NULL;
-        size_t size = 0;
-        ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "rounds.cu", cases[i].arch, &cubin, &size),
-                         SLUICE_OK);
-        sl_free(ctx, cubin);
-        sl_cuda_codegen_free(ctx, &cg);
-        sluice_pipeline_free(p);
-        sluice_context_destroy(ctx);
+        compiles_then_free(ctx, &cg, p, cases[i].arch, "rounds.cu");
     }
 }
 END_TEST
