@@ -329,10 +329,10 @@ __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY
     t.ending = h >> 1; /* the batch's last run stays open: the close kernel writes it */
 }
 
-/* Whether the thread's tile (its round, in a tile of several) lies wholly inside the batch: then the generated element<true>
- * knows every row is there, and the fields an element sets to constants fold into the
- * combines (a reduce by key's row: 6 of its 7 fields). Only the batch's last tile is partial,
- * so the two instantiations cost code size, not divergence. */
+/* Whether the thread's tile (its round, in a tile of several) lies wholly inside the batch:
+ * then the generated element<true> knows every row is there, and the fields an element sets
+ * to constants fold into the combines (a reduce by key's row: 6 of its 7 fields). Only the
+ * batch's last tile is partial, so the two instantiations cost code size, not divergence. */
 template <class K> __device__ __forceinline__ bool whole_tile(const typename K::Tile &t) {
     return t.tile_first + K::round_rows <= t.rows;
 }

@@ -100,7 +100,8 @@ typedef struct sl_codegen {
                                 block_records: a tile per warp) * rounds */
     int rounds;              /* the rows take a tile in this many rounds (lookback_warp only;
                                 1 otherwise) */
-    size_t dynamic_smem;     /* dynamic shared memory per block: the two input stages */
+    size_t dynamic_smem;     /* dynamic shared memory per block: the input stages (and, for
+                                a tile of rounds, the buffer its stores are staged in) */
     int min_blocks;          /* resident blocks a multiprocessor the kernels ask of ptxas
                                 (__launch_bounds__; MIN_BLOCKS in the source) */
     int fit_blocks;          /* > 1: compile with sl_cuda_nvrtc_compile_fitted from this many
