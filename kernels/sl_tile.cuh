@@ -95,15 +95,7 @@ template <int ITEMS> struct tile_rows {
     }
     __device__ __forceinline__ void at(long long rows_, long long tile_, long long tile_rows_,
                                        int slot_) {
-        rows = rows_;
-        tile = tile_;
-        tile_len = tile_rows_;
-        tile_first = tile_ * tile_rows_;
-        slot = slot_;
-        round_first = 0;
-        first = tile_first + (long long)slot_ * ITEMS;
-        const long long left = rows_ - first;
-        live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
+        place(rows_, tile_, slot_, tile_ * tile_rows_, tile_rows_, 0);
     }
     /* A tile of several rounds (Kernel::rounds, overlapped_loop): the block's threads take
        the round_rows rows from round * round_rows on in the tile as if they were a tile of
@@ -112,11 +104,20 @@ template <int ITEMS> struct tile_rows {
     int round_first = 0;
     __device__ __forceinline__ void at_round(long long rows_, long long tile_, long long tile_rows_,
                                              int round, long long round_rows) {
-        at(rows_, tile_, tile_rows_);
-        round_first = (int)(round * round_rows);
-        tile_first += round_first;
-        tile_len = round_rows;
-        first += round_first;
+        const int skip = (int)(round * round_rows);
+        place(rows_, tile_, (int)threadIdx.x, tile_ * tile_rows_ + skip, round_rows, skip);
+    }
+    /* the thread's rows: slot_'s ITEMS of the len_ rows from first_of_tile on, which are
+       round_first_ rows into tile tile_'s stage */
+    __device__ __forceinline__ void place(long long rows_, long long tile_, int slot_,
+                                          long long first_of_tile, long long len_, int round_first_) {
+        rows = rows_;
+        tile = tile_;
+        tile_len = len_;
+        tile_first = first_of_tile;
+        slot = slot_;
+        round_first = round_first_;
+        first = tile_first + (long long)slot_ * ITEMS;
         const long long left = rows_ - first;
         live_items = left <= 0 ? 0 : left <= ITEMS ? (int)left : ITEMS + 1;
     }
@@ -680,28 +681,35 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
     struct round_prefixes {
         S of[ROUNDS];
     };
+    /* the thread's rows of round r of `tile` (in stage s; staged: queue.bulk[s], read once a
+       tile) loaded and mapped, with their segments; the reduce builds the stage's head bitmap
+       first, the epilogue reuses it */
+    auto round_rows_at = [&](typename K::Tile &t, int s, long long tile, int r, bool staged,
+                             bool build_heads_first) {
+        const uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
+        t.at_round(rows, tile, K::tile, r, K::round_rows);
+        t.load_inputs(a, staged, tile_buf);
+        if constexpr (K::offsets) {
+            long long j0, j1;
+            staged_segments(segs_of_stage[s], tile, j0, j1);
+            if (build_heads_first) build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
+            t.use_heads(heads_of_stage[s]);
+            t.segments_at(a, K::offsets_input, j0, j1);
+        }
+        t.maps(0);
+    };
     /* the rows: tile j (stage s) reduced, its aggregate published and handed over; returns
        the thread's exclusive prefixes within the tile, for its epilogue */
     auto reduce_tile = [&](int j, int s, long long tile) -> round_prefixes {
         queue_wait(queue, s, (unsigned)(j / STAGES) & 1u);
         trace.mark<0>();
         const bool staged = queue.bulk[s] != 0;
-        uint4 *const tile_buf = sl_smem + s * (K::buf / 16);
         round_prefixes held;
         S block_agg = P::identity();
 #pragma unroll
         for (int r = 0; r < ROUNDS; r++) {
             typename K::Tile t(params);
-            t.at_round(rows, tile, K::tile, r, K::round_rows);
-            t.load_inputs(a, staged, tile_buf);
-            if constexpr (K::offsets) {
-                long long j0, j1;
-                staged_segments(segs_of_stage[s], tile, j0, j1);
-                build_heads<K, 1>(heads_of_stage[s], a, t.tile_first, j0, j1);
-                t.use_heads(heads_of_stage[s]);
-                t.segments_at(a, K::offsets_input, j0, j1);
-            }
-            t.maps(0);
+            round_rows_at(t, s, tile, r, staged, true);
             S thread_excl, round_agg;
             tile_reduce<K, P, 1>(t, scan_storages[r & 1], thread_excl, round_agg);
             held.of[r] = r == 0 ? thread_excl : op(block_agg, thread_excl);
@@ -845,23 +853,14 @@ template <class K, bool SMALL> __device__ __forceinline__ void overlapped_loop(c
         if (j > 0) { /* ---- finish tile j-1 ---- */
             const long long tile = queue.tile[sp];
             const bool staged = queue.bulk[sp] != 0;
-            uint4 *const tile_buf = sl_smem + sp * (K::buf / 16);
             /* a tile of rounds stages its stores apart from the stage, whose later rounds
                are still to be read */
-            uint4 *const store_buf = ROUNDS > 1 ? sl_smem + STAGES * (K::buf / 16) : tile_buf;
+            uint4 *const store_buf = sl_smem + (ROUNDS > 1 ? STAGES : sp) * (K::buf / 16);
             const S tile_excl = handed_excl[sp], block_agg = handed_agg[sp];
 #pragma unroll
             for (int r = 0; r < ROUNDS; r++) {
                 typename K::Tile t(params);
-                t.at_round(rows, tile, K::tile, r, K::round_rows);
-                t.load_inputs(a, staged, tile_buf);
-                if constexpr (K::offsets) {
-                    long long j0, j1;
-                    staged_segments(segs_of_stage[sp], tile, j0, j1);
-                    t.use_heads(heads_of_stage[sp]);
-                    t.segments_at(a, K::offsets_input, j0, j1);
-                }
-                t.maps(0);
+                round_rows_at(t, sp, tile, r, staged, false);
                 tile_epilogue<K, P>(t, a, ntiles, tile_excl, held_thread_excl.of[r], block_agg);
                 trace.mark<4>();
                 t.maps(1);
