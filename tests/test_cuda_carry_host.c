@@ -41,25 +41,30 @@
  * (two look-back phases, the scan's record before the reduce's) or without (the loop with a
  * look-back warp; without segments the aggregate loop); and without the filter over runs of
  * the input k (the runs' aggregate loop). Exact operators only. */
+#define SCAN_X "{of: x, op: max, into: run}"
 static const struct carry_case {
     const char *segments;
-    bool scan;
+    const char *scan; /* a scan stage before the reduce (its `into` is run), or NULL */
     bool plain; /* no filter: over runs of k (or of g, made from k by the map), the runs'
                    aggregate loop */
 } cases[] = {
-    {"      segments: {key: g}\n", true, false},
-    {"      segments: {key: big}\n", true, false},
-    {"      segments: hd\n", true, false},
-    {"", true, false},
-    {"      segments: {key: g}\n", false, false},
-    {"      segments: hd\n", false, false},
-    {"", false, false},
-    {"      segments: {key: g}\n      per: batch\n", true, false},
-    {"      segments: hd\n      per: batch\n", false, false},
-    {"      per: batch\n", false, false},
-    {"      segments: {key: k}\n", false, true},
-    {"      segments: {key: k}\n      per: batch\n", false, true},
-    {"      segments: {key: g}\n", false, true}, /* the key made by a map: RunKeys::at */
+    {"      segments: {key: g}\n", SCAN_X, false},
+    {"      segments: {key: big}\n", SCAN_X, false},
+    {"      segments: hd\n", SCAN_X, false},
+    {"", SCAN_X, false},
+    /* narrow scan values held widened (codegen.c, widen_narrow_fields): the seeded carry
+       must hold their extension (an i16 min's upper bytes are not the identity's) */
+    {"      segments: {key: g}\n", "{of: k, op: min, into: run}", false},
+    {"      segments: hd\n", "{of: hd, op: xor, into: run}", false},
+    {"      segments: {key: g}\n", NULL, false},
+    {"      segments: hd\n", NULL, false},
+    {"", NULL, false},
+    {"      segments: {key: g}\n      per: batch\n", SCAN_X, false},
+    {"      segments: hd\n      per: batch\n", NULL, false},
+    {"      per: batch\n", NULL, false},
+    {"      segments: {key: k}\n", NULL, true},
+    {"      segments: {key: k}\n      per: batch\n", NULL, true},
+    {"      segments: {key: g}\n", NULL, true}, /* the key made by a map: RunKeys::at */
 };
 
 /* Rows out, each output's value as the emulation prints them (kernel output order). */
@@ -253,7 +258,7 @@ START_TEST(reduce_carries_on_host) {
              "sluice: 1\nname: carry-%d\ninput:\n  x: i32\n  k: i16\nstages:\n"
              "  - map: {g: k & 3, hd: (k & 15) == 0, big: (k & 4) != 0}\n"
              "%s"
-             "%s"
+             "%s%s%s"
              "  - reduce:\n%s      index: seg\n      values:\n"
              "        - {op: sum, of: x, into: s}\n"
              "        - {op: min, of: x, into: lo}\n"
@@ -261,9 +266,8 @@ START_TEST(reduce_carries_on_host) {
              "        - {op: xor, of: k, into: bx}\n"
              "        - {op: count, into: n}\n"
              "output: [seg, s, lo, top, bx, n]\n",
-             _i, cc->plain ? "" : "  - filter: x % 5 != 0\n",
-             cc->scan ? "  - scan: {of: x, op: max, into: run}\n" : "", cc->segments,
-             cc->scan ? "run" : "x");
+             _i, cc->plain ? "" : "  - filter: x % 5 != 0\n", cc->scan ? "  - scan: " : "",
+             cc->scan ? cc->scan : "", cc->scan ? "\n" : "", cc->segments, cc->scan ? "run" : "x");
     sluice_pipeline *p = tu_load(ctx, yaml);
     ck_assert_ptr_nonnull(p);
     sl_plan plan;
@@ -272,6 +276,10 @@ START_TEST(reduce_carries_on_host) {
     sl_codegen cg;
     ck_assert_int_eq(sl_cuda_codegen(ctx, p, &plan, 0, ARCH, &cg), SLUICE_OK);
     ck_assert(cg.reduces);
+    /* the narrow scans' cases test what they name: a value held widened */
+    if (cc->scan && strcmp(cc->scan, SCAN_X) != 0 && !getenv("SLUICE_CUDA_WIDEN"))
+        ck_assert_msg(cg.scan_carry[0].held[0] == (strstr(cc->scan, "of: hd") ? SLUICE_U32 : SLUICE_I32),
+                      "%s: the scan's value is held as type %d", cc->scan, (int)cg.scan_carry[0].held[0]);
     ck_assert(cg.block_records == cc->plain);
     const int n = cg.nscans;
     ck_assert_int_le(n, MAXSCANS);

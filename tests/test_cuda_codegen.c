@@ -1290,6 +1290,62 @@ START_TEST(rounds_only_where_rows_need_states_alone) {
 }
 END_TEST
 
+/* Which scan values the state holds widened (codegen.c, widen_narrow_fields): a scan stage's
+ * builtin operator over i8, i16, u8, u16 or bool, held as i32 or u32, only where the phase's
+ * state keeps its size; never a reduce's value or a declared operator's field; under
+ * SLUICE_CUDA_WIDEN=0 none. The identity's bytes are the held type's (the extension). Each
+ * compiles, for the loop with a look-back warp (sm_90) and the two-stage loop (sm_80). */
+START_TEST(narrow_values_held_widened) {
+    static const struct {
+        const char *input, *stages;
+        int scan;           /* the carried record looked at */
+        sluice_type held;   /* its first value field's held type */
+        long long identity; /* the held type's identity, read from the carry's bytes */
+        const char *widen;  /* SLUICE_CUDA_WIDEN, or NULL */
+    } cases[] = {
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", 0, SLUICE_I32, -128, NULL},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", 0, SLUICE_I8, -128, "0"},
+        {"{x: bool}", "  - scan: {of: x, op: and, into: y}\noutput: [y]\n", 0, SLUICE_U32, 1, NULL},
+        {"{x: u16}", "  - scan: {of: x, op: min, into: y}\noutput: [y]\n", 0, SLUICE_U32, 65535, NULL},
+        {"{x: i16}", "  - scan: {of: x, op: prod, into: y}\noutput: [y]\n", 0, SLUICE_I32, 1, NULL},
+        {"{x: i8}", "  - scan: {of: x, op: sum, acc: i8, into: y}\noutput: [y]\n", 0, SLUICE_I32, 0, NULL},
+        {"{x: u8}", "  - map: {h: x > 200}\n  - segmented_scan: {of: x, op: or, segments: h, into: y}\n"
+                    "output: [y]\n", 0, SLUICE_U8, 0, NULL},
+        /* two 1-byte values fill a 4-byte state; widened, either would take 8 */
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n  - scan: {of: x, op: min, into: z}\n"
+                    "output: [y, z]\n", 1, SLUICE_I8, 127, NULL},
+        /* beside an i32 value the i16's padding holds the widening */
+        {"{x: i16, w: i32}", "  - scan: {of: w, op: sum, into: y}\n  - scan: {of: x, op: min, into: z}\n"
+                             "output: [y, z]\n", 1, SLUICE_I32, 32767, NULL},
+        {"{x: i8}", "  - reduce: {values: [{of: x, op: max, into: t}]}\noutput: [t]\n", 0, SLUICE_I8, -128, NULL},
+        {"{x: i16}", "  - scan: {of: x, op: smax, into: y}\noutput: [y]\n", 0, SLUICE_I16, -32768, NULL},
+    };
+    for (int arch = 80; arch <= 90; arch += 10)
+        for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+            sluice_context *ctx = new_ctx();
+            sluice_pipeline *p;
+            char yaml[1024];
+            snprintf(yaml, sizeof yaml,
+                     "sluice: 1\nname: widen\ninput: %s\noperators:\n  smax:\n    state: {m: i16}\n"
+                     "    identity: {m: -32768}\n    combine: {m: \"l.m < r.m ? r.m : l.m\"}\n"
+                     "stages:\n%s",
+                     cases[i].input, cases[i].stages);
+            if (cases[i].widen) setenv("SLUICE_CUDA_WIDEN", cases[i].widen, 1);
+            sl_codegen cg = generate_for(ctx, yaml, &p, 0, arch);
+            unsetenv("SLUICE_CUDA_WIDEN");
+            ck_assert_int_gt(cg.nscans, cases[i].scan);
+            const sl_cg_scan_carry *sk = &cg.scan_carry[cases[i].scan];
+            ck_assert_msg(sk->held[0] == cases[i].held, "%s%s (sm_%d): held as type %d, not %d",
+                          cases[i].input, cases[i].stages, arch, (int)sk->held[0], (int)cases[i].held);
+            const sl_value id = sl_value_load(sk->held[0], cg.carry_identity + sk->value[0], 0);
+            const long long got = sl_type_is_signed(sk->held[0]) ? (long long)id.i : (long long)id.u;
+            ck_assert_msg(got == cases[i].identity, "%s%s (sm_%d): identity %lld, not %lld",
+                          cases[i].input, cases[i].stages, arch, got, cases[i].identity);
+            compiles_then_free(ctx, &cg, p, arch, "widen.cu");
+        }
+}
+END_TEST
+
 /* Which phases' states absorb what lies left of them (codegen.c phase_absorbs): those whose
  * every slot is a scan segmented by head flags or offsets; key segments, a plain scan or a
  * compaction's count beside them absorb nothing. */
@@ -1770,6 +1826,8 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, reduce_state_stays_in_registers, 0, 3);
     tcase_add_test(tc, kernel_shapes);
     tcase_add_loop_test(tc, items_follow_the_widest_column, 0, (int)SL_ARRAY_LEN(item_cases));
+    tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
+    tcase_add_test(tc, narrow_values_held_widened);
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
     tcase_set_timeout(tc, 600);
@@ -1787,7 +1845,6 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
     tc = host_tcase(s, "host_rounds", 1200);
     tcase_add_loop_test(tc, rounds_on_host, 0, (int)SL_ARRAY_LEN(rounds_cases));
-    tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);

@@ -204,8 +204,9 @@ void sl_cuda_carry_encode(const sluice_pipeline *p, const sl_plan *plan, int gi,
     for (int k = 0; k < n; k++) {
         const sl_reduce *rd = NULL;
         const sl_scan *sc = group_scan(p, plan, gi, k, &rd);
+        /* a widened field takes the whole extension: its combines read the upper bytes */
         for (int f = 0; f < sc->nfields; f++)
-            sl_value_store(sc->acc[f], bytes + lay[k].value[f], 0,
+            sl_value_store(lay[k].held[f], bytes + lay[k].value[f], 0,
                            sl_value_cast(in[k].v[f], sc->acc[f]));
         if (rd) {
             if (lay[k].reduce_value == 0) reduce_record_set(p, rd, &lay[k], &in[k], bytes);

@@ -29,6 +29,9 @@ typedef enum slot_kind {
 /* A state field inside a phase's tuple. */
 typedef struct cg_field {
     sluice_type type;
+    /* the type the state holds it in: `type`, or the 4-byte integer a narrow scan value is
+       widened to (widen_narrow_fields) */
+    sluice_type held;
     size_t offset;
     int id; /* printed as f<id> */
     /* the same in every prefix inside a batch (no element or combine changes it): kept out
@@ -135,7 +138,7 @@ static int new_field(cg *g, int phase, sluice_type t) {
     if (f) g->fields = f;
     if (fp) g->field_phase = fp;
     if (!f || !fp) return -1;
-    g->fields[g->nfields] = (cg_field){t, 0, g->nfields, false};
+    g->fields[g->nfields] = (cg_field){t, t, 0, g->nfields, false};
     g->field_phase[g->nfields] = phase;
     return g->nfields++;
 }
@@ -429,6 +432,13 @@ static sluice_status analyse(cg *g) {
 
 /* ---- state layout -------------------------------------------------------------------- */
 
+/* Whether environment variable `name` is set to `value` (the measurement switches, read
+ * whenever a group is generated: they change its source, hence its cache entry). */
+static bool env_is(const char *name, const char *value) {
+    const char *set = getenv(name);
+    return set && strcmp(set, value) == 0;
+}
+
 /* Fields of a phase sorted by size, largest first, so the struct has no inner padding;
  * the device struct is printed in the same order and checked with static_assert. */
 /* The order of phase `phase`'s fields in its state: the fields the look-back moves first,
@@ -438,7 +448,7 @@ static void phase_order(const cg *g, int phase, int *order, int *count) {
     for (int constant = 0; constant < 2; constant++)
         for (size_t sz = 8; sz >= 1; sz /= 2)
             for (int f = 0; f < g->nfields; f++)
-                if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].type) == sz &&
+                if (g->field_phase[f] == phase && sluice_type_size(g->fields[f].held) == sz &&
                     g->fields[f].batch_constant == (constant != 0))
                     order[(*count)++] = f;
 }
@@ -448,7 +458,7 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     size_t off = 0, align = 4, payload = 0;
     for (int k = 0; k < *count; k++) {
         cg_field *f = &g->fields[order[k]];
-        size_t sz = sluice_type_size(f->type);
+        size_t sz = sluice_type_size(f->held);
         if (sz > align) align = sz;
         off = (off + sz - 1) / sz * sz;
         f->offset = off;
@@ -459,6 +469,56 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     g->state_size[phase] = (off + align - 1) / align * align;
     g->payload_size[phase] = payload;
 }
+/* The 4-byte integer a narrow integer or bool accumulator may be held in: its sign or zero
+ * extension (a bool's 0 or 1); `t` itself for the others. */
+static sluice_type widened_type(sluice_type t) {
+    switch (t) {
+    case SLUICE_I8:
+    case SLUICE_I16: return SLUICE_I32;
+    case SLUICE_U8:
+    case SLUICE_U16:
+    case SLUICE_BOOL: return SLUICE_U32;
+    default: return t;
+    }
+}
+
+/* Narrow scan values held in 4-byte integers. PTX has no 8- or 16-bit arithmetic: every
+ * combine of an i8 max extends both operands and narrows the result, which in a kernel of 64
+ * rows a thread came to 1,041 conversions against the i16 scan's 95 (bench/RESULTS.md,
+ * thirty-seventh session). Held as its extension, a value is extended once, where a row
+ * makes it (emit_element), and narrowed once, where an output column stores it (the
+ * assignment's conversion). Exact for the operators taken: a wrapping sum or product of the
+ * extensions has the narrow result's low bits (outputs and the host's carry read only
+ * those: little-endian, carry_bytes.c); min, max, and, or and xor of canonical extensions
+ * give the canonical extension of the narrow result. A scan stage's builtin operators only:
+ * not a reduce's values (its run states hold them as the acc type), declared operators (their
+ * combines are expressions of the narrow type) or linrec. Only where the phase's state
+ * stays the same size, so the look-back moves no more bytes (an i8 or i16 value alone, or
+ * beside 4-byte fields). SLUICE_CUDA_WIDEN=0 keeps every field narrow, for measurements. */
+static void widen_narrow_fields(cg *g, int phase, int *order) {
+    if (env_is("SLUICE_CUDA_WIDEN", "0")) return;
+    int count = 0;
+    layout_phase(g, phase, order, &count);
+    const size_t narrow_size = g->state_size[phase];
+    for (int si = 0; si < g->nslots; si++) {
+        const cg_slot *slot = &g->slots[si];
+        if (slot->phase != phase || slot->kind != SLOT_SCAN || slot->from_count ||
+            (g->reduce && slot->stage == g->reduce_stage))
+            continue;
+        const sl_scan_op op = slot->sc->op;
+        if (op != SL_SCAN_SUM && op != SL_SCAN_PROD && op != SL_SCAN_MIN && op != SL_SCAN_MAX &&
+            op != SL_SCAN_AND && op != SL_SCAN_OR && op != SL_SCAN_XOR)
+            continue;
+        for (int f = 0; f < slot->sc->nfields; f++) {
+            cg_field *fd = &g->fields[slot->value_field[f]];
+            if (widened_type(fd->type) == fd->type) continue;
+            fd->held = widened_type(fd->type);
+            layout_phase(g, phase, order, &count);
+            if (g->state_size[phase] != narrow_size) fd->held = fd->type;
+        }
+    }
+}
+
 
 /* A fused kernel's static shared memory (scan storages, hand-over slots, the tile queue), about:
  * what a block needs beside its stages. */
@@ -722,8 +782,8 @@ static void emit_value_combine(cg *g, const sl_scan *sc, const cg_slot *slot, in
         return;
     }
     int id = slot->value_field[f];
-    sl_strbuf_printf(sb, "sl_mon_%s_%s(l.f%d, r.f%d)", monoid_fn(sc->op), type_name(sc->acc[f]),
-                     id, id);
+    sl_strbuf_printf(sb, "sl_mon_%s_%s(l.f%d, r.f%d)", monoid_fn(sc->op),
+                     type_name(g->fields[id].held), id, id);
 }
 
 static bool slot_resets(const cg *g, const cg_slot *slot) {
@@ -924,8 +984,8 @@ static void emit_struct(cg *g, int phase) {
     else g->sb.failed = true; /* reported as out of memory with the source */
     for (int k = 0; k < count; k++) {
         const cg_field *fd = &g->fields[order[k]];
-        sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->type), fd->id);
-        end = fd->offset + sluice_type_size(fd->type);
+        sl_strbuf_printf(sb, "    %s f%d;\n", ctype(fd->held), fd->id);
+        end = fd->offset + sluice_type_size(fd->held);
     }
     sl_free(g->ctx, order);
     if (g->state_size[phase] > end)
@@ -975,7 +1035,8 @@ static void emit_struct(cg *g, int phase) {
         const sl_scan *sc = slot->sc;
         sl_strbuf_append(sb, "        {\n");
         for (int f = 0; f < sc->nfields; f++) {
-            sl_strbuf_printf(sb, "            const %s v%d = ", ctype(sc->acc[f]), f);
+            sl_strbuf_printf(sb, "            const %s v%d = ",
+                             ctype(g->fields[slot->value_field[f]].held), f);
             emit_value_combine(g, sc, slot, f);
             sl_strbuf_append(sb, ";\n");
         }
@@ -1159,10 +1220,15 @@ static void emit_element(cg *g, int phase, bool run_state) {
         sl_strbuf_printf(sb, "        {\n            const bool alive = alive%d;\n            if (alive) {\n",
                          compactions_before(g, slot->stage));
         for (int f = 0; f < sc->nfields; f++) {
-            sl_strbuf_printf(sb, "                e.f%d = (%s)(", slot->value_field[f],
-                             ctype(sc->acc[f]));
+            /* a widened field holds the value's extension (a bool's 0 or 1) */
+            const sluice_type held = g->fields[slot->value_field[f]].held;
+            sl_strbuf_printf(sb, "                e.f%d = ", slot->value_field[f]);
+            if (held != sc->acc[f]) sl_strbuf_printf(sb, "(%s)(", ctype(held));
+            sl_strbuf_printf(sb, "(%s)(", ctype(sc->acc[f]));
             emit_expr(sb, sc->of[f]);
-            sl_strbuf_append(sb, ");\n");
+            sl_strbuf_append(sb, held == sc->acc[f]        ? ");\n"
+                                 : sc->acc[f] == SLUICE_BOOL ? ") != 0);\n"
+                                                             : "));\n");
         }
         /* a reduce's value: its segments are the reduce's state (SLOT_REDUCE) */
         bool own_segments = !(g->reduce && slot->stage == g->reduce_stage);
@@ -2391,13 +2457,6 @@ static void max_items_override(cg *g) {
     g->tuning = &g->override;
 }
 
-/* Whether environment variable `name` is set to `value` (the measurement switches, read
- * whenever a group is generated: they change its source, hence its cache entry). */
-static bool env_is(const char *name, const char *value) {
-    const char *set = getenv(name);
-    return set && strcmp(set, value) == 0;
-}
-
 /* Rounds a tile: the loop with a look-back warp may take a tile in several rounds of items x
  * threads rows (kernels/sl_tile.cuh, overlapped_loop), so that a tile's rows, and the rows each
  * look-back is paid for, do not depend on the registers a thread has. Only where a row needs
@@ -2500,6 +2559,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                 st = sl_error(ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
                 break;
             }
+            widen_narrow_fields(&g, ph, ord);
             layout_phase(&g, ph, ord, &count);
             sl_free(ctx, ord);
             out->state_size[ph - 1] = g.state_size[ph];
@@ -2545,7 +2605,8 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
 #undef FIELD_AT
             for (int f = 0; f < sc->nfields; f++) {
                 const cg_field *fd = &g.fields[slot->value_field[f]];
-                sl_value_store(fd->type, base + fd->offset, 0, sc->identity[f]);
+                sl_value_store(fd->held, base + fd->offset, 0, sc->identity[f]);
+                sk->held[f] = fd->held;
                 sk->value[f] = at + fd->offset;
             }
         }

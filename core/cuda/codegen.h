@@ -72,7 +72,11 @@ typedef struct sl_cg_reduce_carry {
  * no such field. The group's scans in stage order: its scan stages, then the values of a
  * reduce ending it, which have value fields only (their segments are the reduce's). */
 typedef struct sl_cg_scan_carry {
-    size_t value[SL_MAX_FIELDS]; /* the value fields, as the scan's acc types */
+    size_t value[SL_MAX_FIELDS]; /* the value fields: the acc type's bytes at the offset */
+    sluice_type held[SL_MAX_FIELDS]; /* ... held as this type: the acc type, or the 4-byte
+                                        integer a narrow one is widened to (its sign or zero
+                                        extension, a bool's 0 or 1; the acc's bytes are its
+                                        low ones, little-endian) */
     size_t flag;     /* head flag / offsets: a segment starts in the span; key: a row was seen */
     size_t interior; /* key: a segment starts after the span's first row */
     size_t first, last; /* key: the span's first and last key (the key column's type) */
