@@ -1212,6 +1212,12 @@ static const struct {
      "2", false},
     {"{x: f64}", "  - map: {h: x > 0.9}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
                  "output: [s]\n", "2", true},
+    /* the stage holds two of the three columns; the third is read from global memory */
+    {"{x: i8, y: i8, z: u8}", "  - scan: {of: x + y, op: max, into: a}\n  - scan: {of: z, op: xor, into: b}\n"
+                              "output: [a, b]\n", "2", false},
+    /* no column fits the stage: every round reads global memory */
+    {"{x: i8, y: i16}", "  - scan: {of: x, op: max, into: a}\n  - scan: {of: y, op: sum, acc: i16, into: b}\n"
+                        "output: [a, b]\n", "8", false},
 };
 
 START_TEST(rounds_on_host) {
@@ -1243,18 +1249,26 @@ END_TEST
 
 /* ... and only where a row needs nothing of its tile but the states: a compaction, a reduce or
  * offsets segments keep one round under SLUICE_CUDA_ROUNDS, as does the two-stage loop
- * (sm_80); other values of it are ignored. Unset, a group takes in rounds the rows its loads
- * ask for beyond its items, in two rounds at most (i8 or bool rows: 64 rows of loads, 32
- * items; an f32 or i64 column made from i8 rows holds the items to 32 or 16), and one round
- * under SLUICE_CUDA_TUNING. Each compiles. */
+ * (sm_80); other values of it are ignored. Unset, one plain scan over 1- or 2-byte columns
+ * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4, i16: 2),
+ * fewer where the columns it makes would hold over 256 bytes a thread (an f32 or i64 column
+ * made from i8 rows: 2); segments, a second scan or 4-byte loads keep one, as does
+ * SLUICE_CUDA_TUNING. Each compiles. */
 START_TEST(rounds_only_where_rows_need_states_alone) {
     static const struct {
         const char *input, *stages, *rounds, *tuning;
         int arch, expect;
     } cases[] = {
-        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
-        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
-        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
+        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
+        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{x: i16}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
+         NULL, 90, 2},
+        {"{x: i16}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{k: u8, x: i16}", "  - segmented_scan: {of: x, op: max, segments: {key: k}, into: s}\noutput: [s]\n",
+         NULL, NULL, 90, 1},
+        {"{x: i8, y: i16}", "  - scan: {of: x, op: max, into: a}\n  - scan: {of: y, op: sum, acc: i16, into: b}\n"
+                            "output: [a, b]\n", NULL, NULL, 90, 1},
         {"{x: f32}", "  - scan: {of: x, op: sum, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
         {"{x: i32}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
         {"{x: i8}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
@@ -1307,7 +1321,7 @@ START_TEST(narrow_values_held_widened) {
         {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", 0, SLUICE_I8, -128, "0"},
         {"{x: bool}", "  - scan: {of: x, op: and, into: y}\noutput: [y]\n", 0, SLUICE_U32, 1, NULL},
         {"{x: u16}", "  - scan: {of: x, op: min, into: y}\noutput: [y]\n", 0, SLUICE_U32, 65535, NULL},
-        {"{x: i16}", "  - scan: {of: x, op: prod, into: y}\noutput: [y]\n", 0, SLUICE_I32, 1, NULL},
+        {"{x: i16}", "  - scan: {of: x, op: prod, acc: i16, into: y}\noutput: [y]\n", 0, SLUICE_I32, 1, NULL},
         {"{x: i8}", "  - scan: {of: x, op: sum, acc: i8, into: y}\noutput: [y]\n", 0, SLUICE_I32, 0, NULL},
         {"{x: u8}", "  - map: {h: x > 200}\n  - segmented_scan: {of: x, op: or, segments: h, into: y}\n"
                     "output: [y]\n", 0, SLUICE_U8, 0, NULL},

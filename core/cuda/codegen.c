@@ -2414,20 +2414,21 @@ typedef struct item_bounds {
     int by_loads; /* bytes_per_thread of the widest column loaded (made, if none is) */
     int capped;   /* ... within twice bytes_per_thread of the widest made and max_items */
     int ncols;    /* the group's live columns */
+    size_t widest_loaded, widest_made; /* bytes of an element (0: none loaded; made: 1 at least) */
 } item_bounds;
 
 static item_bounds bound_items(const cg *g) {
     const sl_tuning *t = g->tuning;
-    size_t widest_loaded = 0, widest_made = 1;
-    item_bounds b = {0, 0, 0};
+    item_bounds b = {0, 0, 0, 0, 1};
     for (int c = 0; c < g->p->ncolumns; c++) {
         if (!g->in_group[c]) continue;
         b.ncols++;
         if (g->p->columns[c].role == SLUICE_ROLE_OFFSETS) continue;
         size_t sz = sluice_type_size(g->p->columns[c].type);
-        size_t *widest = g->made[c] ? &widest_made : &widest_loaded;
+        size_t *widest = g->made[c] ? &b.widest_made : &b.widest_loaded;
         if (sz > *widest) *widest = sz;
     }
+    const size_t widest_loaded = b.widest_loaded, widest_made = b.widest_made;
     size_t widest = widest_loaded ? widest_loaded : widest_made;
     b.by_loads = t->bytes_per_thread / (int)widest;
     b.capped = b.by_loads;
@@ -2459,20 +2460,22 @@ static void max_items_override(cg *g) {
 
 /* Rounds a tile: the loop with a look-back warp may take a tile in several rounds of items x
  * threads rows (kernels/sl_tile.cuh, overlapped_loop), so that a tile's rows, and the rows each
- * look-back is paid for, do not depend on the registers a thread has. Only where a row needs
- * nothing of the tile but its states: no compaction (its kept rows are placed by the tile),
- * no reduce (its closed segments are), no offsets segments (their head bits are the tile's).
- * A group whose items the widest column it makes or max_items held below the rows its loads
- * ask for (bound_items: 1-byte columns, 64 rows of loads a thread, 32 items) takes the rest
- * in rounds, so its tile holds the bytes of loads an f32 scan's does. Measured on an H100
- * (bench/RESULTS.md, thirty-seventh session, run 3): two rounds of 32 items took the i8 max
- * scan from 34.4% of copy to 44.2-44.8% (CUB 32.4%), the bool xor scan from 34.6% to
- * 43.4-43.8%, an f32 sum of an i8 column mapped to f32 from 77.2% to 85.9-86.3%; a group
- * whose loads ask for no more rows than it takes (i16, f32, the f32 recurrence, the i64 sum of
- * i32 rows) lost 5-20% in two rounds, its larger stages costing resident blocks.
- * The run that measured it also measured the f32 sum of i8 rows at 76.0% once (85.9% in the
- * same command's first run), unexplained. SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for
- * such groups, for measurements; under SLUICE_CUDA_TUNING, one unless it is set. */
+ * look-back is paid for, do not depend on the registers a thread has. Possible only where a row
+ * needs nothing of the tile but its states: no compaction (its kept rows are placed by the
+ * tile), no reduce (its closed segments are), no offsets segments (their head bits are the
+ * tile's). Taken by default by the shape measured to gain: one plain scan (no segments, no
+ * second scan) over columns of 1 or 2 bytes, whose tile then holds 128 bytes of loads a
+ * thread (twice bytes_per_thread: 4 rounds of 32 i8 rows, 2 of 32 i16 rows), as long as the
+ * columns it makes hold at most 256 bytes a thread (an f32 or i64 scan of narrow rows stops at
+ * 2 rounds); 4 rounds at most. Measured on an H100 with narrow values held widened
+ * (widen_narrow_fields; bench/RESULTS.md, thirty-eighth session), in % of copy for 1 / 2 / 4
+ * rounds: i8 max 47 / 59 / 63 (CUB 35), bool xor 49 / 61 / 64, i16 max 68 / 80 / 57, an f32
+ * sum of i8 rows 78 / 87 / 88, of i16 rows 82 / 81 / 65, an i64 sum of i16 rows 84 / 91 / 64,
+ * of i8 rows 82 / 91 / 92; losing: an i16 max by key 48 / 39 / 19, an i8 and an i16 scan side
+ * by side 64 / 56 / 42, and (thirty-seventh session) every group loading 4-byte columns (the
+ * f32 scan 88 / 86, the f32 recurrence 76 / 60, the i64 sum of i32 rows 87 / 68).
+ * SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for any group that may take rounds, for
+ * measurements; under SLUICE_CUDA_TUNING, one unless it is set. */
 static int rounds_of(const cg *g, bool tuning_overridden) {
     const sl_codegen *o = g->out;
     if (!g->overlapped || o->compacts || o->reduces || o->has_offsets) return 1;
@@ -2482,10 +2485,15 @@ static int rounds_of(const cg *g, bool tuning_overridden) {
         return n == 2 || n == 4 || n == 8 ? n : 1;
     }
     if (tuning_overridden) return 1;
-    /* two at most: the shape measured; four (an i64 sum of i8 rows would ask for them) were
-       right on the host and the GPU suites (gpu_fused, gpu_determinism) but are unmeasured */
+    if (g->nslots != 1 || g->slots[0].kind != SLOT_SCAN || g->slots[0].sc->segments != SL_SEGMENTS_NONE)
+        return 1;
     const item_bounds b = bound_items(g);
-    return b.by_loads >= 2 * b.capped ? 2 : 1;
+    if (b.widest_loaded == 0 || b.widest_loaded > 2) return 1;
+    const size_t loads = 2 * (size_t)g->tuning->bytes_per_thread, made = 2 * loads;
+    int rounds = 1;
+    while (rounds < 4 && (size_t)g->items * (size_t)rounds * b.widest_loaded < loads) rounds *= 2;
+    while (rounds > 1 && (size_t)g->items * (size_t)rounds * b.widest_made > made) rounds /= 2;
+    return rounds;
 }
 
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
