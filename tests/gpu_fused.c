@@ -353,6 +353,17 @@ static const char *const pipelines[] = {
     "sluice: 1\nname: counts\ninput:\n  x: i32\n  k: u16\nstages:\n"
     "  - scan: {op: count, into: all}\n  - filter: x % 3 != 0\n  - scan: {op: count, into: mid}\n"
     "  - filter: (k & 1) == 0\n  - scan: {op: count, kind: exclusive, into: slot}\n",
+    /* one plain scan over 1- and 2-byte columns: tiles in rounds (codegen.c rounds_of: 4 for
+       1-byte rows, 2 for 2-byte ones or an f32 made from 1-byte ones), values held widened
+       (widen_narrow_fields: a wrapping i16 sum holds more than its bits) */
+    "sluice: 1\nname: i8-max\ninput:\n  x: i8\nstages:\n  - scan: {of: x, op: max, into: m}\n",
+    "sluice: 1\nname: bool-xor\ninput:\n  h: bool\nstages:\n"
+    "  - scan: {of: h, op: xor, kind: exclusive, into: e}\n",
+    "sluice: 1\nname: u16-min\ninput:\n  k: u16\nstages:\n"
+    "  - scan: {of: k, op: min, kind: exclusive, into: lo}\n",
+    "sluice: 1\nname: i16-sum\ninput:\n  x: i16\nstages:\n  - scan: {of: x, op: sum, acc: i16, into: s}\n",
+    "sluice: 1\nname: i8-f32\ninput:\n  x: i8\nstages:\n  - map: {y: f32(x) * 0.5}\n"
+    "  - scan: {of: y, op: sum, into: s}\n",
 };
 #define NPIPELINES ((int)(sizeof pipelines / sizeof pipelines[0]))
 
