@@ -111,12 +111,20 @@
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
  *                            look-back instead of the chunked one.
+ *   SLUICE_CUDA_ROUNDS=N     groups that may take a tile in rounds (no compaction, reduce or
+ *                            offsets segments) take N (2, 4 or 8; another value: one) in place of
+ *                            the default (one plain scan over 1- or 2-byte columns: 2 or 4).
+ *   SLUICE_CUDA_MAX_ITEMS=N  items a thread at most (1 to 32, a power of two; default: the
+ *                            architecture's row in kernels/tuning.h, 32 on sm_90).
+ *   SLUICE_CUDA_WIDEN=0      narrow scan values (i8, i16, u8, u16, bool) stay narrow in the
+ *                            kernel's state instead of held as 4-byte integers.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
- *   same under every setting, except that SLUICE_CUDA_TUNING changes the tile size and with
- *   it how a float scan's operations are grouped (its last bits, in either mode), and that
+ *   same under every setting, except that SLUICE_CUDA_TUNING, _ROUNDS and _MAX_ITEMS change
+ *   the tile size and with it how a float scan's operations are grouped (its last bits, in
+ *   either mode), and that
  *   SLUICE_CUDA_CHUNKS changes the default mode's grouping of float states across tiles
  *   (which that mode leaves to timing anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
