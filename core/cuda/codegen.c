@@ -2467,15 +2467,12 @@ static void max_items_override(cg *g) {
  * second scan) over columns of 1 or 2 bytes, whose tile then holds 128 bytes of loads a
  * thread (twice bytes_per_thread: 4 rounds of 32 i8 rows, 2 of 32 i16 rows), as long as the
  * columns it makes hold at most 256 bytes a thread (an f32 or i64 scan of narrow rows stops at
- * 2 rounds); 4 rounds at most. Measured on an H100 with narrow values held widened
- * (widen_narrow_fields; bench/RESULTS.md, thirty-eighth session), in % of copy for 1 / 2 / 4
- * rounds: i8 max 47 / 59 / 63 (CUB 35), bool xor 49 / 61 / 64, i16 max 68 / 80 / 57, an f32
- * sum of i8 rows 78 / 87 / 88, of i16 rows 82 / 81 / 65, an i64 sum of i16 rows 84 / 91 / 64,
- * of i8 rows 82 / 91 / 92; losing: an i16 max by key 48 / 39 / 19, an i8 and an i16 scan side
- * by side 64 / 56 / 42, and (thirty-seventh session) every group loading 4-byte columns (the
- * f32 scan 88 / 86, the f32 recurrence 76 / 60, the i64 sum of i32 rows 87 / 68).
- * SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for any group that may take rounds, for
- * measurements; under SLUICE_CUDA_TUNING, one unless it is set. */
+ * 2 rounds); 4 rounds at most. Why this shape alone (bench/RESULTS.md, §12 and the
+ * thirty-eighth session's run 3): on an H100 the i8 max scan went 47 / 59 / 63% of copy in
+ * 1 / 2 / 4 rounds and the i16 one 68 / 80 / 57%, while a key-segmented scan, two scans side by
+ * side and every group loading 4-byte columns lost in rounds (their larger stages cost
+ * resident blocks). SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for any group that may take
+ * rounds, for measurements; under SLUICE_CUDA_TUNING, one unless it is set. */
 static int rounds_of(const cg *g, bool tuning_overridden) {
     const sl_codegen *o = g->out;
     if (!g->overlapped || o->compacts || o->reduces || o->has_offsets) return 1;
