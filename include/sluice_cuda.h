@@ -124,9 +124,8 @@
  *   Each changes the generated source or options, hence the cache entry; results are the
  *   same under every setting, except that SLUICE_CUDA_TUNING, _ROUNDS and _MAX_ITEMS change
  *   the tile size and with it how a float scan's operations are grouped (its last bits, in
- *   either mode), and that
- *   SLUICE_CUDA_CHUNKS changes the default mode's grouping of float states across tiles
- *   (which that mode leaves to timing anyway; run_to_run's is fixed).
+ *   either mode), and that SLUICE_CUDA_CHUNKS changes the default mode's grouping of float
+ *   states across tiles (which that mode leaves to timing anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: every core online, at most 16; 1:
  *                            the calling thread alone); read on a session's first large

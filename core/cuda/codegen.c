@@ -469,6 +469,7 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     g->state_size[phase] = (off + align - 1) / align * align;
     g->payload_size[phase] = payload;
 }
+
 /* The 4-byte integer a narrow integer or bool accumulator may be held in: its sign or zero
  * extension (a bool's 0 or 1); `t` itself for the others. */
 static sluice_type widened_type(sluice_type t) {
@@ -518,7 +519,6 @@ static void widen_narrow_fields(cg *g, int phase, int *order) {
         }
     }
 }
-
 
 /* A fused kernel's static shared memory (scan storages, hand-over slots, the tile queue), about:
  * what a block needs beside its stages. */
