@@ -243,6 +243,15 @@ static col_kind scan_operand(gen *g, char *body, size_t cap) {
             return COL_FLOAT;
         }
         break;
+    case 3: { /* a bool's operators: any nonzero byte of a bool input is true */
+        const gen_col *bl = pick(g, COL_BOOL);
+        static const char *const bool_ops[] = {"and", "or", "xor", "min", "max"};
+        if (bl) {
+            snprintf(body, cap, "of: %s, op: %s", bl->name, bool_ops[roll(g, 0, 4)]);
+            return COL_BOOL;
+        }
+        break;
+    }
     default: break;
     }
     static const char *const ops[] = {"sum", "prod", "min", "max", "and", "or", "xor"};
@@ -448,7 +457,7 @@ START_TEST(random_group_on_host) {
     sl_codegen cg;
     char tuning[32] = "", rounds[8] = "";
     /* every fourth case takes tiles of 2 or 4 rounds, its group drawn again until it may
-       (codegen.c rounds_of; 1-byte groups take two unasked) */
+       (codegen.c rounds_of; one plain scan over 1- or 2-byte columns takes 2 or 4 unasked) */
     if (_i % 4 == 3) snprintf(rounds, sizeof rounds, "%d", _i % 8 == 3 ? 2 : 4);
     for (int attempt = 0;; attempt++) {
         ck_assert_msg(attempt < 100, "seed %llu: no pipeline of one fused group in 100 draws",
@@ -509,6 +518,10 @@ START_TEST(random_group_on_host) {
         host_batch_matches_cpu(p, &cg, dir, offsets, g.per_batch, seed + 77 * z,
                                offsets ? segments[z] : sizes[z]);
     }
+    /* a tile of rounds holds up to 32768 rows: past two of them, a look-back between tiles
+       taken in rounds */
+    if (cg.rounds > 1 && !offsets)
+        host_batch_matches_cpu(p, &cg, dir, false, g.per_batch, seed + 999, 2 * cg.tile_rows + 5);
     emu_finish(ctx, p, &plan, &cg, dir);
 }
 END_TEST
