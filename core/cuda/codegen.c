@@ -470,6 +470,21 @@ static void layout_phase(cg *g, int phase, int *order, int *count) {
     g->payload_size[phase] = payload;
 }
 
+/* The kernels/sl_monoid.h name of a builtin operator's combine. */
+static const char *monoid_fn(sl_scan_op op) {
+    switch (op) {
+    case SL_SCAN_SUM:
+    case SL_SCAN_COUNT: return "sum";
+    case SL_SCAN_PROD: return "prod";
+    case SL_SCAN_MIN: return "min";
+    case SL_SCAN_MAX: return "max";
+    case SL_SCAN_AND: return "and";
+    case SL_SCAN_OR: return "or";
+    case SL_SCAN_XOR: return "xor";
+    default: return NULL;
+    }
+}
+
 /* The 4-byte integer a narrow integer or bool accumulator may be held in: its sign or zero
  * extension (a bool's 0 or 1); `t` itself for the others. */
 static sluice_type widened_type(sluice_type t) {
@@ -506,10 +521,7 @@ static void widen_narrow_fields(cg *g, int phase, int *order) {
         if (slot->phase != phase || slot->kind != SLOT_SCAN || slot->from_count ||
             (g->reduce && slot->stage == g->reduce_stage))
             continue;
-        const sl_scan_op op = slot->sc->op;
-        if (op != SL_SCAN_SUM && op != SL_SCAN_PROD && op != SL_SCAN_MIN && op != SL_SCAN_MAX &&
-            op != SL_SCAN_AND && op != SL_SCAN_OR && op != SL_SCAN_XOR)
-            continue;
+        if (!monoid_fn(slot->sc->op)) continue; /* linrec, a declared operator */
         for (int f = 0; f < slot->sc->nfields; f++) {
             cg_field *fd = &g->fields[slot->value_field[f]];
             if (widened_type(fd->type) == fd->type) continue;
@@ -736,21 +748,6 @@ static int compactions_before(const cg *g, int stage) {
     int k = 0;
     for (int s = g->first; s < stage; s++) k += g->p->stages[s].kind == SL_STAGE_COMPACT;
     return k;
-}
-
-/* The kernels/sl_monoid.h name of a builtin operator's combine. */
-static const char *monoid_fn(sl_scan_op op) {
-    switch (op) {
-    case SL_SCAN_SUM:
-    case SL_SCAN_COUNT: return "sum";
-    case SL_SCAN_PROD: return "prod";
-    case SL_SCAN_MIN: return "min";
-    case SL_SCAN_MAX: return "max";
-    case SL_SCAN_AND: return "and";
-    case SL_SCAN_OR: return "or";
-    case SL_SCAN_XOR: return "xor";
-    default: return NULL;
-    }
 }
 
 static const char *type_name(sluice_type t) { return sl_type_info_of(t)->name; }
@@ -2428,11 +2425,11 @@ static item_bounds bound_items(const cg *g) {
         size_t *widest = g->made[c] ? &b.widest_made : &b.widest_loaded;
         if (sz > *widest) *widest = sz;
     }
-    const size_t widest_loaded = b.widest_loaded, widest_made = b.widest_made;
-    size_t widest = widest_loaded ? widest_loaded : widest_made;
+    const size_t widest = b.widest_loaded ? b.widest_loaded : b.widest_made;
     b.by_loads = t->bytes_per_thread / (int)widest;
     b.capped = b.by_loads;
-    if (b.capped > 2 * t->bytes_per_thread / (int)widest_made) b.capped = 2 * t->bytes_per_thread / (int)widest_made;
+    if (b.capped > 2 * t->bytes_per_thread / (int)b.widest_made)
+        b.capped = 2 * t->bytes_per_thread / (int)b.widest_made;
     if (b.capped > t->max_items) b.capped = t->max_items;
     return b;
 }
