@@ -199,6 +199,8 @@ __global__ void k_pack2(const float *a, const float *b, float2 *ab, int64_t n) {
 // GPU_BENCH_JOBS=scan,filter,...: run only the named jobs (scan, filter, linrec, widen,
 // f64acc, narrow, cull, segscan, sort, sortf32, sortf32pairs, sortf64, six, host, reduce, segreduce, reducebykey); unset runs
 // them all. The copy always runs: it is the yardstick.
+// GPU_BENCH_ADDRS=1: each sluice job prints where its first output lies (and a pipeline file's
+// inputs), to compare buffer placement between repeats that time differently.
 // GPU_BENCH_MIX=Pareto (or "avg 8", ...): the segmented jobs run only the mixes whose name
 // holds it (a trace of one mix: its lines name the loop, not the mix).
 static bool want_mix(const segment_mix &mix) {
@@ -222,6 +224,7 @@ struct sluice_job {
     std::string why;
     int64_t out_rows = 0;
     bool failed = false;
+    bool addr_shown = false;
 };
 static int bench_depth() {
     const char *d = getenv("GPU_BENCH_DEPTH");
@@ -287,6 +290,13 @@ static void sluice_drain(sluice_job &j) {
     sluice_batch *b = nullptr;
     while ((st = sluice_session_pull_wait(j.s, &b, -1)) == SLUICE_OK && b) {
         j.out_rows = sluice_batch_rows(b);
+        // GPU_BENCH_ADDRS=1: where the first output column lies (once a job), to compare the
+        // placement of buffers between repeats of one pipeline that time differently
+        sluice_column out0;
+        if (getenv("GPU_BENCH_ADDRS") && !j.addr_shown && sluice_batch_column(b, 0, &out0) == SLUICE_OK) {
+            printf("  addrs: out %s at %p\n", out0.name, out0.data);
+            j.addr_shown = true;
+        }
         sluice_batch_free(b);
     }
     if (st != SLUICE_OK) sluice_failed(j, st);
@@ -413,6 +423,8 @@ static void yaml_jobs(int64_t n, double copy_bw) {
             out_row_bytes += (double)sluice_type_size(ci.type);
         }
         if (usable) {
+            if (getenv("GPU_BENCH_ADDRS"))
+                for (const sluice_column &c : cols) printf("  addrs: in %s at %p\n", c.name, c.data);
             int64_t rows = -1;
             const double t = sluice_job_ms(path.c_str(), text.c_str(), cols, n, &rows);
             const double jb = in_bytes + (rows > 0 ? (double)rows * out_row_bytes : 0);

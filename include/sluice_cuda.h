@@ -118,6 +118,8 @@
  *                            architecture's row in kernels/tuning.h, 32 on sm_90).
  *   SLUICE_CUDA_WIDEN=0      narrow scan values (i8, i16, u8, u16, bool) stay narrow in the
  *                            kernel's state instead of held as 4-byte integers.
+ *   SLUICE_CUDA_PACK=0       a thread's 1- and 2-byte column values take a register each
+ *                            instead of four or two to a register (kernels/sl_items.cuh).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

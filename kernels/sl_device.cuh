@@ -3,13 +3,14 @@
  * barriers over part of a block, and the blocked, vectorised loads and stores of a tile's
  * columns. Its integer types come from sl_stdint.h.
  *
- * Layering (each file includes the one below): sl_device -> sl_warp -> sl_block ->
+ * Layering (each file includes the one below): sl_items -> sl_device -> sl_warp -> sl_block ->
  * sl_lookback -> sl_tile (with sl_pipe beside it). Generated kernels (core/cuda/codegen.c)
  * include sl_tile.cuh, sl_monoid.h and sl_ops.h; everything here is templates and inline
  * functions, so NVRTC instantiates only what a kernel uses. */
 #ifndef SL_DEVICE_CUH
 #define SL_DEVICE_CUH
 
+#include "sl_items.cuh"
 #include "sl_stdint.h"
 
 namespace sl {
@@ -120,9 +121,8 @@ template <typename T, int ITEMS> struct vector_width {
     static constexpr int value = total % 16 == 0 ? 16 : total % 8 == 0 ? 8 : total % 4 == 0 ? 4 : 0;
 };
 
-template <typename T, int ITEMS>
-__device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t first, int64_t rows,
-                                             T (&v)[ITEMS]) {
+template <typename T, int ITEMS, class Items>
+__device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t first, int64_t rows, Items &v) {
     constexpr int W = vector_width<T, ITEMS>::value;
     const T *src = col + first;
     if (W != 0 && first + ITEMS <= rows && ((uintptr_t)src % (W ? W : 1)) == 0) {
@@ -132,7 +132,7 @@ __device__ __forceinline__ void load_blocked(const T *__restrict__ col, int64_t 
         const V *vs = reinterpret_cast<const V *>(src);
 #pragma unroll
         for (int k = 0; k < NV; k++) tmp[k] = __ldg(vs + k);
-        memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
+        memcpy(raw_of(v), &tmp[0], sizeof(T) * ITEMS);
     } else {
 #pragma unroll
         for (int i = 0; i < ITEMS; i++)
@@ -154,9 +154,9 @@ template <typename T, int CHUNK> __device__ __forceinline__ bool striped_aligned
     return ((uintptr_t)col % ((int)sizeof(T) * CHUNK)) == 0;
 }
 
-template <typename T, int ITEMS, int CHUNK>
+template <typename T, int ITEMS, int CHUNK, class Items>
 __device__ __forceinline__ void load_striped(const T *__restrict__ col, int64_t tile_first, int slot,
-                                             int threads, T (&v)[ITEMS]) {
+                                             int threads, Items &v) {
     static_assert(ITEMS % CHUNK == 0, "a thread's items are whole chunks");
     constexpr int BYTES = (int)sizeof(T) * CHUNK;
     static_assert(BYTES == 1 || BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16,
@@ -166,19 +166,18 @@ __device__ __forceinline__ void load_striped(const T *__restrict__ col, int64_t 
     V tmp[ITEMS / CHUNK];
 #pragma unroll
     for (int k = 0; k < ITEMS / CHUNK; k++) tmp[k] = __ldg(vs + (int64_t)k * threads);
-    memcpy(&v[0], &tmp[0], sizeof(T) * ITEMS);
+    memcpy(raw_of(v), &tmp[0], sizeof(T) * ITEMS);
 }
 
-template <typename T, int ITEMS>
-__device__ __forceinline__ void store_blocked(T *__restrict__ col, int64_t first, int64_t rows,
-                                              const T (&v)[ITEMS]) {
+template <typename T, int ITEMS, class Items>
+__device__ __forceinline__ void store_blocked(T *__restrict__ col, int64_t first, int64_t rows, const Items &v) {
     constexpr int W = vector_width<T, ITEMS>::value;
     T *dst = col + first;
     if (W != 0 && first + ITEMS <= rows && ((uintptr_t)dst % (W ? W : 1)) == 0) {
         typedef typename vec_of<W ? W : 4>::type V;
         constexpr int NV = W ? (int)sizeof(T) * ITEMS / W : 1;
         V tmp[NV];
-        memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
+        memcpy(&tmp[0], raw_of(v), sizeof(T) * ITEMS);
         V *vd = reinterpret_cast<V *>(dst);
 #pragma unroll
         for (int k = 0; k < NV; k++) vd[k] = tmp[k];
@@ -206,15 +205,15 @@ template <typename T, int ITEMS> struct staging {
     static constexpr bool OK = (sizeof(T) * ITEMS) % 16 == 0 && CHUNKS >= 1 && CHUNKS <= 8;
 };
 
-template <typename T, int ITEMS, int BLOCK, int BAR = 0>
-__device__ __forceinline__ void store_tile(T *__restrict__ col, int64_t tile_first, int64_t rows,
-                                           const T (&v)[ITEMS], uint4 *buf) {
+template <typename T, int ITEMS, int BLOCK, int BAR = 0, class Items>
+__device__ __forceinline__ void store_tile(T *__restrict__ col, int64_t tile_first, int64_t rows, const Items &v,
+                                           uint4 *buf) {
     T *dst = col + tile_first;
     if constexpr (staging<T, ITEMS>::OK) {
         constexpr int CH = staging<T, ITEMS>::CHUNKS;
         if (tile_first + (int64_t)BLOCK * ITEMS <= rows && ((uintptr_t)dst % 16) == 0) {
             uint4 tmp[CH];
-            memcpy(&tmp[0], &v[0], sizeof(T) * ITEMS);
+            memcpy(&tmp[0], raw_of(v), sizeof(T) * ITEMS);
             block_sync<BAR, BLOCK>(); /* the buffer may still be read by a previous transpose */
 #pragma unroll
             for (int k = 0; k < CH; k++) buf[swizzle_chunk(threadIdx.x * CH + k)] = tmp[k];

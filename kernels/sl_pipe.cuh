@@ -181,8 +181,8 @@ __device__ __forceinline__ bool bulk_tile(long long tile_first, long long rows, 
  * share banks); each thread therefore starts at chunk (t / (8/CH)) mod CH and goes round,
  * which spreads every 8-thread phase over all 32 banks, and the chunks are put back in
  * order with selects (registers cannot be indexed at run time). */
-template <typename T, int ITEMS>
-__device__ __forceinline__ void load_staged(const T *tile_col, T (&v)[ITEMS]) {
+template <typename T, int ITEMS, class Items>
+__device__ __forceinline__ void load_staged(const T *tile_col, Items &v) {
     constexpr int BYTES = (int)sizeof(T) * ITEMS;
     const T *src = tile_col + (long long)threadIdx.x * ITEMS;
     if constexpr (BYTES % 16 == 0 && BYTES / 16 <= 8) {
@@ -205,7 +205,7 @@ __device__ __forceinline__ void load_staged(const T *tile_col, T (&v)[ITEMS]) {
                     if (rot == r) put[c] = got[(c - r) & (CH - 1)];
             }
         }
-        memcpy(&v[0], &put[0], sizeof(T) * ITEMS);
+        memcpy(raw_of(v), &put[0], sizeof(T) * ITEMS);
     } else {
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) v[i] = src[i];

@@ -306,10 +306,10 @@ __device__ __forceinline__ run_edges<KY> run_edge_rows(const A &a, long long row
  * its last, from the neighbouring lanes by shuffles (every lane shuffles) and at the warp's
  * edges `edge_before` and `edge_after` (made from run_edge_rows' loads); for the batch's row
  * 0 the carry's open run. KY is the generated RunKeys: the key's type and its change test as
- * the state's combine makes it. */
-template <class KY, int ITEMS, class S>
-__device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const typename KY::key_t (&c)[ITEMS],
-                                          const S &carry, typename KY::key_t edge_before,
+ * the state's combine makes it; `c` the key column's items (sl_items.cuh). */
+template <class KY, int ITEMS, class S, class Keys>
+__device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const Keys &c, const S &carry,
+                                          typename KY::key_t edge_before,
                                           typename KY::key_t edge_after) {
     typedef typename KY::key_t T;
     const int live = t.live_items, lane = (int)(threadIdx.x & 31);

@@ -364,6 +364,12 @@ static const char *const pipelines[] = {
     "sluice: 1\nname: i16-sum\ninput:\n  x: i16\nstages:\n  - scan: {of: x, op: sum, acc: i16, into: s}\n",
     "sluice: 1\nname: i8-f32\ninput:\n  x: i8\nstages:\n  - map: {y: f32(x) * 0.5}\n"
     "  - scan: {of: y, op: sum, into: s}\n",
+    /* packed 1- and 2-byte items (kernels/sl_items.cuh): a u8 read with zero fill, i16 with
+       sign, u8 and i16 columns side by side in one thread's registers */
+    "sluice: 1\nname: u8-max\ninput:\n  u: u8\nstages:\n  - scan: {of: u, op: max, into: m}\n",
+    "sluice: 1\nname: i16-u8\ninput:\n  x: i16\n  u: u8\nstages:\n"
+    "  - scan: {of: x, op: min, into: lo}\n  - scan: {of: u, op: sum, acc: u8, kind: exclusive, into: us}\n"
+    "  - map: {d: x - i16(u)}\n",
 };
 #define NPIPELINES ((int)(sizeof pipelines / sizeof pipelines[0]))
 

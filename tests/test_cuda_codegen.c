@@ -1360,6 +1360,47 @@ START_TEST(narrow_values_held_widened) {
 }
 END_TEST
 
+/* A thread's registers for 1- and 2-byte columns (kernels/sl_items.cuh): packed four or two to
+ * a word; a widened scan value read straight from its column in one extending read
+ * (items::held); SLUICE_CUDA_PACK=0 one register a value. Each compiles (sm_90 and sm_80). */
+START_TEST(narrow_columns_packed) {
+    static const struct {
+        const char *input, *stages;
+        const char *pack;               /* SLUICE_CUDA_PACK, or NULL */
+        const char *has[3], *lacks[2]; /* what the source holds and does not */
+    } cases[] = {
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", NULL,
+         {"sl::items<int8_t, ITEMS> c0 = {};", "e.f0 = (int32_t)c0.held(i);", NULL}, {", false>", NULL}},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", "0",
+         {"sl::items<int8_t, ITEMS, false> c0 = {};", "e.f0 = (int32_t)c0.held(i);", NULL}, {NULL}},
+        /* a value made by an expression reads its column as a value, then extends */
+        {"{u: u16}", "  - scan: {of: u + 1, op: min, into: y}\n", NULL,
+         {"sl::items<uint16_t, ITEMS> c0 = {};", NULL}, {"held(i)", NULL}},
+        /* a bool is tested, not extended; an f32 column stays an array of floats */
+        {"{h: bool, x: f32}", "  - scan: {of: h, op: xor, into: y}\n  - scan: {of: x, op: sum, into: z}\n",
+         NULL, {"sl::items<sl_bool, ITEMS> c0 = {};", "sl::items<float, ITEMS> c1 = {};", NULL}, {"held(i)", NULL}},
+    };
+    for (int arch = 80; arch <= 90; arch += 10)
+        for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+            sluice_context *ctx = new_ctx();
+            sluice_pipeline *p;
+            char yaml[1024];
+            snprintf(yaml, sizeof yaml, "sluice: 1\nname: packed\ninput: %s\nstages:\n%s", cases[i].input,
+                     cases[i].stages);
+            if (cases[i].pack) setenv("SLUICE_CUDA_PACK", cases[i].pack, 1);
+            sl_codegen cg = generate_for(ctx, yaml, &p, 0, arch);
+            unsetenv("SLUICE_CUDA_PACK");
+            for (int k = 0; k < 3 && cases[i].has[k]; k++)
+                ck_assert_msg(strstr(cg.source, cases[i].has[k]), "%s%s (sm_%d): no '%s' in the source",
+                              cases[i].input, cases[i].stages, arch, cases[i].has[k]);
+            for (int k = 0; k < 2 && cases[i].lacks[k]; k++)
+                ck_assert_msg(!strstr(cg.source, cases[i].lacks[k]), "%s%s (sm_%d): '%s' in the source",
+                              cases[i].input, cases[i].stages, arch, cases[i].lacks[k]);
+            compiles_then_free(ctx, &cg, p, arch, "packed.cu");
+        }
+}
+END_TEST
+
 /* Which phases' states absorb what lies left of them (codegen.c phase_absorbs): those whose
  * every slot is a scan segmented by head flags or offsets; key segments, a plain scan or a
  * compaction's count beside them absorb nothing. */
@@ -1843,6 +1884,7 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, items_follow_the_widest_column, 0, (int)SL_ARRAY_LEN(item_cases));
     tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
     tcase_add_test(tc, narrow_values_held_widened);
+    tcase_add_test(tc, narrow_columns_packed);
     suite_add_tcase(s, tc);
     tc = tcase_create("types");
     tcase_set_timeout(tc, 600);

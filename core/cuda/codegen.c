@@ -1220,6 +1220,13 @@ static void emit_element(cg *g, int phase, bool run_state) {
             /* a widened field holds the value's extension (a bool's 0 or 1) */
             const sluice_type held = g->fields[slot->value_field[f]].held;
             sl_strbuf_printf(sb, "                e.f%d = ", slot->value_field[f]);
+            const sl_expr *of = sc->of[f];
+            if (held != sc->acc[f] && sc->acc[f] != SLUICE_BOOL && of->kind == SL_EXPR_COLUMN &&
+                g->p->columns[of->index].type == sc->acc[f]) {
+                /* a column's value as it is, extended in one read (sl::items::held) */
+                sl_strbuf_printf(sb, "(%s)c%d.held(i);\n", ctype(held), of->index);
+                continue;
+            }
             if (held != sc->acc[f]) sl_strbuf_printf(sb, "(%s)(", ctype(held));
             sl_strbuf_printf(sb, "(%s)(", ctype(sc->acc[f]));
             emit_expr(sb, sc->of[f]);
@@ -1661,15 +1668,19 @@ static void emit_params(cg *g) {
     sl_strbuf_append(sb, "    }\n};\n");
 }
 
-/* GroupTile: one thread's rows of a tile: a register array per column the kernel reads,
- * makes or writes, and the per-group pieces of the tile loop as member functions. */
+/* GroupTile: one thread's rows of a tile: its registers for each column the kernel reads, makes
+ * or writes (sl::items: 1- and 2-byte values packed in words, kernels/sl_items.cuh), and the
+ * per-group pieces of the tile loop as member functions. */
 static void emit_tile(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sluice_pipeline *p = g->p;
     sl_strbuf_append(sb, "struct GroupTile : GroupParams, sl::tile_rows<ITEMS> {\n");
+    /* SLUICE_CUDA_PACK=0: every column a plain array (measurements against the packing) */
+    const bool unpacked = env_is("SLUICE_CUDA_PACK", "0");
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
-            sl_strbuf_printf(sb, "    %s c%d[ITEMS] = {};\n", ctype(p->columns[c].type), c);
+            sl_strbuf_printf(sb, "    sl::items<%s, ITEMS%s> c%d = {};\n", ctype(p->columns[c].type),
+                             unpacked ? ", false" : "", c);
     if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
         sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
     else if (g->out->compacts)

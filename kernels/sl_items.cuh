@@ -1,0 +1,138 @@
+/* sl_items.cuh — one thread's registers for one column of its rows: sl::items<T, N>, N
+ * values of type T indexed as an array (c[i], read and assigned), where i is a constant once
+ * the loops over a thread's items are unrolled.
+ *
+ * Values of 4 bytes or more are an array. Values of 1 or 2 bytes are packed four or two to a
+ * 32-bit word, in the order of their bytes in memory (where N fills whole words). A register array of 1-byte values holds
+ * one value a register, so moving a tile's bytes in and out of it cost a shift, a truncation
+ * and an extension a read and as much again a write, twice a row in a scan (its reduce and its
+ * epilogue): the i8 max scan's row threads were bound by the ALU pipe at about 9 ALU
+ * instructions a row (bench/RESULTS.md, thirty-ninth session). Packed, a read is a shift or
+ * two (value_of) and a write one `prmt` into the word, and the loads and stores of the tile
+ * move the words as they are.
+ *
+ * Either layout has the bytes of T[N] (raw()), so the tile loads and stores (sl_device.cuh,
+ * sl_pipe.cuh) copy them with memcpy whatever the layout. The host emulation of the kernels
+ * (tests/cuda_host, SL_HOST_EMULATION) writes the bytes with shifts and masks. */
+#ifndef SL_ITEMS_CUH
+#define SL_ITEMS_CUH
+
+#include "sl_stdint.h"
+
+namespace sl {
+
+/* value k of the SIZE-byte values in w (byte or half k), extended to 32 bits with its sign
+ * (SIGNED) or zeros. Written as shifts, not as a `prmt` with sign fill: the compiler then
+ * knows the result's high bits, so the extension a caller asks for next (a column's value
+ * held as a 4-byte integer, core/cuda/codegen.c widen_narrow_fields) folds away, where after
+ * a `prmt` it stayed (the i8 max kernel: 9,400 against 10,400 SASS instructions, ptxas). */
+template <int SIZE, bool SIGNED> __device__ __forceinline__ uint32_t value_of(uint32_t w, int k) {
+    constexpr int BITS = 8 * SIZE;
+    if (SIGNED) return (uint32_t)((int32_t)(w << (32 - BITS - BITS * k)) >> (32 - BITS));
+    return (w >> (BITS * k)) & ((1u << BITS) - 1u);
+}
+
+/* The same in one `prmt` (a byte or half select with sign or zero fill), for reads whose
+ * extension is the caller's result (items::held): an extension after it would not fold. */
+template <int SIZE, bool SIGNED> __device__ __forceinline__ uint32_t held_value_of(uint32_t w, int k) {
+#if defined(SL_HOST_EMULATION) || !defined(__CUDA_ARCH__)
+    return value_of<SIZE, SIGNED>(w, k);
+#else
+    if (SIZE == 2) return value_of<SIZE, SIGNED>(w, k);
+    /* selector nibble j picks result byte j: the value's bytes, then the sign of its top
+       byte (8 | that byte) or the zero byte of the second operand (4) */
+    const uint32_t lo = (uint32_t)(SIZE * k), top = lo + SIZE - 1;
+    const uint32_t fill = SIGNED ? (8u | top) : 4u;
+    const uint32_t sel = SIZE == 1 ? lo | fill << 4 | fill << 8 | fill << 12
+                                   : lo | top << 4 | fill << 8 | fill << 12;
+    uint32_t r;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "r"(sel));
+    return r;
+#endif
+}
+
+/* w with its SIZE-byte value at index k (byte k or half k) replaced by the low bytes of v */
+template <int SIZE> __device__ __forceinline__ uint32_t with_value(uint32_t w, int k, uint32_t v) {
+#if defined(SL_HOST_EMULATION) || !defined(__CUDA_ARCH__)
+    const uint32_t mask = (SIZE == 1 ? 0xffu : 0xffffu) << (8 * SIZE * k);
+    return (w & ~mask) | ((v << (8 * SIZE * k)) & mask);
+#else
+    /* selector nibble j: byte j of w (j) or byte j - SIZE*k of v (4 + that) */
+    uint32_t sel = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int from_v = j - SIZE * k;
+        sel |= (uint32_t)(from_v >= 0 && from_v < SIZE ? 4 + from_v : j) << (4 * j);
+    }
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(v), "r"(sel));
+    return r;
+#endif
+}
+
+/* whether N values of T fill whole words of 1- or 2-byte values */
+template <typename T, int N> struct packs {
+    static constexpr bool value = (sizeof(T) == 1 || sizeof(T) == 2) && N % (4 / (int)sizeof(T)) == 0;
+};
+
+template <typename T, int N, bool PACKED = packs<T, N>::value> struct items;
+
+/* 4 bytes or more (or too few values to fill a word): an array */
+template <typename T, int N> struct items<T, N, false> {
+    T v[N];
+    __device__ __forceinline__ T &operator[](int i) { return v[i]; }
+    __device__ __forceinline__ const T &operator[](int i) const { return v[i]; }
+    /* value i extended to 32 bits, with its sign where T has one (T of 4 bytes at most) */
+    __device__ __forceinline__ uint32_t held(int i) const {
+        static_assert(sizeof(T) <= 4, "held: values of 4 bytes at most");
+        return (uint32_t)(int32_t)v[i];
+    }
+    __device__ __forceinline__ void *raw() { return &v[0]; }
+    __device__ __forceinline__ const void *raw() const { return &v[0]; }
+};
+
+/* 1 or 2 bytes: PER values a word */
+template <typename T, int N> struct items<T, N, true> {
+    static constexpr int PER = 4 / (int)sizeof(T);
+    static_assert(N % PER == 0, "a thread's packed items fill whole words");
+    static constexpr bool SIGNED = (T)-1 < (T)0;
+    uint32_t w[N / PER];
+
+    __device__ __forceinline__ T get(int i) const {
+        return (T)value_of<(int)sizeof(T), SIGNED>(w[i / PER], i % PER);
+    }
+    __device__ __forceinline__ uint32_t held(int i) const {
+        return held_value_of<(int)sizeof(T), SIGNED>(w[i / PER], i % PER);
+    }
+    __device__ __forceinline__ void set(int i, T x) {
+        w[i / PER] = with_value<(int)sizeof(T)>(w[i / PER], i % PER, (uint32_t)x);
+    }
+    /* c[i] on the left of an assignment */
+    struct ref {
+        items &of;
+        int i;
+        __device__ __forceinline__ operator T() const { return of.get(i); }
+        __device__ __forceinline__ ref &operator=(T x) {
+            of.set(i, x);
+            return *this;
+        }
+        __device__ __forceinline__ ref &operator=(const ref &r) { return *this = (T)r; }
+    };
+    __device__ __forceinline__ ref operator[](int i) { return ref{*this, i}; }
+    __device__ __forceinline__ T operator[](int i) const { return get(i); }
+    __device__ __forceinline__ void *raw() { return &w[0]; }
+    __device__ __forceinline__ const void *raw() const { return &w[0]; }
+};
+
+/* the bytes of a plain array, for the loads and stores that take either */
+template <typename T, int N> __device__ __forceinline__ void *raw_of(T (&v)[N]) { return &v[0]; }
+template <typename T, int N> __device__ __forceinline__ const void *raw_of(const T (&v)[N]) { return &v[0]; }
+template <typename T, int N, bool P> __device__ __forceinline__ void *raw_of(items<T, N, P> &v) { return v.raw(); }
+template <typename T, int N, bool P>
+__device__ __forceinline__ const void *raw_of(const items<T, N, P> &v) {
+    return v.raw();
+}
+
+} /* namespace sl */
+
+#endif
