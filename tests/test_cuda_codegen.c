@@ -1361,8 +1361,9 @@ START_TEST(narrow_values_held_widened) {
 END_TEST
 
 /* A thread's registers for 1- and 2-byte columns (kernels/sl_items.cuh): packed four or two to
- * a word; a widened scan value read straight from its column in one extending read
- * (items::held); SLUICE_CUDA_PACK=0 one register a value. Each compiles (sm_90 and sm_80). */
+ * a word where the group loads or stores the column; a widened scan value read straight from
+ * its column in one extending read (items::held); SLUICE_CUDA_PACK=0 one register a value.
+ * Each compiles (sm_90 and sm_80). */
 START_TEST(narrow_columns_packed) {
     static const struct {
         const char *input, *stages;
@@ -1376,6 +1377,10 @@ START_TEST(narrow_columns_packed) {
         /* a value made by an expression reads its column as a value, then extends */
         {"{u: u16}", "  - scan: {of: u + 1, op: min, into: y}\n", NULL,
          {"sl::items<uint16_t, ITEMS> c0 = {};", NULL}, {"held(i)", NULL}},
+        /* a flag made and used in registers alone is not packed (crosses_memory) */
+        {"{x: f32}", "  - flag: {k: x > 0}\n  - compact: {by: k}\n  - scan: {of: x, op: sum, into: y}\n"
+                     "output: [y]\n",
+         NULL, {"sl::items<sl_bool, ITEMS, false> c", NULL}, {"sl::items<sl_bool, ITEMS> c", NULL}},
         /* a bool is tested, not extended; an f32 column stays an array of floats */
         {"{h: bool, x: f32}", "  - scan: {of: h, op: xor, into: y}\n  - scan: {of: x, op: sum, into: z}\n",
          NULL, {"sl::items<sl_bool, ITEMS> c0 = {};", "sl::items<float, ITEMS> c1 = {};", NULL}, {"held(i)", NULL}},
