@@ -1212,6 +1212,10 @@ static const struct {
      "2", false},
     {"{x: f64}", "  - map: {h: x > 0.9}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
                  "output: [s]\n", "2", true},
+    /* the defaults' four rounds of sums of i8 rows (rounds_of): an f32 made in registers (one
+       block, its 32 KB tile beside a round's stores) and an i64 at 512 threads of 16 items */
+    {"{x: i8}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", "4", false},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n", "4", false},
     /* the stage holds two of the three columns; the third is read from global memory */
     {"{x: i8, y: i8, z: u8}", "  - scan: {of: x + y, op: max, into: a}\n  - scan: {of: z, op: xor, into: b}\n"
                               "output: [a, b]\n", "2", false},
@@ -1250,10 +1254,10 @@ END_TEST
 /* ... and only where a row needs nothing of its tile but the states: a compaction, a reduce or
  * offsets segments keep one round under SLUICE_CUDA_ROUNDS, as does the two-stage loop
  * (sm_80); other values of it are ignored. Unset, one plain scan over 1- or 2-byte columns
- * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4, i16: 2),
- * fewer where the columns it makes would hold over 256 bytes a thread (an f32 or i64 column
- * made from i8 rows: 2); segments, a second scan or 4-byte loads keep one, as does
- * SLUICE_CUDA_TUNING. Each compiles. */
+ * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4, i16: 2,
+ * whatever it makes of them), fewer where the tile's loads would pass the table block's at
+ * that rate (an i16 sum into i64, 512 threads of 16 items: 2); segments, a second scan or
+ * 4-byte loads keep one, as does SLUICE_CUDA_TUNING. Each compiles. */
 START_TEST(rounds_only_where_rows_need_states_alone) {
     static const struct {
         const char *input, *stages, *rounds, *tuning;
@@ -1272,8 +1276,9 @@ START_TEST(rounds_only_where_rows_need_states_alone) {
         {"{x: f32}", "  - scan: {of: x, op: sum, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
         {"{x: i32}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
         {"{x: i8}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
-         NULL, 90, 2},
-        {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+         NULL, 90, 4},
+        {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
+        {"{x: i8}", "  - scan: {of: x, op: sum, acc: i32, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
         {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, "256:32", 90, 1},
         {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "1", NULL, 90, 1},
         {"{x: i8}", "  - filter: x > 0\noutput: [x]\n", NULL, NULL, 90, 1},

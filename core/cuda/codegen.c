@@ -2485,13 +2485,17 @@ static void max_items_override(cg *g) {
  * tile's). Taken by default by the shape measured to gain: one plain scan (no segments, no
  * second scan) over columns of 1 or 2 bytes, whose tile then holds 128 bytes of loads a
  * thread (twice bytes_per_thread: 4 rounds of 32 i8 rows, 2 of 32 i16 rows), as long as the
- * columns it makes hold at most 256 bytes a thread (an f32 or i64 scan of narrow rows stops at
- * 2 rounds); 4 rounds at most. Why this shape alone (bench/RESULTS.md, §12 and the
- * thirty-eighth session's run 3): on an H100 the i8 max scan went 47 / 59 / 63% of copy in
- * 1 / 2 / 4 rounds and the i16 one 68 / 80 / 57%, while a key-segmented scan, two scans side by
- * side and every group loading 4-byte columns lost in rounds (their larger stages cost
- * resident blocks). SLUICE_CUDA_ROUNDS=N (1, 2, 4 or 8) sets it for any group that may take
- * rounds, for measurements; under SLUICE_CUDA_TUNING, one unless it is set. */
+ * tile's loads stay within the table block's at that rate (32 KB on sm_90, the f32 scan's
+ * tile: an i16 scan into i64 at 512 threads of 16 items stops at 2 rounds); 4 rounds at most.
+ * Called once the block is known (lookback_block_threads), before the stages are planned.
+ * Why this shape alone (bench/RESULTS.md, §12 and the thirty-eighth and thirty-ninth
+ * sessions): on an H100 the i8 max scan went 47 / 59 / 63% of copy in 1 / 2 / 4 rounds and the
+ * i16 one 68 / 80 / 57%; with packed items (sl_items.cuh) an f32, i32 or i64 sum of i8 rows
+ * 87 / 87 / 90% in 2 rounds and 91 / 92 / 93% in 4, an i16 sum into i64 91% in 2 and 66% in 4
+ * (a 64 KB tile); a key-segmented scan, two scans side by side and every group loading 4-byte
+ * columns lost in rounds (their larger stages cost resident blocks). SLUICE_CUDA_ROUNDS=N (1,
+ * 2, 4 or 8) sets it for any group that may take rounds, for measurements; under
+ * SLUICE_CUDA_TUNING, one unless it is set. */
 static int rounds_of(const cg *g, bool tuning_overridden) {
     const sl_codegen *o = g->out;
     if (!g->overlapped || o->compacts || o->reduces || o->has_offsets) return 1;
@@ -2505,10 +2509,13 @@ static int rounds_of(const cg *g, bool tuning_overridden) {
         return 1;
     const item_bounds b = bound_items(g);
     if (b.widest_loaded == 0 || b.widest_loaded > 2) return 1;
-    const size_t loads = 2 * (size_t)g->tuning->bytes_per_thread, made = 2 * loads;
+    const size_t loads = 2 * (size_t)g->tuning->bytes_per_thread;
+    const size_t tile_cap = (size_t)sl_tuning_for(g->tuning->arch)->block_threads * loads;
+    const size_t round_loads = (size_t)g->items * b.widest_loaded;
     int rounds = 1;
-    while (rounds < 4 && (size_t)g->items * (size_t)rounds * b.widest_loaded < loads) rounds *= 2;
-    while (rounds > 1 && (size_t)g->items * (size_t)rounds * b.widest_made > made) rounds /= 2;
+    while (rounds < 4 && round_loads * (size_t)rounds < loads &&
+           (size_t)g->tuning->block_threads * round_loads * (size_t)(2 * rounds) <= tile_cap)
+        rounds *= 2;
     return rounds;
 }
 
@@ -2543,7 +2550,6 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
                         reduce_commutative(g.reduce);
         g.overlapped = !g.aggregate && g.phases == 1 && arch >= 90 &&
                        !env_is("SLUICE_CUDA_OVERLAP", "0");
-        g.rounds = rounds_of(&g, overridden);
         /* for measurements against the chunked look-back (phase_chunks): with
            SLUICE_CUDA_CHUNKS=0 the default mode's 4-byte states take the fast look-back too;
            with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
@@ -2643,6 +2649,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         use_block_threads(&g, g.tuning->lookback_block_threads);
         lookback_block = true;
     }
+    if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
     if (st == SLUICE_OK) st = plan_stages(&g);
     if (st == SLUICE_OK && !overridden && !lookback_block) st = fill_register_partitions(&g);
     if (st == SLUICE_OK) {
