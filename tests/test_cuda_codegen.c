@@ -434,6 +434,16 @@ static sl_codegen generate_for(sluice_context *ctx, const char *yaml, sluice_pip
     return cg;
 }
 
+/* generate_for group 0 with the environment variable `name` set to `value` (none when value
+ * is NULL) while the kernel is made, for the settings codegen reads from the environment. */
+static sl_codegen generate_under(sluice_context *ctx, const char *yaml, sluice_pipeline **pp, int arch,
+                                 const char *name, const char *value) {
+    if (value) setenv(name, value, 1);
+    sl_codegen cg = generate_for(ctx, yaml, pp, 0, arch);
+    unsetenv(name);
+    return cg;
+}
+
 /* NVRTC takes cg's source for `arch`; then cg, p and ctx are freed (the shape tests' end). */
 static void compiles_then_free(sluice_context *ctx, sl_codegen *cg, sluice_pipeline *p, int arch,
                                const char *name) {
@@ -1349,9 +1359,7 @@ START_TEST(narrow_values_held_widened) {
                      "    identity: {m: -32768}\n    combine: {m: \"l.m < r.m ? r.m : l.m\"}\n"
                      "stages:\n%s",
                      cases[i].input, cases[i].stages);
-            if (cases[i].widen) setenv("SLUICE_CUDA_WIDEN", cases[i].widen, 1);
-            sl_codegen cg = generate_for(ctx, yaml, &p, 0, arch);
-            unsetenv("SLUICE_CUDA_WIDEN");
+            sl_codegen cg = generate_under(ctx, yaml, &p, arch, "SLUICE_CUDA_WIDEN", cases[i].widen);
             ck_assert_int_gt(cg.nscans, cases[i].scan);
             const sl_cg_scan_carry *sk = &cg.scan_carry[cases[i].scan];
             ck_assert_msg(sk->held[0] == cases[i].held, "%s%s (sm_%d): held as type %d, not %d",
@@ -1397,9 +1405,7 @@ START_TEST(narrow_columns_packed) {
             char yaml[1024];
             snprintf(yaml, sizeof yaml, "sluice: 1\nname: packed\ninput: %s\nstages:\n%s", cases[i].input,
                      cases[i].stages);
-            if (cases[i].pack) setenv("SLUICE_CUDA_PACK", cases[i].pack, 1);
-            sl_codegen cg = generate_for(ctx, yaml, &p, 0, arch);
-            unsetenv("SLUICE_CUDA_PACK");
+            sl_codegen cg = generate_under(ctx, yaml, &p, arch, "SLUICE_CUDA_PACK", cases[i].pack);
             for (int k = 0; k < 3 && cases[i].has[k]; k++)
                 ck_assert_msg(strstr(cg.source, cases[i].has[k]), "%s%s (sm_%d): no '%s' in the source",
                               cases[i].input, cases[i].stages, arch, cases[i].has[k]);
