@@ -120,6 +120,8 @@
  *                            kernel's state instead of held as 4-byte integers.
  *   SLUICE_CUDA_PACK=0       a thread's 1- and 2-byte column values take a register each
  *                            instead of four or two to a register (kernels/sl_items.cuh).
+ *   SLUICE_CUDA_STORE=direct each thread stores its own rows of a group's outputs, in place
+ *                            of the block's store transposed through shared memory.
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

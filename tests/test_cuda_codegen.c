@@ -1205,33 +1205,39 @@ END_TEST
  * rounds of items x threads rows, each round's stores staged apart from the stage its later
  * rounds are still in. On the host, against the CPU backend: batches that end inside a round,
  * on a round's edge and past whole tiles, cut in three; 1- to 8-byte inputs, an f32 sum, an
- * 8-byte recurrence, key and head-flag segments, run_to_run's ordered look-back. */
+ * 8-byte recurrence, key and head-flag segments, run_to_run's ordered look-back, stores by each
+ * thread (SLUICE_CUDA_STORE=direct). */
 static const struct {
     const char *input, *stages;
     const char *rounds;
     bool run_to_run;
+    const char *store; /* SLUICE_CUDA_STORE, or NULL */
 } rounds_cases[] = {
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false},
-    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", false},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false, NULL},
+    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", false, NULL},
     {"{x: i16}", "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\n"
-                 "output: [s]\n", "2", false},
+                 "output: [s]\n", "2", false, NULL},
     {"{x: i32, k: i16}", "  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
-                         "output: [h]\n", "4", true},
+                         "output: [h]\n", "4", true, NULL},
     {"{x: i32, k: i16}", "  - map: {xf: f32(x & 15), g: k & 3}\n"
                          "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, into: s}\noutput: [s]\n",
-     "2", false},
+     "2", false, NULL},
     {"{x: f64}", "  - map: {h: x > 0.9}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
-                 "output: [s]\n", "2", true},
+                 "output: [s]\n", "2", true, NULL},
     /* the defaults' four rounds of sums of i8 rows (rounds_of): an f32 made in registers (one
        block, its 32 KB tile beside a round's stores) and an i64 at 512 threads of 16 items */
-    {"{x: i8}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", "4", false},
-    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n", "4", false},
+    {"{x: i8}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", "4", false, NULL},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n", "4", false, NULL},
+    /* each thread storing its own rows (SLUICE_CUDA_STORE=direct) */
+    {"{x: i8}", "  - scan: {of: x, op: max, kind: exclusive, into: y}\noutput: [y]\n", "4", false, "direct"},
+    {"{x: i16}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s, y]\n", "2", false,
+     "direct"},
     /* the stage holds two of the three columns; the third is read from global memory */
     {"{x: i8, y: i8, z: u8}", "  - scan: {of: x + y, op: max, into: a}\n  - scan: {of: z, op: xor, into: b}\n"
-                              "output: [a, b]\n", "2", false},
+                              "output: [a, b]\n", "2", false, NULL},
     /* no column fits the stage: every round reads global memory */
     {"{x: i8, y: i16}", "  - scan: {of: x, op: max, into: a}\n  - scan: {of: y, op: sum, acc: i16, into: b}\n"
-                        "output: [a, b]\n", "8", false},
+                        "output: [a, b]\n", "8", false, NULL},
 };
 
 START_TEST(rounds_on_host) {
@@ -1244,8 +1250,11 @@ START_TEST(rounds_on_host) {
     sl_plan plan;
     sl_codegen cg;
     setenv("SLUICE_CUDA_ROUNDS", rounds_cases[_i].rounds, 1);
+    if (rounds_cases[_i].store) setenv("SLUICE_CUDA_STORE", rounds_cases[_i].store, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     unsetenv("SLUICE_CUDA_ROUNDS");
+    unsetenv("SLUICE_CUDA_STORE");
+    if (rounds_cases[_i].store) ck_assert(strstr(cg.source, "sl::store_blocked<"));
     ck_assert(cg.lookback_warp);
     ck_assert_int_eq(cg.rounds, atoi(rounds_cases[_i].rounds));
     const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - 32);

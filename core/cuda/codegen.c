@@ -1629,11 +1629,18 @@ static void emit_stores(cg *g) {
         sl_strbuf_append(sb, "    }\n");
         return;
     }
+    /* SLUICE_CUDA_STORE=direct: each thread stores its own rows (store_blocked) in place of
+       the block's transposed store through shared memory, which costs two block barriers a
+       store (a tile in four rounds: eight), for measurements against it */
+    const bool direct = env_is("SLUICE_CUDA_STORE", "direct");
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
         if (o->reduces) continue; /* written by Tile::outputs (emit_reduce_stores) */
-        if (!o->compacts)
+        if (!o->compacts && direct)
+            sl_strbuf_printf(sb, "        sl::store_blocked<%s, ITEMS>((%s *)a.out[%d], first, rows, c%d);\n", t,
+                             t, k, c);
+        else if (!o->compacts)
             sl_strbuf_printf(sb,
                              "        sl::store_tile<%s, ITEMS, BLOCK, BAR>((%s *)a.out[%d], tile_first, rows, "
                              "c%d, tile_buf);\n",
