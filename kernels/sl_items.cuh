@@ -3,13 +3,13 @@
  * the loops over a thread's items are unrolled.
  *
  * Values of 4 bytes or more are an array. Values of 1 or 2 bytes are packed four or two to a
- * 32-bit word, in the order of their bytes in memory (where N fills whole words). A register array of 1-byte values holds
- * one value a register, so moving a tile's bytes in and out of it cost a shift, a truncation
- * and an extension a read and as much again a write, twice a row in a scan (its reduce and its
- * epilogue): the i8 max scan's row threads were bound by the ALU pipe at about 9 ALU
- * instructions a row (bench/RESULTS.md, thirty-ninth session). Packed, a read is a shift or
- * two (value_of) and a write one `prmt` into the word, and the loads and stores of the tile
- * move the words as they are.
+ * 32-bit word, in the order of their bytes in memory (where N fills whole words). A register
+ * array of 1-byte values holds one value a register, so moving a tile's bytes in and out of it
+ * cost a shift, a truncation and an extension a read and as much again a write, twice a row in
+ * a scan (its reduce and its epilogue): the i8 max scan's row threads were bound by the ALU
+ * pipe at about 9 ALU instructions a row (bench/RESULTS.md, thirty-ninth session). Packed, a
+ * read is a shift or two (value_of) or one `prmt` (held_value_of), a write one `prmt` into the
+ * word, and the loads and stores of the tile move the words as they are.
  *
  * Either layout has the bytes of T[N] (raw()), so the tile loads and stores (sl_device.cuh,
  * sl_pipe.cuh) copy them with memcpy whatever the layout. The host emulation of the kernels
@@ -32,22 +32,25 @@ template <int SIZE, bool SIGNED> __device__ __forceinline__ uint32_t value_of(ui
     return (w >> (BITS * k)) & ((1u << BITS) - 1u);
 }
 
-/* The same in one `prmt` (a byte or half select with sign or zero fill), for reads whose
- * extension is the caller's result (items::held): an extension after it would not fold. */
+/* The same for a read whose extension is the caller's result (items::held): a 1-byte value in
+ * one `prmt`, a byte select with sign or zero fill (after a `prmt`, an extension would not
+ * fold). A 2-byte value takes value_of's shifts, one or two either way: with `prmt` the u16 min
+ * kernel grew from 5,600 to 5,952 SASS instructions (ptxas). */
 template <int SIZE, bool SIGNED> __device__ __forceinline__ uint32_t held_value_of(uint32_t w, int k) {
 #if defined(SL_HOST_EMULATION) || !defined(__CUDA_ARCH__)
     return value_of<SIZE, SIGNED>(w, k);
 #else
-    if (SIZE == 2) return value_of<SIZE, SIGNED>(w, k);
-    /* selector nibble j picks result byte j: the value's bytes, then the sign of its top
-       byte (8 | that byte) or the zero byte of the second operand (4) */
-    const uint32_t lo = (uint32_t)(SIZE * k), top = lo + SIZE - 1;
-    const uint32_t fill = SIGNED ? (8u | top) : 4u;
-    const uint32_t sel = SIZE == 1 ? lo | fill << 4 | fill << 8 | fill << 12
-                                   : lo | top << 4 | fill << 8 | fill << 12;
-    uint32_t r;
-    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "r"(sel));
-    return r;
+    if constexpr (SIZE == 2) {
+        return value_of<SIZE, SIGNED>(w, k);
+    } else {
+        /* selector nibble j picks result byte j: byte k itself, then k's sign (8 | k) or the
+           zero byte of the second operand (4) */
+        const uint32_t fill = SIGNED ? (8u | (uint32_t)k) : 4u;
+        const uint32_t sel = (uint32_t)k | fill << 4 | fill << 8 | fill << 12;
+        uint32_t r;
+        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "r"(sel));
+        return r;
+    }
 #endif
 }
 
