@@ -100,6 +100,11 @@ typedef struct cg {
        spill stores stay within the tuning row's spill_bytes (out->fit_blocks); off with
        SLUICE_CUDA_FIT=0, for measurements against the blocks asked */
     bool fit;
+    /* SLUICE_CUDA_STORE=direct: each thread stores its own rows of the outputs (store_blocked)
+       in place of the block's store transposed through shared memory, which costs two block
+       barriers a store (a tile in four rounds: eight); a tile of rounds then needs no store
+       buffer after its stages. For measurements against the default. */
+    bool direct_stores;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1629,15 +1634,11 @@ static void emit_stores(cg *g) {
         sl_strbuf_append(sb, "    }\n");
         return;
     }
-    /* SLUICE_CUDA_STORE=direct: each thread stores its own rows (store_blocked) in place of
-       the block's transposed store through shared memory, which costs two block barriers a
-       store (a tile in four rounds: eight), for measurements against it */
-    const bool direct = env_is("SLUICE_CUDA_STORE", "direct");
     for (int k = 0; k < o->noutputs; k++) {
         int c = o->outputs[k];
         const char *t = ctype(p->columns[c].type);
         if (o->reduces) continue; /* written by Tile::outputs (emit_reduce_stores) */
-        if (!o->compacts && direct)
+        if (!o->compacts && g->direct_stores)
             sl_strbuf_printf(sb, "        sl::store_blocked<%s, ITEMS>((%s *)a.out[%d], first, rows, c%d);\n", t,
                              t, k, c);
         else if (!o->compacts)
@@ -2351,8 +2352,10 @@ static sluice_status plan_stages(cg *g) {
         g->staged_bytes += bytes;
     }
     /* a tile of several rounds stages its stores in one buffer of a round's rows after the
-       stages (kernels/sl_tile.cuh overlapped_loop): its stage still holds the later rounds */
-    const size_t store_bytes = g->rounds > 1 ? (round_rows * widest + 127) / 128 * 128 : 0;
+       stages (kernels/sl_tile.cuh overlapped_loop): its stage still holds the later rounds
+       (rounds hold no compaction, whose stores always stage) */
+    const size_t store_bytes =
+        g->rounds > 1 && !g->direct_stores ? (round_rows * widest + 127) / 128 * 128 : 0;
     size_t buf = g->rounds > 1 || tile * widest <= end ? end : tile * widest;
     g->buf_bytes = (buf + 127) / 128 * 128;
     o->dynamic_smem = (size_t)stages_of(g) * g->buf_bytes + store_bytes;
@@ -2562,6 +2565,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            with SLUICE_CUDA_CHUNKS=all every state takes the chunked one in the large kernel,
            with chunk totals over 4 bytes, as run_to_run's ordered look-back does */
         g.fit = !env_is("SLUICE_CUDA_FIT", "0");
+        g.direct_stores = env_is("SLUICE_CUDA_STORE", "direct");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;
