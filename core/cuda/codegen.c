@@ -105,6 +105,9 @@ typedef struct cg {
        barriers a store (a tile in four rounds: eight); a tile of rounds then needs no store
        buffer after its stages. For measurements against the default. */
     bool direct_stores;
+    /* 1- and 2-byte columns packed in a thread's registers (sl::items, crosses_memory); off with
+       SLUICE_CUDA_PACK=0, for measurements against the packing */
+    bool pack;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1694,12 +1697,10 @@ static void emit_tile(cg *g) {
     sl_strbuf *sb = &g->sb;
     const sluice_pipeline *p = g->p;
     sl_strbuf_append(sb, "struct GroupTile : GroupParams, sl::tile_rows<ITEMS> {\n");
-    /* SLUICE_CUDA_PACK=0: every column a plain array (measurements against the packing) */
-    const bool unpacked = env_is("SLUICE_CUDA_PACK", "0");
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
             sl_strbuf_printf(sb, "    sl::items<%s, ITEMS%s> c%d = {};\n", ctype(p->columns[c].type),
-                             unpacked || !crosses_memory(g, c) ? ", false" : "", c);
+                             !g->pack || !crosses_memory(g, c) ? ", false" : "", c);
     if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
         sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
     else if (g->out->compacts)
@@ -2566,6 +2567,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
            with chunk totals over 4 bytes, as run_to_run's ordered look-back does */
         g.fit = !env_is("SLUICE_CUDA_FIT", "0");
         g.direct_stores = env_is("SLUICE_CUDA_STORE", "direct");
+        g.pack = !env_is("SLUICE_CUDA_PACK", "0");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;
