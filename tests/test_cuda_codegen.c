@@ -1206,38 +1206,45 @@ END_TEST
  * rounds are still in. On the host, against the CPU backend: batches that end inside a round,
  * on a round's edge and past whole tiles, cut in three; 1- to 8-byte inputs, an f32 sum, an
  * 8-byte recurrence, key and head-flag segments, run_to_run's ordered look-back, stores by each
- * thread (SLUICE_CUDA_STORE=direct). */
+ * thread (SLUICE_CUDA_STORE=direct), 64 and 128 items a thread (SLUICE_CUDA_TUNING). */
 static const struct {
     const char *input, *stages;
     const char *rounds;
     bool run_to_run;
-    const char *store; /* SLUICE_CUDA_STORE, or NULL */
+    const char *store;  /* SLUICE_CUDA_STORE, or NULL */
+    const char *tuning; /* SLUICE_CUDA_TUNING, or NULL */
 } rounds_cases[] = {
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false, NULL},
-    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", false, NULL},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false, NULL, NULL},
+    {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", false, NULL, NULL},
     {"{x: i16}", "  - map: {xf: f32(x & 15)}\n  - scan: {of: xf, op: sum, kind: exclusive, into: s}\n"
-                 "output: [s]\n", "2", false, NULL},
+                 "output: [s]\n", "2", false, NULL, NULL},
     {"{x: i32, k: i16}", "  - map: {a: f32(x & 1), b: f32(k & 7)}\n  - scan: {op: linrec, a: a, b: b, into: h}\n"
-                         "output: [h]\n", "4", true, NULL},
+                         "output: [h]\n", "4", true, NULL, NULL},
     {"{x: i32, k: i16}", "  - map: {xf: f32(x & 15), g: k & 3}\n"
                          "  - segmented_scan: {of: xf, op: sum, segments: {key: g}, into: s}\noutput: [s]\n",
-     "2", false, NULL},
+     "2", false, NULL, NULL},
     {"{x: f64}", "  - map: {h: x > 0.9}\n  - segmented_scan: {of: x, op: max, segments: h, into: s}\n"
-                 "output: [s]\n", "2", true, NULL},
+                 "output: [s]\n", "2", true, NULL, NULL},
     /* the defaults' four rounds of sums of i8 rows (rounds_of): an f32 made in registers (one
        block, its 32 KB tile beside a round's stores) and an i64 at 512 threads of 16 items */
-    {"{x: i8}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", "4", false, NULL},
-    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n", "4", false, NULL},
+    {"{x: i8}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", "4", false, NULL, NULL},
+    {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, kind: exclusive, into: s}\noutput: [s]\n", "4", false, NULL, NULL},
     /* each thread storing its own rows (SLUICE_CUDA_STORE=direct) */
-    {"{x: i8}", "  - scan: {of: x, op: max, kind: exclusive, into: y}\noutput: [y]\n", "4", false, "direct"},
+    {"{x: i8}", "  - scan: {of: x, op: max, kind: exclusive, into: y}\noutput: [y]\n", "4", false, "direct", NULL},
     {"{x: i16}", "  - map: {y: f32(x & 15)}\n  - scan: {of: y, op: sum, into: s}\noutput: [s, y]\n", "2", false,
-     "direct"},
+     "direct", NULL},
     /* the stage holds two of the three columns; the third is read from global memory */
     {"{x: i8, y: i8, z: u8}", "  - scan: {of: x + y, op: max, into: a}\n  - scan: {of: z, op: xor, into: b}\n"
-                              "output: [a, b]\n", "2", false, NULL},
+                              "output: [a, b]\n", "2", false, NULL, NULL},
     /* no column fits the stage: every round reads global memory */
     {"{x: i8, y: i16}", "  - scan: {of: x, op: max, into: a}\n  - scan: {of: y, op: sum, acc: i16, into: b}\n"
-                        "output: [a, b]\n", "8", false, NULL},
+                        "output: [a, b]\n", "8", false, NULL, NULL},
+    /* more than 32 items a thread (SLUICE_CUDA_TUNING): packed columns of 64 and 128 rows a
+       thread, more than a 64-bit word of head bits would hold */
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", false, NULL, "256:64"},
+    {"{x: bool}", "  - scan: {of: x, op: xor, kind: exclusive, into: y}\noutput: [y]\n", "1", false, NULL,
+     "256:128"},
+    {"{x: i16}", "  - scan: {of: x, op: min, into: y}\noutput: [y]\n", "1", false, "direct", "256:64"},
 };
 
 START_TEST(rounds_on_host) {
@@ -1251,9 +1258,12 @@ START_TEST(rounds_on_host) {
     sl_codegen cg;
     setenv("SLUICE_CUDA_ROUNDS", rounds_cases[_i].rounds, 1);
     if (rounds_cases[_i].store) setenv("SLUICE_CUDA_STORE", rounds_cases[_i].store, 1);
+    if (rounds_cases[_i].tuning) setenv("SLUICE_CUDA_TUNING", rounds_cases[_i].tuning, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
     unsetenv("SLUICE_CUDA_ROUNDS");
     unsetenv("SLUICE_CUDA_STORE");
+    unsetenv("SLUICE_CUDA_TUNING");
+    if (rounds_cases[_i].tuning) ck_assert_int_eq(cg.items_per_thread, atoi(rounds_cases[_i].tuning + 4));
     if (rounds_cases[_i].store) ck_assert(strstr(cg.source, "sl::store_blocked<"));
     ck_assert(cg.lookback_warp);
     ck_assert_int_eq(cg.rounds, atoi(rounds_cases[_i].rounds));

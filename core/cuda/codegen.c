@@ -2368,7 +2368,7 @@ static sluice_status plan_stages(cg *g) {
 /* Whether a thread may take `items` rows: a power of two in [1, 32] (a thread's row bits and
  * the next row's share one 64-bit word: kernels/sl_tile.cuh). */
 static bool items_allowed(int items) {
-    return items >= 1 && items <= 32 && (items & (items - 1)) == 0;
+    return items >= 1 && items <= 128 && (items & (items - 1)) == 0;
 }
 
 /* SLUICE_CUDA_TUNING="THREADS:ITEMS[:MIN_BLOCKS]" overrides the table for measurements
