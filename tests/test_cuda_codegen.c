@@ -721,16 +721,16 @@ END_TEST
 
 /* Items a thread (codegen.c choose_items): 64 bytes of the widest column a group loads, up to
  * the row's max_items (32 on sm_90, so a tile of 1- or 2-byte rows is not a quarter or half
- * of an f32 tile; 32 is the most a thread's row bits and the next row's take in one word;
- * SLUICE_CUDA_MAX_ITEMS sets it for measurements); a column the group makes holds at
- * most 128 bytes a thread. Each compiles. */
+ * of an f32 tile; SLUICE_CUDA_MAX_ITEMS sets it for measurements, up to 128); a column the
+ * group makes holds at most 128 bytes a thread. A scan of 1-byte columns alone then takes 64
+ * in two rounds (codegen.c one_byte_rounds), unless the cap is set. Each compiles. */
 static const struct {
     const char *input, *stages;
     int arch, items;
     const char *max_items; /* SLUICE_CUDA_MAX_ITEMS while the group is generated, or NULL */
 } item_cases[] = {
     {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, NULL},
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 32, NULL},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, NULL},
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, "16"},
     {"{x: f64}", "  - scan: {of: x, op: max, into: y}\n", 90, 8, NULL},
     {"{x: f32}", "  - scan: {of: x, op: max, into: y}\n", 90, 16, "32"},
@@ -741,7 +741,9 @@ static const struct {
     {"{x: i8}", "  - scan: {of: x, op: sum, acc: i32, into: y}\n", 90, 32, "32"},
     {"{x: i8}", "  - scan: {of: x, op: sum, acc: i64, into: y}\n", 90, 16, "32"},
     {"{x: i8, y: i32}", "  - map: {w: x + i8(y)}\n  - scan: {of: w, op: max, into: z}\n", 90, 16, "32"},
-    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 32, "64"}, /* ignored: the row's */
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "64"},
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "128"}, /* 64 bytes of loads */
+    {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "256"}, /* ignored: the default's */
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 80, 8, "8"},
 };
 
@@ -1283,8 +1285,9 @@ END_TEST
 /* ... and only where a row needs nothing of its tile but the states: a compaction, a reduce or
  * offsets segments keep one round under SLUICE_CUDA_ROUNDS, as does the two-stage loop
  * (sm_80); other values of it are ignored. Unset, one plain scan over 1- or 2-byte columns
- * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4, i16: 2,
- * whatever it makes of them), fewer where the tile's loads would pass the table block's at
+ * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4 of 32
+ * items, or 2 of 64 where every column is of 1 byte (one_byte_rounds; 4 again under
+ * SLUICE_CUDA_ROUNDS=4); i16: 2, whatever it makes of them), fewer where the tile's loads would pass the table block's at
  * that rate (an i16 sum into i64, 512 threads of 16 items: 2); segments, a second scan or
  * 4-byte loads keep one, as does SLUICE_CUDA_TUNING. Each compiles. */
 START_TEST(rounds_only_where_rows_need_states_alone) {
@@ -1292,8 +1295,9 @@ START_TEST(rounds_only_where_rows_need_states_alone) {
         const char *input, *stages, *rounds, *tuning;
         int arch, expect;
     } cases[] = {
-        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
-        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 4},
+        {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", NULL, 90, 4},
         {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
         {"{x: i16}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
          NULL, 90, 2},

@@ -64,7 +64,7 @@ typedef struct cg {
     int first, last;    /* stages */
     const sl_tuning *tuning;
     sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
-    int forced_min_blocks;   /* its third number, 0 when not given */
+    int forced_min_blocks;   /* its third number (or two: one_byte_rounds), 0 when not given */
     int items;
     int rounds;              /* a tile is this many rounds of items x threads rows (rounds_of) */
 
@@ -2365,8 +2365,9 @@ static sluice_status plan_stages(cg *g) {
 
 /* ---- entry points -------------------------------------------------------------------- */
 
-/* Whether a thread may take `items` rows: a power of two in [1, 32] (a thread's row bits and
- * the next row's share one 64-bit word: kernels/sl_tile.cuh). */
+/* Whether a thread may take `items` rows (SLUICE_CUDA_TUNING, SLUICE_CUDA_MAX_ITEMS): a power
+ * of two in [1, 128]. Above 32 only groups without head bits compile (a thread's head bits and
+ * the next row's share one 64-bit word: kernels/sl_tile.cuh, HEADS_FIT). */
 static bool items_allowed(int items) {
     return items >= 1 && items <= 128 && (items & (items - 1)) == 0;
 }
@@ -2530,6 +2531,26 @@ static int rounds_of(const cg *g, bool tuning_overridden) {
     return rounds;
 }
 
+/* A group whose columns are all of 1 byte (an i8, u8 or bool scan into the same type) that
+ * rounds_of gives four rounds of 32 items takes the same 32 KB tile in two rounds of 64: its
+ * packed columns (kernels/sl_items.cuh) hold 64 rows in 16 registers, and half the rounds
+ * halve the block scans and staged stores a tile pays. It asks ptxas for two blocks'
+ * registers (96 a thread; 12 B of spill stores, within the fit's 16), and two do reside: 112
+ * KB of stages and stores, 160 B of static shared memory (cudaOccupancy on an H100), though
+ * blocks_by_smem's allowance (227 KB an SM, 3 KB a block) counts one, so resident_blocks
+ * alone would ask one. At one block ptxas took 168 registers and the i8 max scan ran at
+ * 62.8% of copy; at two 74.5-75.0% against 69.8-70.3% in four rounds of 32 (bool xor
+ * 73.2-74.1% against 68.6-68.8%; H100, A/B three times; bench/RESULTS.md, fortieth
+ * session). Groups that make wider columns (an f32 sum of i8 rows: 64 f32 items a thread)
+ * keep four rounds, as does any group under SLUICE_CUDA_ROUNDS or SLUICE_CUDA_MAX_ITEMS. */
+static bool one_byte_rounds(const cg *g) {
+    /* not under the measurement overrides (SLUICE_CUDA_MAX_ITEMS, SLUICE_CUDA_ROUNDS) */
+    if (g->rounds != 4 || g->items != 32 || g->tuning == &g->override || getenv("SLUICE_CUDA_ROUNDS"))
+        return false;
+    const item_bounds b = bound_items(g);
+    return b.widest_loaded == 1 && b.widest_made == 1;
+}
+
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                               int group, int arch, sl_codegen *out) {
     memset(out, 0, sizeof *out);
@@ -2663,8 +2684,18 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         lookback_block = true;
     }
     if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
+    /* as measured, at the table's 256 row threads: filling the register partitions (a
+       tenth warp) would spill 24 B at two blocks, so the fit would compile it at one */
+    const bool byte_rounds = st == SLUICE_OK && !overridden && one_byte_rounds(&g);
+    if (byte_rounds) {
+        g.items = 64;
+        g.rounds = 2;
+        g.forced_min_blocks = 2;
+        out->items_per_thread = g.items;
+    }
     if (st == SLUICE_OK) st = plan_stages(&g);
-    if (st == SLUICE_OK && !overridden && !lookback_block) st = fill_register_partitions(&g);
+    if (st == SLUICE_OK && !overridden && !lookback_block && !byte_rounds)
+        st = fill_register_partitions(&g);
     if (st == SLUICE_OK) {
         out->block_threads = g.tuning->block_threads + (g.overlapped ? 32 : 0);
         out->tile_rows = (int64_t)g.items * tile_threads(&g) * g.rounds;
