@@ -69,7 +69,8 @@ static const sl_tuning sl_tuning_table[] = {
        about the same tiles a second). On an H100 (thirty-sixth session, A/B/A/B against 16):
        i8 max 18.2% -> 34.3% of copy (CUB 35.4%), i16 max 40.1% -> 67.3% (CUB 58.9%), bool xor
        18.8% -> 34.4%; 640 or 992 row threads of 32 items did no better on the whole (i8 33.6 /
-       37.0%, i16 64.3 / 45.7%). */
+       37.0%, i16 64.3 / 45.7%). A scan of 1-byte columns alone goes past the row's
+       max_items: 64 items in two rounds (codegen.c, one_byte_rounds). */
     {90, 256, 64, 2, 32, 128, 5, 128, 512, 16},
 };
 
