@@ -1211,7 +1211,7 @@ END_TEST
  * thread (SLUICE_CUDA_STORE=direct), 64 and 128 items a thread (SLUICE_CUDA_TUNING). */
 static const struct {
     const char *input, *stages;
-    const char *rounds;
+    const char *rounds; /* SLUICE_CUDA_ROUNDS, or NULL: the default's */
     bool run_to_run;
     const char *store;  /* SLUICE_CUDA_STORE, or NULL */
     const char *tuning; /* SLUICE_CUDA_TUNING, or NULL */
@@ -1247,6 +1247,9 @@ static const struct {
     {"{x: bool}", "  - scan: {of: x, op: xor, kind: exclusive, into: y}\noutput: [y]\n", "1", false, NULL,
      "256:128"},
     {"{x: i16}", "  - scan: {of: x, op: min, into: y}\noutput: [y]\n", "1", false, "direct", "256:64"},
+    /* the default's two rounds of 64 for 1-byte columns alone (codegen.c one_byte_rounds; no
+       SLUICE_CUDA_ROUNDS) */
+    {"{x: u8}", "  - scan: {of: x, op: max, kind: exclusive, into: y}\noutput: [y]\n", NULL, false, NULL, NULL},
 };
 
 START_TEST(rounds_on_host) {
@@ -1258,7 +1261,7 @@ START_TEST(rounds_on_host) {
              rounds_cases[_i].stages);
     sl_plan plan;
     sl_codegen cg;
-    setenv("SLUICE_CUDA_ROUNDS", rounds_cases[_i].rounds, 1);
+    if (rounds_cases[_i].rounds) setenv("SLUICE_CUDA_ROUNDS", rounds_cases[_i].rounds, 1);
     if (rounds_cases[_i].store) setenv("SLUICE_CUDA_STORE", rounds_cases[_i].store, 1);
     if (rounds_cases[_i].tuning) setenv("SLUICE_CUDA_TUNING", rounds_cases[_i].tuning, 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg);
@@ -1268,7 +1271,8 @@ START_TEST(rounds_on_host) {
     if (rounds_cases[_i].tuning) ck_assert_int_eq(cg.items_per_thread, atoi(rounds_cases[_i].tuning + 4));
     if (rounds_cases[_i].store) ck_assert(strstr(cg.source, "sl::store_blocked<"));
     ck_assert(cg.lookback_warp);
-    ck_assert_int_eq(cg.rounds, atoi(rounds_cases[_i].rounds));
+    ck_assert_int_eq(cg.rounds, rounds_cases[_i].rounds ? atoi(rounds_cases[_i].rounds) : 2);
+    if (!rounds_cases[_i].rounds) ck_assert_int_eq(cg.items_per_thread, 64);
     const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - 32);
     ck_assert_int_eq(cg.tile_rows, round * cg.rounds);
     char dir[] = "/tmp/sluice-rounds-host-XXXXXX";
