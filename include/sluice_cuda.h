@@ -107,15 +107,19 @@
  *   SLUICE_CACHE_DIR         where compiled kernels are kept when the context's options name
  *                            no folder (then $XDG_CACHE_HOME/sluice, ~/.cache/sluice); a
  *                            corrupt or stale entry is rebuilt, never trusted.
- *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape.
+ *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape (ITEMS a
+ *                            power of two up to 128; groups over offsets segments or runs
+ *                            of keys take 32 at most).
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
  *                            look-back instead of the chunked one.
  *   SLUICE_CUDA_ROUNDS=N     groups that may take a tile in rounds (no compaction, reduce or
  *                            offsets segments) take N (2, 4 or 8; another value: one) in place of
- *                            the default (one plain scan over 1- or 2-byte columns: 2 or 4).
- *   SLUICE_CUDA_MAX_ITEMS=N  items a thread at most (1 to 32, a power of two; default: the
- *                            architecture's row in kernels/tuning.h, 32 on sm_90).
+ *                            the default (one plain scan over 1- or 2-byte columns: 2 or 4;
+ *                            2 of 64 items a thread where every column is of 1 byte).
+ *   SLUICE_CUDA_MAX_ITEMS=N  items a thread at most (1 to 128, a power of two; default: the
+ *                            architecture's row in kernels/tuning.h, 32 on sm_90, which only
+ *                            a scan of 1-byte columns alone passes).
  *   SLUICE_CUDA_WIDEN=0      narrow scan values (i8, i16, u8, u16, bool) stay narrow in the
  *                            kernel's state instead of held as 4-byte integers.
  *   SLUICE_CUDA_PACK=0       a thread's 1- and 2-byte column values take a register each

@@ -744,6 +744,11 @@ static const struct {
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "64"},
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "128"}, /* 64 bytes of loads */
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 90, 64, "256"}, /* ignored: the default's */
+    /* head bits fit one 64-bit word: offsets segments and runs of keys take 32 at most */
+    {"{rows: {type: i64, role: offsets}, x: i8}",
+     "  - segmented_scan: {of: x, op: max, segments: rows, into: y}\n", 90, 32, "128"},
+    {"{k: u8, x: i8}", "  - reduce: {segments: {key: k}, values: [{of: x, op: max, into: y}]}\n", 90, 32,
+     "64"},
     {"{x: i8}", "  - scan: {of: x, op: max, into: y}\n", 80, 8, "8"},
 };
 

@@ -2366,8 +2366,7 @@ static sluice_status plan_stages(cg *g) {
 /* ---- entry points -------------------------------------------------------------------- */
 
 /* Whether a thread may take `items` rows (SLUICE_CUDA_TUNING, SLUICE_CUDA_MAX_ITEMS): a power
- * of two in [1, 128]. Above 32 only groups without head bits compile (a thread's head bits and
- * the next row's share one 64-bit word: kernels/sl_tile.cuh, HEADS_FIT). */
+ * of two in [1, 128]; groups with head bits take 32 at most (sl_cuda_codegen). */
 static bool items_allowed(int items) {
     return items >= 1 && items <= 128 && (items & (items - 1)) == 0;
 }
@@ -2602,6 +2601,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         out->block_records = block_records_loop(&g);
         if (out->block_records && !overridden && g.tuning->records_block_threads > 0)
             use_block_threads(&g, g.tuning->records_block_threads);
+        /* a thread's head bits and the next row's share one 64-bit word (kernels/sl_tile.cuh,
+           HEADS_FIT): a group over offsets segments or runs of keys takes 32 items at most,
+           whatever SLUICE_CUDA_TUNING or SLUICE_CUDA_MAX_ITEMS ask */
+        if (g.items > 32 && (out->has_offsets || runs_aggregate(&g))) g.items = 32;
         out->items_per_thread = g.items;
         out->phases = g.phases;
         out->nparams = p->nparams;
