@@ -107,9 +107,10 @@
  *   SLUICE_CACHE_DIR         where compiled kernels are kept when the context's options name
  *                            no folder (then $XDG_CACHE_HOME/sluice, ~/.cache/sluice); a
  *                            corrupt or stale entry is rebuilt, never trusted.
- *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape (ITEMS a
- *                            power of two up to 128; groups over offsets segments or runs
- *                            of keys take 32 at most).
+ *   SLUICE_CUDA_TUNING       "THREADS:ITEMS[:MIN_BLOCKS]": another launch shape (THREADS
+ *                            a block's row threads, at most 992 where a look-back warp
+ *                            joins them; ITEMS a power of two up to 128, 32 at most for
+ *                            groups over offsets segments or runs of keys).
  *   SLUICE_CUDA_OVERLAP=0    single-look-back groups use the kernel without a look-back warp.
  *   SLUICE_CUDA_CHUNKS=0     the default mode's look-back states of 4 bytes take the fast
  *                            look-back instead of the chunked one.

@@ -715,6 +715,16 @@ START_TEST(kernel_shapes) {
     ck_assert_int_eq((int)cg.tile_rows, 32 * 16);
     sl_cuda_codegen_free(ctx, &cg);
     sluice_pipeline_free(p);
+    /* 1024 row threads and the look-back warp would not make one block: 992 of them */
+    setenv("SLUICE_CUDA_TUNING", "1024:16:1", 1);
+    cg = generate_for(ctx, "sluice: 1\nname: wide-block\ninput: {x: f32}\nstages:\n  - filter: x > 0\n"
+                           "output: [x]\n", &p, 0, 90);
+    unsetenv("SLUICE_CUDA_TUNING");
+    ck_assert(cg.lookback_warp);
+    ck_assert_int_eq(cg.block_threads, 1024);
+    ck_assert_int_eq((int)cg.tile_rows, 992 * 16);
+    sl_cuda_codegen_free(ctx, &cg);
+    sluice_pipeline_free(p);
     sluice_context_destroy(ctx);
 }
 END_TEST

@@ -2374,7 +2374,8 @@ static bool items_allowed(int items) {
 /* SLUICE_CUDA_TUNING="THREADS:ITEMS[:MIN_BLOCKS]" overrides the table for measurements
  * (bench runs that compare launch shapes in one go); values that are not a multiple of 32
  * threads in [32, 1024], items that items_allowed refuses and min blocks outside [1, 32] are
- * ignored. */
+ * ignored. THREADS are the row threads: a kernel with a look-back warp takes 992 at most
+ * (sl_cuda_codegen). */
 static bool tuning_override(int *threads, int *items, int *min_blocks) {
     const char *env = getenv("SLUICE_CUDA_TUNING");
     int t = 0, i = 0, m = 0;
@@ -2591,6 +2592,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;
+        /* a block holds 1024 threads, the look-back warp's 32 among them: SLUICE_CUDA_TUNING's
+           THREADS stop at 992 where there is one */
+        if (overridden && g.overlapped && g.override.block_threads > 1024 - 32)
+            g.override.block_threads = 1024 - 32;
         out->lookback_warp = g.overlapped;
         out->small_kernel = g.overlapped && !phase_ordered(&g, 1);
         out->aggregate_loop = g.aggregate;
