@@ -73,6 +73,81 @@ template <int SIZE> __device__ __forceinline__ uint32_t with_value(uint32_t w, i
 #endif
 }
 
+/* The bytes of a and b (a's bytes 0-3, b's 4-7) that sel's nibbles name, low byte first: one
+ * `prmt` (its default mode, no sign fill). */
+__device__ __forceinline__ uint32_t permute(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(SL_HOST_EMULATION) || !defined(__CUDA_ARCH__)
+    const unsigned long long x = (unsigned long long)b << 32 | a;
+    uint32_t r = 0;
+    for (int j = 0; j < 4; j++) r |= (uint32_t)((x >> (8 * ((sel >> (4 * j)) & 7u))) & 0xffu) << (8 * j);
+    return r;
+#else
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+#endif
+}
+
+/* ---- two 16-bit values a word at once ----
+ * A max or min scan of a packed 2-byte column works a word, two rows, at a time
+ * (core/cuda/codegen.c, emit_pairs): sm_90's max/min.{s16x2,u16x2} pick in both halves in one
+ * instruction, where a value at a time costs a read, a combine and a write a row. */
+
+/* each half of a and b, the larger (MAX) or smaller, as signed or unsigned 16-bit values */
+template <bool SIGNED, bool MAX> __device__ __forceinline__ uint32_t pick2(uint32_t a, uint32_t b) {
+#if !defined(SL_HOST_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t r;
+    if constexpr (SIGNED && MAX) asm("max.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else if constexpr (SIGNED) asm("min.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else if constexpr (MAX) asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    uint32_t r = 0;
+    for (int k = 0; k < 2; k++) {
+        const uint32_t x = value_of<2, SIGNED>(a, k), y = value_of<2, SIGNED>(b, k);
+        const bool x_first = SIGNED ? (MAX ? (int32_t)x > (int32_t)y : (int32_t)x < (int32_t)y)
+                                    : (MAX ? x > y : x < y);
+        r |= ((x_first ? x : y) & 0xffffu) << (16 * k);
+    }
+    return r;
+#endif
+}
+
+/* The pick of all 2 x W values in w, extended to 32 bits (with its sign where SIGNED): four
+ * independent chains, then the two halves. */
+template <bool SIGNED, bool MAX, int W> __device__ __forceinline__ uint32_t pairs_fold(const uint32_t (&w)[W]) {
+    constexpr int CHAINS = W < 4 ? W : 4;
+    uint32_t m[CHAINS];
+#pragma unroll
+    for (int k = 0; k < CHAINS; k++) m[k] = w[k];
+#pragma unroll
+    for (int k = CHAINS; k < W; k++) m[k % CHAINS] = pick2<SIGNED, MAX>(m[k % CHAINS], w[k]);
+#pragma unroll
+    for (int k = 1; k < CHAINS; k++) m[0] = pick2<SIGNED, MAX>(m[0], m[k]);
+    m[0] = pick2<SIGNED, MAX>(m[0], permute(m[0], 0u, 0x3232u)); /* the high half onto the low */
+    return value_of<2, SIGNED>(m[0], 0);
+}
+
+/* The running pick over w's 2 x W values in memory order (low half first), from `run` (a held
+ * value: its low 16 bits), into out: inclusive, or EXCLUSIVE (each row's state before it).
+ * Within a word the pair's own pick (a, pick(a, b)) does not wait on the run; the chain from
+ * word to word is one pick and one `prmt`. IDENTITY is the operator's identity as 16 bits. */
+template <bool SIGNED, bool MAX, bool EXCLUSIVE, int W>
+__device__ __forceinline__ void pairs_scan(const uint32_t (&w)[W], uint32_t run, uint32_t (&out)[W]) {
+    constexpr uint32_t IDENTITY = MAX ? (SIGNED ? 0x8000u : 0u) : (SIGNED ? 0x7fffu : 0xffffu);
+    uint32_t r = permute(run, 0u, 0x1010u); /* the run in both halves */
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+        /* (identity, a): bytes 4-5 of the identity, then bytes 0-1 of the word */
+        const uint32_t shifted = permute(w[k], IDENTITY, 0x1054u);
+        const uint32_t inclusive = pick2<SIGNED, MAX>(pick2<SIGNED, MAX>(w[k], shifted), r);
+        /* exclusive: (run, the inclusive low half) */
+        out[k] = EXCLUSIVE ? permute(r, inclusive, 0x5410u) : inclusive;
+        r = permute(inclusive, 0u, 0x3232u);
+    }
+}
+
 /* whether N values of T fill whole words of 1- or 2-byte values */
 template <typename T, int N> struct packs {
     static constexpr bool value = (sizeof(T) == 1 || sizeof(T) == 2) && N % (4 / (int)sizeof(T)) == 0;

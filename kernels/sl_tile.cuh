@@ -15,7 +15,9 @@
  *   struct Tile : Params    one thread's rows of a tile: the column registers and, as member
  *                           functions, load_inputs, maps(level), element<FULL>(S<k> &, i) and
  *                           outputs(a, i, before, run, e, tile_excl) per phase, store<BAR>;
- *                           sl::tile_rows supplies rows/tile/first and head_bit(i)
+ *                           PAIRS (then pairs_fold() and pairs_outputs(run) take a whole
+ *                           tile's rows two a word); sl::tile_rows supplies rows/tile/first
+ *                           and head_bit(i)
  *   struct Kernel           the instantiation: block, items, tile, buf and stages; phases,
  *                           the loop's shape (overlapped, aggregate, commutative, runs),
  *                           compacts, offsets and offsets_input; the phase_list; and
@@ -358,9 +360,11 @@ __device__ __forceinline__ void fold_items_into(const typename K::Tile &t, typen
     }
 }
 
-/* Each thread's fold of its items of phase P, onto `acc`. */
+/* Each thread's fold of its items of phase P, onto `acc` (a whole tile's rows of a group
+ * whose Tile works two rows a word, Tile::PAIRS, by Tile::pairs_fold). */
 template <class K, class P, bool FULL>
 __device__ __forceinline__ typename P::S fold_items(const typename K::Tile &t, typename P::S acc) {
+    if constexpr (FULL && K::Tile::PAIRS) return typename P::Op()(acc, t.pairs_fold());
     typename P::S folds[1] = {acc};
     fold_items_into<K, P, FULL, 1>(t, folds);
     return folds[0];
@@ -405,10 +409,15 @@ __device__ __forceinline__ typename P::S carry_in(const typename K::Args &a, boo
     return carry;
 }
 
-/* Each item's outputs from the running state, starting at the thread's exclusive prefix. */
+/* Each item's outputs from the running state, starting at the thread's exclusive prefix
+ * (Tile::pairs_outputs for a whole tile's rows where the Tile works two rows a word). */
 template <class K, class P, bool FULL>
 __device__ __forceinline__ void item_outputs(typename K::Tile &t, const typename K::Args &a,
                                              typename P::S run, const typename P::S &tile_excl) {
+    if constexpr (FULL && K::Tile::PAIRS) {
+        t.pairs_outputs(run);
+        return;
+    }
     const typename P::Op op;
 #pragma unroll
     for (int i = 0; i < K::items; i++) {

@@ -1301,6 +1301,56 @@ START_TEST(rounds_on_host) {
 }
 END_TEST
 
+/* SLUICE_CUDA_PAIRS=1 (codegen.c emit_pairs): a max or min scan of an i16 or u16 column into
+ * its type works a whole tile's rows two a word (sl_items.cuh pairs_fold, pairs_scan; the
+ * host's 16x2 picks are shifts). On the host against the CPU, with each operator, signedness
+ * and kind, batches ending inside a thread's rows, a round and a tile; a scan of a map, a sum
+ * and an f16 column keep the row-at-a-time path. Each compiles for sm_90 (max/min.s16x2). */
+static const struct {
+    const char *input, *stages;
+    bool pairs;
+} pairs_cases[] = {
+    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true},
+    {"{x: u16}", "  - scan: {of: x, op: min, kind: exclusive, into: y}\noutput: [y]\n", true},
+    /* a map's column written beside the scan's */
+    {"{x: i16}", "  - map: {z: x ^ 3}\n  - scan: {of: x, op: min, kind: exclusive, into: y}\noutput: [y, z]\n",
+     true},
+    {"{x: u16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true},
+    {"{x: i16}", "  - map: {z: x + 1}\n  - scan: {of: z, op: max, into: y}\noutput: [y]\n", false},
+    {"{x: i16}", "  - scan: {of: x, op: sum, acc: i16, into: y}\noutput: [y]\n", false},
+    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", false},
+};
+
+START_TEST(pairs_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: pairs-%d\ninput: %s\nstages:\n%s", _i,
+             pairs_cases[_i].input, pairs_cases[_i].stages);
+    sl_plan plan;
+    sl_codegen cg;
+    setenv("SLUICE_CUDA_PAIRS", "1", 1);
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg); /* made for sm_90 */
+    unsetenv("SLUICE_CUDA_PAIRS");
+    const char *want = pairs_cases[_i].pairs ? "PAIRS = true" : "PAIRS = false";
+    ck_assert_msg(strstr(cg.source, want), "%s%s: no '%s'", pairs_cases[_i].input, pairs_cases[_i].stages,
+                  want);
+    void *cubin = NULL;
+    size_t size = 0;
+    ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "pairs.cu", 90, &cubin, &size), SLUICE_OK);
+    sl_free(ctx, cubin);
+    char dir[] = "/tmp/sluice-pairs-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - (cg.lookback_warp ? 32 : 0));
+    const int64_t tile = cg.tile_rows;
+    const int64_t sizes[] = {0, 1, 33, round - 1, round + 7, tile + 1, 5 * tile - 3};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, false, 7171 + (uint64_t)_i * 37 + z, sizes[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
 /* ... and only where a row needs nothing of its tile but the states: a compaction, a reduce or
  * offsets segments keep one round under SLUICE_CUDA_ROUNDS, as does the two-stage loop
  * (sm_80); other values of it are ignored. Unset, one plain scan over 1- or 2-byte columns
@@ -1960,6 +2010,7 @@ static Suite *make_suite(void) {
     tcase_add_loop_test(tc, offsets_scan_on_host, 0, 2);
     tc = host_tcase(s, "host_rounds", 1200);
     tcase_add_loop_test(tc, rounds_on_host, 0, (int)SL_ARRAY_LEN(rounds_cases));
+    tcase_add_loop_test(tc, pairs_on_host, 0, (int)SL_ARRAY_LEN(pairs_cases));
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);

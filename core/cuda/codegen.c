@@ -108,6 +108,9 @@ typedef struct cg {
     /* 1- and 2-byte columns packed in a thread's registers (sl::items, crosses_memory); off with
        SLUICE_CUDA_PACK=0, for measurements against the packing */
     bool pack;
+    /* SLUICE_CUDA_PAIRS=1: a max or min scan of a packed 2-byte column works two rows a word
+       (emit_pairs); off by default until measured */
+    bool pairs;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
     size_t staged_bytes, buf_bytes;
@@ -1690,6 +1693,54 @@ static bool crosses_memory(const cg *g, int column) {
     return false;
 }
 
+/* Whether the group is one max or min scan of a 2-byte integer column straight into a column of
+ * its type, both packed (crosses_memory), with nothing else to write a row: then a whole
+ * tile's rows go two a word through sm_90's 16x2 picks (kernels/sl_items.cuh, pairs_fold and
+ * pairs_scan; Tile::PAIRS in kernels/sl_tile.cuh). A value at a time, each row costs a read,
+ * a combine and a write in the epilogue and a read and a combine in the reduce; two a word,
+ * a word costs two picks and two `prmt`s in the epilogue (one pick and one `prmt` of them on
+ * the chain from word to word) and one pick in the reduce. The slot's scan, or NULL. */
+static const sl_scan *pairs_scan_of(const cg *g) {
+    if (!g->pairs || !g->pack || g->items % 2 != 0 || g->phases != 1 || g->nslots != 1 ||
+        g->out->compacts || g->reduce)
+        return NULL;
+    const cg_slot *slot = &g->slots[0];
+    if (slot->kind != SLOT_SCAN || slot->from_count) return NULL;
+    const sl_scan *sc = slot->sc;
+    if (sc->segments != SL_SEGMENTS_NONE || sc->nfields != 1 ||
+        (sc->op != SL_SCAN_MAX && sc->op != SL_SCAN_MIN))
+        return NULL;
+    const sluice_type t = sc->acc[0];
+    const sl_expr *of = sc->of[0];
+    if ((t != SLUICE_I16 && t != SLUICE_U16) || of->kind != SL_EXPR_COLUMN || sc->into[0] < 0)
+        return NULL;
+    const int in = of->index, into = sc->into[0];
+    if (g->p->columns[in].type != t || g->p->columns[into].type != t || input_of(g, in) < 0 ||
+        !crosses_memory(g, into) || g->fields[slot->value_field[0]].held == t)
+        return NULL;
+    return sc;
+}
+
+/* Tile::PAIRS, and where it holds pairs_fold and pairs_outputs (pairs_scan_of). */
+static void emit_pairs(cg *g) {
+    sl_strbuf *sb = &g->sb;
+    const sl_scan *sc = pairs_scan_of(g);
+    sl_strbuf_printf(sb, "    static constexpr bool PAIRS = %s;\n", sc ? "true" : "false");
+    if (!sc) return;
+    const int vf = g->slots[0].value_field[0];
+    const char *sign = sc->acc[0] == SLUICE_I16 ? "true" : "false";
+    const char *max = sc->op == SL_SCAN_MAX ? "true" : "false";
+    sl_strbuf_printf(sb,
+                     "    __device__ __forceinline__ S1 pairs_fold() const {\n"
+                     "        S1 s = s1_identity();\n"
+                     "        s.f%d = (int32_t)sl::pairs_fold<%s, %s>(c%d.w);\n"
+                     "        return s;\n    }\n"
+                     "    __device__ __forceinline__ void pairs_outputs(const S1 &run) {\n"
+                     "        sl::pairs_scan<%s, %s, %s>(c%d.w, (uint32_t)run.f%d, c%d.w);\n    }\n",
+                     vf, sign, max, sc->of[0]->index, sign, max, sc->exclusive ? "true" : "false",
+                     sc->of[0]->index, vf, sc->into[0]);
+}
+
 /* GroupTile: one thread's rows of a tile: its registers for each column the kernel reads, makes
  * or writes (sl::items: 1- and 2-byte values packed in words, kernels/sl_items.cuh), and the
  * per-group pieces of the tile loop as member functions. */
@@ -1701,6 +1752,7 @@ static void emit_tile(cg *g) {
         if (g->in_group[c])
             sl_strbuf_printf(sb, "    sl::items<%s, ITEMS%s> c%d = {};\n", ctype(p->columns[c].type),
                              !g->pack || !crosses_memory(g, c) ? ", false" : "", c);
+    emit_pairs(g);
     if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
         sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
     else if (g->out->compacts)
@@ -2589,6 +2641,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.fit = !env_is("SLUICE_CUDA_FIT", "0");
         g.direct_stores = env_is("SLUICE_CUDA_STORE", "direct");
         g.pack = !env_is("SLUICE_CUDA_PACK", "0");
+        g.pairs = env_is("SLUICE_CUDA_PAIRS", "1");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;
