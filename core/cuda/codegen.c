@@ -65,6 +65,7 @@ typedef struct cg {
     const sl_tuning *tuning;
     sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
     int forced_min_blocks;   /* its third number (or two: one_byte_rounds), 0 when not given */
+    bool max_items_set;      /* SLUICE_CUDA_MAX_ITEMS took effect (max_items_override) */
     int items;
     int rounds;              /* a tile is this many rounds of items x threads rows (rounds_of) */
 
@@ -2539,6 +2540,7 @@ static void max_items_override(cg *g) {
     g->override = *g->tuning;
     g->override.max_items = n;
     g->tuning = &g->override;
+    g->max_items_set = true;
 }
 
 /* Rounds a tile: the loop with a look-back warp may take a tile in several rounds of items x
@@ -2597,7 +2599,7 @@ static int rounds_of(const cg *g, bool tuning_overridden) {
  * keep four rounds, as does any group under SLUICE_CUDA_ROUNDS or SLUICE_CUDA_MAX_ITEMS. */
 static bool one_byte_rounds(const cg *g) {
     /* not under the measurement overrides (SLUICE_CUDA_MAX_ITEMS, SLUICE_CUDA_ROUNDS) */
-    if (g->rounds != 4 || g->items != 32 || g->tuning == &g->override || getenv("SLUICE_CUDA_ROUNDS"))
+    if (g->rounds != 4 || g->items != 32 || g->max_items_set || getenv("SLUICE_CUDA_ROUNDS"))
         return false;
     const item_bounds b = bound_items(g);
     return b.widest_loaded == 1 && b.widest_made == 1;
