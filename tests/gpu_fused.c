@@ -492,6 +492,30 @@ START_TEST(carry_in_place_is_refused) {
 }
 END_TEST
 
+/* SLUICE_CUDA_PAIRS=1 (core/cuda/codegen.c emit_pairs): i16 and u16 max and min scans take a
+ * whole tile's rows two a word (sm_90's 16x2 max and min), against the CPU, one large batch
+ * and the carries across batches. Its own case, run last: a failure leaves the setting on. */
+static const char *const pairs_pipelines[] = {
+    "sluice: 1\nname: i16-max\ninput:\n  x: i16\nstages:\n  - scan: {of: x, op: max, into: m}\n",
+    "sluice: 1\nname: u16-min\ninput:\n  k: u16\nstages:\n"
+    "  - scan: {of: k, op: min, kind: exclusive, into: lo}\n",
+    "sluice: 1\nname: u16-max\ninput:\n  k: u16\nstages:\n  - scan: {of: k, op: max, into: m}\n",
+    "sluice: 1\nname: i16-min\ninput:\n  x: i16\nstages:\n"
+    "  - scan: {of: x, op: min, kind: exclusive, into: lo}\n",
+};
+
+START_TEST(pairs_match_cpu) {
+    if (!have_gpu()) return;
+    const int64_t one[] = {small_only() ? 100003 : 1 << 22};
+    int64_t cuts[] = {5000, 1, 0, 33, 70001, 4096};
+    if (small_only()) cuts[4] = 700;
+    setenv("SLUICE_CUDA_PAIRS", "1", 1);
+    check_pipeline(pairs_pipelines[_i], one, 1, 900u + (uint64_t)_i);
+    check_pipeline(pairs_pipelines[_i], cuts, 6, 950u + (uint64_t)_i);
+    unsetenv("SLUICE_CUDA_PAIRS");
+}
+END_TEST
+
 int main(void) {
     /* CUDA does not survive fork(): run the cases in this process (Check forks by default). */
     setenv("CK_FORK", "no", 1);
@@ -512,6 +536,10 @@ int main(void) {
     tc = tcase_create("bool_bytes");
     tcase_add_test(tc, bool_bytes_match_cpu);
     tcase_add_test(tc, carry_in_place_is_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pairs"); /* runnable alone: CK_RUN_CASE=pairs */
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, pairs_match_cpu, 0, (int)(sizeof pairs_pipelines / sizeof pairs_pipelines[0]));
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
