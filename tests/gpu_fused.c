@@ -394,26 +394,32 @@ START_TEST(batches_carry_state) {
 }
 END_TEST
 
+/* One large batch (100003 rows under SLUICE_TEST_SMALL, else 2^22), then batches cut at
+ * edges with the carries across them, against the CPU. */
+static void check_large_and_cut(const char *yaml, uint64_t seed) {
+    const int64_t one[] = {small_only() ? 100003 : 1 << 22};
+    int64_t cuts[] = {5000, 1, 0, 33, 70001, 4096};
+    if (small_only()) cuts[4] = 700;
+    check_pipeline(yaml, one, 1, seed);
+    check_pipeline(yaml, cuts, 6, seed + 100);
+}
+
 /* The same pipelines under `determinism: run_to_run` (the ordered look-back for rounding
  * combines, kernels/sl_lookback.cuh): the same comparison with the CPU, one large batch and
  * the carries across batches. gpu_determinism checks that such runs agree bit for bit. */
-static void check_run_to_run(const char *yaml, const int64_t *cuts, int nbatches, uint64_t seed) {
+static void check_run_to_run(const char *yaml, uint64_t seed) {
     const char *after = strstr(yaml, "\n");
     ck_assert_ptr_nonnull(after);
     size_t head = (size_t)(after + 1 - yaml);
     char text[4096];
     ck_assert_uint_lt(strlen(yaml) + 32, sizeof text);
     snprintf(text, sizeof text, "%.*sdeterminism: run_to_run\n%s", (int)head, yaml, yaml + head);
-    check_pipeline(text, cuts, nbatches, seed);
+    check_large_and_cut(text, seed);
 }
 
 START_TEST(run_to_run_matches_cpu) {
     if (!have_gpu()) return;
-    const int64_t one[] = {small_only() ? 100003 : 1 << 22};
-    int64_t cuts[] = {5000, 1, 0, 33, 70001, 4096};
-    if (small_only()) cuts[4] = 700;
-    check_run_to_run(pipelines[_i], one, 1, 500u + (uint64_t)_i);
-    check_run_to_run(pipelines[_i], cuts, 6, 600u + (uint64_t)_i);
+    check_run_to_run(pipelines[_i], 500u + (uint64_t)_i);
 }
 END_TEST
 
@@ -506,12 +512,8 @@ static const char *const pairs_pipelines[] = {
 
 START_TEST(pairs_match_cpu) {
     if (!have_gpu()) return;
-    const int64_t one[] = {small_only() ? 100003 : 1 << 22};
-    int64_t cuts[] = {5000, 1, 0, 33, 70001, 4096};
-    if (small_only()) cuts[4] = 700;
     setenv("SLUICE_CUDA_PAIRS", "1", 1);
-    check_pipeline(pairs_pipelines[_i], one, 1, 900u + (uint64_t)_i);
-    check_pipeline(pairs_pipelines[_i], cuts, 6, 950u + (uint64_t)_i);
+    check_large_and_cut(pairs_pipelines[_i], 900u + (uint64_t)_i);
     unsetenv("SLUICE_CUDA_PAIRS");
 }
 END_TEST

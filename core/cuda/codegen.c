@@ -1694,6 +1694,10 @@ static bool crosses_memory(const cg *g, int column) {
     return false;
 }
 
+/* Whether column c is packed in a thread's registers (sl::items' words): 1- and 2-byte columns
+ * that cross memory, unless SLUICE_CUDA_PACK=0. */
+static bool packed(const cg *g, int column) { return g->pack && crosses_memory(g, column); }
+
 /* Whether the group is one max or min scan of a 2-byte integer column straight into a column of
  * its type, both packed (crosses_memory), with nothing else to write a row: then a whole
  * tile's rows go two a word through sm_90's 16x2 picks (kernels/sl_items.cuh, pairs_fold and
@@ -1702,7 +1706,7 @@ static bool crosses_memory(const cg *g, int column) {
  * a word costs two picks and two `prmt`s in the epilogue (one pick and one `prmt` of them on
  * the chain from word to word) and one pick in the reduce. The slot's scan, or NULL. */
 static const sl_scan *pairs_scan_of(const cg *g) {
-    if (!g->pairs || !g->pack || g->items % 2 != 0 || g->phases != 1 || g->nslots != 1 ||
+    if (!g->pairs || g->items % 2 != 0 || g->phases != 1 || g->nslots != 1 ||
         g->out->compacts || g->reduce)
         return NULL;
     const cg_slot *slot = &g->slots[0];
@@ -1717,7 +1721,7 @@ static const sl_scan *pairs_scan_of(const cg *g) {
         return NULL;
     const int in = of->index, into = sc->into[0];
     if (g->p->columns[in].type != t || g->p->columns[into].type != t || input_of(g, in) < 0 ||
-        !crosses_memory(g, into) || g->fields[slot->value_field[0]].held == t)
+        !packed(g, in) || !packed(g, into) || g->fields[slot->value_field[0]].held == t)
         return NULL;
     return sc;
 }
@@ -1752,7 +1756,7 @@ static void emit_tile(cg *g) {
     for (int c = 0; c < p->ncolumns; c++)
         if (g->in_group[c])
             sl_strbuf_printf(sb, "    sl::items<%s, ITEMS%s> c%d = {};\n", ctype(p->columns[c].type),
-                             !g->pack || !crosses_memory(g, c) ? ", false" : "", c);
+                             packed(g, c) ? "" : ", false", c);
     emit_pairs(g);
     if (g->out->reduces) /* Phase::COUNTS' tile_epilogue sets them; a reduce writes at pos_i */
         sl_strbuf_append(sb, "    long long out_base = 0;\n    int tile_kept = 0;\n");
