@@ -13,7 +13,7 @@
  *
  * Either layout has the bytes of T[N] (raw()), so the tile loads and stores (sl_device.cuh,
  * sl_pipe.cuh) copy them with memcpy whatever the layout. The host emulation of the kernels
- * (tests/cuda_host, SL_HOST_EMULATION) reads with shifts and picks bytes for `prmt` (permute). */
+ * (tests/cuda_host, SL_HOST_EMULATION) writes the bytes with shifts and masks. */
 #ifndef SL_ITEMS_CUH
 #define SL_ITEMS_CUH
 
@@ -54,6 +54,25 @@ template <int SIZE, bool SIGNED> __device__ __forceinline__ uint32_t held_value_
 #endif
 }
 
+/* w with its SIZE-byte value at index k (byte k or half k) replaced by the low bytes of v */
+template <int SIZE> __device__ __forceinline__ uint32_t with_value(uint32_t w, int k, uint32_t v) {
+#if defined(SL_HOST_EMULATION) || !defined(__CUDA_ARCH__)
+    const uint32_t mask = (SIZE == 1 ? 0xffu : 0xffffu) << (8 * SIZE * k);
+    return (w & ~mask) | ((v << (8 * SIZE * k)) & mask);
+#else
+    /* selector nibble j: byte j of w (j) or byte j - SIZE*k of v (4 + that) */
+    uint32_t sel = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int from_v = j - SIZE * k;
+        sel |= (uint32_t)(from_v >= 0 && from_v < SIZE ? 4 + from_v : j) << (4 * j);
+    }
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(v), "r"(sel));
+    return r;
+#endif
+}
+
 /* The bytes of a and b (a's bytes 0-3, b's 4-7) that sel's nibbles name, low byte first: one
  * `prmt` (its default mode, no sign fill). */
 __device__ __forceinline__ uint32_t permute(uint32_t a, uint32_t b, uint32_t sel) {
@@ -67,18 +86,6 @@ __device__ __forceinline__ uint32_t permute(uint32_t a, uint32_t b, uint32_t sel
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
     return r;
 #endif
-}
-
-/* w with its SIZE-byte value at index k (byte k or half k) replaced by the low bytes of v:
- * one `prmt` whose selector nibble j names byte j of w (j) or byte j - SIZE*k of v (4 + that) */
-template <int SIZE> __device__ __forceinline__ uint32_t with_value(uint32_t w, int k, uint32_t v) {
-    uint32_t sel = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int from_v = j - SIZE * k;
-        sel |= (uint32_t)(from_v >= 0 && from_v < SIZE ? 4 + from_v : j) << (4 * j);
-    }
-    return permute(w, v, sel);
 }
 
 /* ---- two 16-bit values a word at once ----

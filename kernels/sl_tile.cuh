@@ -65,10 +65,6 @@ template <int ITEMS> struct tile_rows {
     /* head bits (offsets segments, runs of keys) take ITEMS + 1 bits of one 64-bit word; a
        group without them may take more items (the checks below fire only where used) */
     static constexpr bool HEADS_FIT = ITEMS < 64;
-    /* called where head bits are used: fails to compile past HEADS_FIT */
-    __device__ static constexpr void need_head_bits() {
-        need_head_bits();
-    }
     long long rows = 0, tile = 0, tile_first = 0, first = 0, tile_len = 0;
     /* offsets segments: bit j says whether the thread's row j starts a segment, for j in
        [0, ITEMS] (bit ITEMS: the next thread's first row, 0 past the tile), read once from
@@ -82,7 +78,7 @@ template <int ITEMS> struct tile_rows {
     __device__ __forceinline__ bool head_bit(int i) const { return (head_window >> i) & 1ull; }
     /* This thread's window of the tile's head bitmap `h` (built by build_heads). */
     __device__ __forceinline__ void use_heads(const uint32_t *h) {
-        need_head_bits();
+        static_assert(HEADS_FIT, "a thread's head bits and the next row's fit one 64-bit word");
         const int r0 = slot * ITEMS, w0 = r0 >> 5, shift = r0 & 31;
         const int words = (int)(tile_len >> 5);
         const unsigned long long lo = h[w0];
@@ -146,7 +142,7 @@ template <int ITEMS> struct tile_rows {
     template <class A>
     __device__ __forceinline__ void segments_at(const A &a, int offsets_input, long long lo,
                                                 long long hi) {
-        need_head_bits();
+        static_assert(HEADS_FIT, "a thread's head bits and the next row's fit one 64-bit word");
         offs = (const long long *)a.in[offsets_input];
         nseg = a.nsegments;
         seg_lo = lo;
@@ -167,7 +163,7 @@ template <int ITEMS> struct tile_rows {
        run_base the key changes before the thread's first row in the batch (set by the loop) */
     long long run_base = 0;
     __device__ __forceinline__ int run_changes() const {
-        need_head_bits();
+        static_assert(HEADS_FIT, "a thread's head bits and the next row's fit one 64-bit word");
         return __popcll(head_window & ((1ull << ITEMS) - 1));
     }
     /* The place of the run whose last row is item i: the key changes up to and including the
@@ -322,7 +318,7 @@ template <class KY, int ITEMS, class S, class Keys>
 __device__ __forceinline__ void run_heads(tile_rows<ITEMS> &t, const Keys &c, const S &carry,
                                           typename KY::key_t edge_before,
                                           typename KY::key_t edge_after) {
-    tile_rows<ITEMS>::need_head_bits();
+    static_assert(tile_rows<ITEMS>::HEADS_FIT, "a thread's head bits and the next row's fit one 64-bit word");
     typedef typename KY::key_t T;
     const int live = t.live_items, lane = (int)(threadIdx.x & 31);
     T before = shfl_up<T, words_of<T>::value>(c[ITEMS - 1], 1);
