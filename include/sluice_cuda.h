@@ -127,8 +127,9 @@
  *                            instead of four or two to a register (kernels/sl_items.cuh).
  *   SLUICE_CUDA_STORE=direct each thread stores its own rows of a group's outputs, in place
  *                            of the block's store transposed through shared memory.
- *   SLUICE_CUDA_PAIRS=1      a max or min scan of an i16 or u16 column into its type works two
- *                            rows a register at once (sm_90's 16x2 max and min).
+ *   SLUICE_CUDA_PAIRS=0      a max or min scan of an i16 or u16 column into its type works a
+ *                            row at a time, not two rows a register at once (the default on
+ *                            sm_90 and later, which have 16x2 max and min instructions).
  *   SLUICE_NVRTC_LINEINFO=1  kernels carry line information (compute-sanitizer, Nsight).
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.

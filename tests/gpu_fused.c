@@ -498,9 +498,10 @@ START_TEST(carry_in_place_is_refused) {
 }
 END_TEST
 
-/* SLUICE_CUDA_PAIRS=1 (core/cuda/codegen.c emit_pairs): i16 and u16 max and min scans take a
- * whole tile's rows two a word (sm_90's 16x2 max and min), against the CPU, one large batch
- * and the carries across batches. Its own case, run last: a failure leaves the setting on. */
+/* i16 and u16 max and min scans, which on sm_90 take a whole tile's rows two a word (sm_90's
+ * 16x2 max and min; core/cuda/codegen.c emit_pairs), against the CPU, one large batch and the
+ * carries across batches: by default, then under SLUICE_CUDA_PAIRS=0 (a row at a time, the
+ * path of older GPUs). Its own case, run last: a failure leaves the setting on. */
 static const char *const pairs_pipelines[] = {
     "sluice: 1\nname: i16-max\ninput:\n  x: i16\nstages:\n  - scan: {of: x, op: max, into: m}\n",
     "sluice: 1\nname: u16-min\ninput:\n  k: u16\nstages:\n"
@@ -512,8 +513,9 @@ static const char *const pairs_pipelines[] = {
 
 START_TEST(pairs_match_cpu) {
     if (!have_gpu()) return;
-    setenv("SLUICE_CUDA_PAIRS", "1", 1);
     check_large_and_cut(pairs_pipelines[_i], 900u + (uint64_t)_i);
+    setenv("SLUICE_CUDA_PAIRS", "0", 1);
+    check_large_and_cut(pairs_pipelines[_i], 950u + (uint64_t)_i);
     unsetenv("SLUICE_CUDA_PAIRS");
 }
 END_TEST

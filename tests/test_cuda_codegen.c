@@ -1301,11 +1301,12 @@ START_TEST(rounds_on_host) {
 }
 END_TEST
 
-/* SLUICE_CUDA_PAIRS=1 (codegen.c emit_pairs): a max or min scan of an i16 or u16 column into
+/* By default on sm_90 (codegen.c emit_pairs) a max or min scan of an i16 or u16 column into
  * its type works a whole tile's rows two a word (sl_items.cuh pairs_fold, pairs_scan; the
  * host's 16x2 picks are shifts). On the host against the CPU, with each operator, signedness
  * and kind, batches ending inside a thread's rows, a round and a tile; a scan of a map, a sum
- * and an f16 column keep the row-at-a-time path. Each compiles for sm_90 (max/min.s16x2). */
+ * and an f16 column keep the row-at-a-time path, as every group does under
+ * SLUICE_CUDA_PAIRS=0 and on sm_80 (no 16x2 picks). Each compiles for sm_90 (max/min.s16x2). */
 static const struct {
     const char *input, *stages;
     bool pairs;
@@ -1329,12 +1330,20 @@ START_TEST(pairs_on_host) {
              pairs_cases[_i].input, pairs_cases[_i].stages);
     sl_plan plan;
     sl_codegen cg;
-    setenv("SLUICE_CUDA_PAIRS", "1", 1);
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg); /* made for sm_90 */
-    unsetenv("SLUICE_CUDA_PAIRS");
     const char *want = pairs_cases[_i].pairs ? "PAIRS = true" : "PAIRS = false";
     ck_assert_msg(strstr(cg.source, want), "%s%s: no '%s'", pairs_cases[_i].input, pairs_cases[_i].stages,
                   want);
+    for (int off = 0; off < 2; off++) { /* SLUICE_CUDA_PAIRS=0 on sm_90; sm_80 */
+        sluice_pipeline *q;
+        if (off == 0) setenv("SLUICE_CUDA_PAIRS", "0", 1);
+        sl_codegen row_at_a_time = generate_for(ctx, yaml, &q, 0, off == 0 ? 90 : 80);
+        unsetenv("SLUICE_CUDA_PAIRS");
+        ck_assert_msg(strstr(row_at_a_time.source, "PAIRS = false"), "%s%s (%s): pairs", pairs_cases[_i].input,
+                      pairs_cases[_i].stages, off == 0 ? "SLUICE_CUDA_PAIRS=0" : "sm_80");
+        sl_cuda_codegen_free(ctx, &row_at_a_time);
+        sluice_pipeline_free(q);
+    }
     void *cubin = NULL;
     size_t size = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "pairs.cu", 90, &cubin, &size), SLUICE_OK);

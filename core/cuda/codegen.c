@@ -109,8 +109,9 @@ typedef struct cg {
     /* 1- and 2-byte columns packed in a thread's registers (sl::items, crosses_memory); off with
        SLUICE_CUDA_PACK=0, for measurements against the packing */
     bool pack;
-    /* SLUICE_CUDA_PAIRS=1: a max or min scan of a packed 2-byte column works two rows a word
-       (emit_pairs); off by default until measured */
+    /* a max or min scan of a packed 2-byte column works two rows a word (emit_pairs): on
+       sm_90 and later, where the 16x2 picks are instructions; SLUICE_CUDA_PAIRS=0 turns it
+       off, for measurements against a row at a time */
     bool pairs;
     bool aggregate;  /* a whole-stream reduce and nothing else to scan: sl::aggregate_loop */
     bool commutative; /* aggregate, and every value's operator may take rows in any order */
@@ -2647,7 +2648,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.fit = !env_is("SLUICE_CUDA_FIT", "0");
         g.direct_stores = env_is("SLUICE_CUDA_STORE", "direct");
         g.pack = !env_is("SLUICE_CUDA_PACK", "0");
-        g.pairs = env_is("SLUICE_CUDA_PAIRS", "1");
+        g.pairs = arch >= 90 && !env_is("SLUICE_CUDA_PAIRS", "0");
         g.chunks = env_is("SLUICE_CUDA_CHUNKS", "0")     ? CHUNKS_NONE
                    : env_is("SLUICE_CUDA_CHUNKS", "all") ? CHUNKS_ALL
                                                          : CHUNKS_NARROW;
