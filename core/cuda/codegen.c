@@ -901,6 +901,25 @@ static bool lookback_bound(const cg *g) {
     return !(g->out->compacts && blocks_by_smem((size_t)stages_of(g) * stage) < 2);
 }
 
+/* Items a thread halved while a tile's input columns (offsets aside) would not all fit the
+ * stages (SL_CG_STAGE_BUDGET): plan_stages leaves a column that does not fit to be read
+ * straight from global memory, outside the bulk-copy ring. Taken by the look-back-bound block
+ * (lookback_bound), which doubles a tile's rows and so its bytes: an f32 recurrence (a and b,
+ * 8 bytes a row) at 512 threads of 16 items staged a alone and ran at 75-76% of copy; at 8
+ * items both, 86.3-87.0% (H100, twice each, bench/RESULTS.md, forty-first session).
+ * SLUICE_CUDA_LOOKBACK_ITEMS=table keeps the row's items there, and SLUICE_CUDA_STAGE_ALL=1
+ * halves them in every loop with a look-back warp, for measurements. */
+static void items_to_stage_inputs(cg *g) {
+    const sl_codegen *o = g->out;
+    size_t row_bytes = 0;
+    for (int k = 0; k < o->ninputs; k++)
+        if (k != o->offsets_input) row_bytes += sluice_type_size(g->p->columns[o->inputs[k]].type);
+    while (g->items > g->tuning->min_items &&
+           (size_t)g->tuning->block_threads * (size_t)g->items * row_bytes > SL_CG_STAGE_BUDGET)
+        g->items /= 2;
+    g->out->items_per_thread = g->items;
+}
+
 /* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
 static void emit_absorbs(cg *g, int phase) {
     if (!phase_absorbs(g, phase)) return;
@@ -2749,7 +2768,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (st == SLUICE_OK && !overridden && g.overlapped && g.tuning->lookback_block_threads > 0 &&
         lookback_bound(&g)) {
         use_block_threads(&g, g.tuning->lookback_block_threads);
+        if (!env_is("SLUICE_CUDA_LOOKBACK_ITEMS", "table")) items_to_stage_inputs(&g);
         lookback_block = true;
+    } else if (st == SLUICE_OK && !overridden && g.overlapped && env_is("SLUICE_CUDA_STAGE_ALL", "1")) {
+        items_to_stage_inputs(&g);
     }
     if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
     /* as measured, at the table's 256 row threads: filling the register partitions (a
