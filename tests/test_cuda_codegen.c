@@ -1301,6 +1301,61 @@ START_TEST(rounds_on_host) {
 }
 END_TEST
 
+/* The bytes the tile's bulk copies expect (sl::queue_expect): its staged input columns. */
+static size_t staged_bytes_of(const sl_codegen *cg) {
+    const char *at = strstr(cg->source, "sl::queue_expect(queue, s, ");
+    ck_assert_ptr_nonnull(at);
+    return (size_t)strtoull(at + strlen("sl::queue_expect(queue, s, "), NULL, 10);
+}
+
+/* The look-back-bound block (tuning.h lookback_block_threads) takes the items a thread at
+ * which a tile's input columns all fit the stages (codegen.c items_to_stage_inputs): an f32
+ * recurrence (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16; under
+ * SLUICE_CUDA_LOOKBACK_ITEMS=table the recurrence keeps 16 and stages a alone. Other blocks
+ * keep their items unless SLUICE_CUDA_STAGE_ALL=1 (eight input columns: 8 -> 4). Each
+ * compiles. */
+START_TEST(lookback_block_stages_every_input) {
+    static const struct {
+        const char *input, *stages, *output, *env, *value;
+        int items;
+        bool all_staged;
+    } cases[] = {
+        {"{a: f32, b: f32}", "  - scan: {op: linrec, a: a, b: b, into: h}\n", "[h]", NULL, NULL, 8, true},
+        {"{a: f32, b: f32}", "  - scan: {op: linrec, a: a, b: b, into: h}\n", "[h]", "SLUICE_CUDA_LOOKBACK_ITEMS",
+         "table", 16, false},
+        {"{x: f64, y: f64}", "  - filter: x > y\n", "[x, y]", NULL, NULL, 4, true},
+        {"{x: f32}", "  - filter: x > 0\n", "[x]", NULL, NULL, 16, true},
+        {"{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}",
+         "  - map: {u: a * b + c, v: d - e * f}\n  - flag: {k1: u > 0}\n  - compact: {by: k1}\n"
+         "  - scan: {of: v, op: sum, into: sv}\n  - flag: {k2: g > h}\n  - compact: {by: k2}\n"
+         "  - scan: {of: u, op: max, into: mu}\n",
+         "[a, b, c, d, e, f, g, h, u, v, sv, mu]", NULL, NULL, 8, false},
+        {"{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}",
+         "  - map: {u: a * b + c, v: d - e * f}\n  - flag: {k1: u > 0}\n  - compact: {by: k1}\n"
+         "  - scan: {of: v, op: sum, into: sv}\n  - flag: {k2: g > h}\n  - compact: {by: k2}\n"
+         "  - scan: {of: u, op: max, into: mu}\n",
+         "[a, b, c, d, e, f, g, h, u, v, sv, mu]", "SLUICE_CUDA_STAGE_ALL", "1", 4, true},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        sluice_context *ctx = new_ctx();
+        sluice_pipeline *p;
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml, "sluice: 1\nname: staged\ninput: %s\nstages:\n%soutput: %s\n",
+                 cases[i].input, cases[i].stages, cases[i].output);
+        if (cases[i].env) setenv(cases[i].env, cases[i].value, 1);
+        sl_codegen cg = generate_for(ctx, yaml, &p, 0, 90);
+        if (cases[i].env) unsetenv(cases[i].env);
+        size_t row_bytes = 0;
+        for (int k = 0; k < cg.ninputs; k++) row_bytes += sluice_type_size(p->columns[cg.inputs[k]].type);
+        const size_t tile_bytes = (size_t)cg.tile_rows * row_bytes;
+        ck_assert_msg(cg.items_per_thread == cases[i].items && (staged_bytes_of(&cg) == tile_bytes) == cases[i].all_staged,
+                      "case %zu: %d items, %zu of a tile's %zu input bytes staged", i, cg.items_per_thread,
+                      staged_bytes_of(&cg), tile_bytes);
+        compiles_then_free(ctx, &cg, p, 90, "staged.cu");
+    }
+}
+END_TEST
+
 /* By default on sm_90 (codegen.c emit_pairs) a max or min scan of an i16 or u16 column into
  * its type works a whole tile's rows two a word (sl_items.cuh pairs_fold, pairs_scan; the
  * host's 16x2 picks are shifts). On the host against the CPU, with each operator, signedness
@@ -1998,6 +2053,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, reduce_layouts);
     tcase_add_loop_test(tc, reduce_state_stays_in_registers, 0, 3);
     tcase_add_test(tc, kernel_shapes);
+    tcase_add_test(tc, lookback_block_stages_every_input);
     tcase_add_loop_test(tc, items_follow_the_widest_column, 0, (int)SL_ARRAY_LEN(item_cases));
     tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
     tcase_add_test(tc, narrow_values_held_widened);
