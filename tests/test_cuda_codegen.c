@@ -1356,6 +1356,39 @@ START_TEST(lookback_block_stages_every_input) {
 }
 END_TEST
 
+/* ... and its rows on the host against the CPU at those items, bit for bit: an f32 recurrence
+ * of two 4-byte columns (8 items; small whole numbers, so that the cut batches' grouping
+ * rounds nothing), two f64 columns filtered (4), and a filter that maps, keeps an u64 column
+ * and counts its slots (cull-visible's shape: 4 items, two blocks), batches ending inside a
+ * thread's rows and past several tiles. */
+static const char *const staged_on_host_cases[] = {
+    "input: {a: u32, b: u32}\nstages:\n  - map: {p: f32(a & 1), q: f32(b & 7)}\n"
+    "  - scan: {op: linrec, a: p, b: q, into: h}\noutput: [h]\n",
+    "input: {x: f64, y: f64}\nstages:\n  - filter: x > y\noutput: [x, y]\n",
+    "input: {x: f32, y: f32, id: u64}\nstages:\n  - map: {r2: x * x + y * y}\n  - filter: r2 <= 1.0\n"
+    "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [id, r2, slot]\n",
+};
+
+START_TEST(staged_items_on_host) {
+    if (system("c++ --version > /dev/null 2>&1") != 0) return;
+    sluice_context *ctx = new_ctx();
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: staged-%d\n%s", _i, staged_on_host_cases[_i]);
+    sl_plan plan;
+    sl_codegen cg;
+    sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg); /* made for sm_90 */
+    ck_assert_int_eq(cg.items_per_thread, _i == 0 ? 8 : 4);
+    char dir[] = "/tmp/sluice-staged-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, &cg, dir);
+    const int64_t tile = cg.tile_rows;
+    const int64_t sizes[] = {0, 1, cg.items_per_thread - 1, tile + 3, 5 * tile - 7};
+    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
+        host_batch_matches_cpu(p, &cg, dir, false, false, 6161 + (uint64_t)_i * 41 + z, sizes[z]);
+    emu_finish(ctx, p, &plan, &cg, dir);
+}
+END_TEST
+
 /* By default on sm_90 (codegen.c emit_pairs) a max or min scan of an i16 or u16 column into
  * its type works a whole tile's rows two a word (sl_items.cuh pairs_fold, pairs_scan; the
  * host's 16x2 picks are shifts). On the host against the CPU, with each operator, signedness
@@ -2076,6 +2109,7 @@ static Suite *make_suite(void) {
     tc = host_tcase(s, "host_rounds", 1200);
     tcase_add_loop_test(tc, rounds_on_host, 0, (int)SL_ARRAY_LEN(rounds_cases));
     tcase_add_loop_test(tc, pairs_on_host, 0, (int)SL_ARRAY_LEN(pairs_cases));
+    tcase_add_loop_test(tc, staged_items_on_host, 0, (int)SL_ARRAY_LEN(staged_on_host_cases));
     tc = tcase_create("random");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, random_pipelines_compile, 0, 4);
