@@ -906,7 +906,7 @@ static bool lookback_bound(const cg *g) {
  * straight from global memory, outside the bulk-copy ring. Taken by the look-back-bound block
  * (lookback_bound), which doubles a tile's rows and so its bytes: an f32 recurrence (a and b,
  * 8 bytes a row) at 512 threads of 16 items staged a alone and ran at 75-76% of copy; at 8
- * items both, 86.3-87.0% (H100, twice each, bench/RESULTS.md, forty-first session).
+ * items both, 86.3-87.0% (H100, four runs of each, bench/RESULTS.md, forty-first session).
  * SLUICE_CUDA_LOOKBACK_ITEMS=table keeps the row's items there, and SLUICE_CUDA_STAGE_ALL=1
  * halves them in every loop with a look-back warp, for measurements. */
 static void items_to_stage_inputs(cg *g) {
