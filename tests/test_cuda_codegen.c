@@ -1314,6 +1314,14 @@ static size_t staged_bytes_of(const sl_codegen *cg) {
  * SLUICE_CUDA_LOOKBACK_ITEMS=table the recurrence keeps 16 and stages a alone. Other blocks
  * keep their items unless SLUICE_CUDA_STAGE_ALL=1 (eight input columns: 8 -> 4). Each
  * compiles. */
+/* bench/shapes/wide-two-compactions.yaml: eight input columns, two compactions, two scans */
+#define WIDE_INPUT "{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}"
+#define WIDE_STAGES                                                                           \
+    "  - map: {u: a * b + c, v: d - e * f}\n  - flag: {k1: u > 0}\n  - compact: {by: k1}\n" \
+    "  - scan: {of: v, op: sum, into: sv}\n  - flag: {k2: g > h}\n  - compact: {by: k2}\n"   \
+    "  - scan: {of: u, op: max, into: mu}\n"
+#define WIDE_OUTPUT "[a, b, c, d, e, f, g, h, u, v, sv, mu]"
+
 START_TEST(lookback_block_stages_every_input) {
     static const struct {
         const char *input, *stages, *output, *env, *value;
@@ -1325,16 +1333,8 @@ START_TEST(lookback_block_stages_every_input) {
          "table", 16, false},
         {"{x: f64, y: f64}", "  - filter: x > y\n", "[x, y]", NULL, NULL, 4, true},
         {"{x: f32}", "  - filter: x > 0\n", "[x]", NULL, NULL, 16, true},
-        {"{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}",
-         "  - map: {u: a * b + c, v: d - e * f}\n  - flag: {k1: u > 0}\n  - compact: {by: k1}\n"
-         "  - scan: {of: v, op: sum, into: sv}\n  - flag: {k2: g > h}\n  - compact: {by: k2}\n"
-         "  - scan: {of: u, op: max, into: mu}\n",
-         "[a, b, c, d, e, f, g, h, u, v, sv, mu]", NULL, NULL, 8, false},
-        {"{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}",
-         "  - map: {u: a * b + c, v: d - e * f}\n  - flag: {k1: u > 0}\n  - compact: {by: k1}\n"
-         "  - scan: {of: v, op: sum, into: sv}\n  - flag: {k2: g > h}\n  - compact: {by: k2}\n"
-         "  - scan: {of: u, op: max, into: mu}\n",
-         "[a, b, c, d, e, f, g, h, u, v, sv, mu]", "SLUICE_CUDA_STAGE_ALL", "1", 4, true},
+        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, NULL, NULL, 8, false},
+        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, "SLUICE_CUDA_STAGE_ALL", "1", 4, true},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         sluice_context *ctx = new_ctx();
