@@ -1089,15 +1089,10 @@ START_TEST(compaction_on_host) {
     int derived = 0;
     for (const char *at = cg.source; (at = strstr(at, " += s.f")) != NULL; at++) derived++;
     ck_assert_int_eq(derived, count_cases[_i].derived);
-    char dir[] = "/tmp/sluice-count-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     /* up to eighteen tiles over the three emulated blocks, the last one partial */
     static const int64_t sizes[] = {0, 1, 2, 33, 2600, 9000, 70000, 100003};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, strstr(yaml, "reset: batch") != NULL,
-                               1313 + (uint64_t)_i * 31 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, false, strstr(yaml, "reset: batch") != NULL,
+                         1313 + (uint64_t)_i * 31, sizes, SL_ARRAY_LEN(sizes));
 }
 END_TEST
 
@@ -1175,14 +1170,9 @@ START_TEST(ordered_on_host) {
     ck_assert(!!strstr(cg.source, "CHUNK_TOTALS = true") == ordered_cases[i].totals);
     ck_assert_int_eq(cg.phases, ordered_cases[i].phases);
     ck_assert(cg.lookback_warp == (ordered_cases[i].phases == 1));
-    char dir[] = "/tmp/sluice-ordered-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, 33, 9000, 32 * tile, 32 * tile + 1, 66 * tile - 5};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 4242 + (uint64_t)i * 31 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, false, false, 4242 + (uint64_t)i * 31, sizes, SL_ARRAY_LEN(sizes));
 }
 END_TEST
 
@@ -1207,13 +1197,9 @@ START_TEST(offsets_scan_on_host) {
     ck_assert_int_eq(cg.phases, 1);
     ck_assert(cg.lookback_warp);
     ck_assert_int_ge(cg.offsets_input, 0);
-    char dir[] = "/tmp/sluice-offsets-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     const int64_t segments[] = {0, 1, 2, 33, 150, 400, 2000};
-    for (size_t z = 0; z < SL_ARRAY_LEN(segments); z++)
-        host_batch_matches_cpu(p, &cg, dir, true, false, 5151 + (uint64_t)_i * 31 + z, segments[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, true, false, 5151 + (uint64_t)_i * 31, segments,
+                         SL_ARRAY_LEN(segments));
 }
 END_TEST
 
@@ -1290,14 +1276,9 @@ START_TEST(rounds_on_host) {
     if (!rounds_cases[_i].rounds) ck_assert_int_eq(cg.items_per_thread, 64);
     const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - 32);
     ck_assert_int_eq(cg.tile_rows, round * cg.rounds);
-    char dir[] = "/tmp/sluice-rounds-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, 33, round - 1, round, round + 7, tile + 1, 9 * tile - 5};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 6161 + (uint64_t)_i * 31 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, false, false, 6161 + (uint64_t)_i * 31, sizes, SL_ARRAY_LEN(sizes));
 }
 END_TEST
 
@@ -1378,14 +1359,9 @@ START_TEST(staged_items_on_host) {
     sl_codegen cg;
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg); /* made for sm_90 */
     ck_assert_int_eq(cg.items_per_thread, _i == 0 ? 8 : 4);
-    char dir[] = "/tmp/sluice-staged-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, cg.items_per_thread - 1, tile + 3, 5 * tile - 7};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 6161 + (uint64_t)_i * 41 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, false, false, 6161 + (uint64_t)_i * 41, sizes, SL_ARRAY_LEN(sizes));
 }
 END_TEST
 
@@ -1436,15 +1412,10 @@ START_TEST(pairs_on_host) {
     size_t size = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile(ctx, cg.source, "pairs.cu", 90, &cubin, &size), SLUICE_OK);
     sl_free(ctx, cubin);
-    char dir[] = "/tmp/sluice-pairs-host-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    emu_build(p, &cg, dir);
     const int64_t round = (int64_t)cg.items_per_thread * (cg.block_threads - (cg.lookback_warp ? 32 : 0));
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, 33, round - 1, round + 7, tile + 1, 5 * tile - 3};
-    for (size_t z = 0; z < SL_ARRAY_LEN(sizes); z++)
-        host_batch_matches_cpu(p, &cg, dir, false, false, 7171 + (uint64_t)_i * 37 + z, sizes[z]);
-    emu_finish(ctx, p, &plan, &cg, dir);
+    host_sizes_match_cpu(ctx, p, &plan, &cg, false, false, 7171 + (uint64_t)_i * 37, sizes, SL_ARRAY_LEN(sizes));
 }
 END_TEST
 

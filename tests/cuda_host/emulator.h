@@ -190,6 +190,19 @@ static inline void host_batch_matches_cpu(sluice_pipeline *p, const sl_codegen *
     free(got);
 }
 
+/* The whole check of an emulated group: cg built into a fresh directory (emu_build), then
+ * host_batch_matches_cpu at each of the n sizes (rows; with offsets, segments), the z-th from
+ * seed + z, then emu_finish, which frees cg, plan, p and ctx. */
+static inline void host_sizes_match_cpu(sluice_context *ctx, sluice_pipeline *p, sl_plan *plan,
+                                        sl_codegen *cg, bool offsets, bool per_batch, uint64_t seed,
+                                        const int64_t *sizes, size_t n) {
+    char dir[] = "/tmp/sluice-host-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    emu_build(p, cg, dir);
+    for (size_t z = 0; z < n; z++) host_batch_matches_cpu(p, cg, dir, offsets, per_batch, seed + z, sizes[z]);
+    emu_finish(ctx, p, plan, cg, dir);
+}
+
 /* The pipeline of an emulated group: `yaml` loaded, planned for the CUDA backend as one fused
  * group and generated for sm_90 into `cg` (the caller checks the kernel's shape, then
  * emu_build and emu_finish). */
