@@ -1289,12 +1289,6 @@ static size_t staged_bytes_of(const sl_codegen *cg) {
     return (size_t)strtoull(at + strlen("sl::queue_expect(queue, s, "), NULL, 10);
 }
 
-/* The look-back-bound block (tuning.h lookback_block_threads) takes the items a thread at
- * which a tile's input columns all fit the stages (codegen.c items_to_stage_inputs): an f32
- * recurrence (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16; under
- * SLUICE_CUDA_LOOKBACK_ITEMS=table the recurrence keeps 16 and stages a alone. Other blocks
- * keep their items unless SLUICE_CUDA_STAGE_ALL=1 (eight input columns: 8 -> 4). Each
- * compiles. */
 /* bench/shapes/wide-two-compactions.yaml: eight input columns, two compactions, two scans */
 #define WIDE_INPUT "{a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: i32, h: i32}"
 #define WIDE_STAGES                                                                           \
@@ -1303,6 +1297,12 @@ static size_t staged_bytes_of(const sl_codegen *cg) {
     "  - scan: {of: u, op: max, into: mu}\n"
 #define WIDE_OUTPUT "[a, b, c, d, e, f, g, h, u, v, sv, mu]"
 
+/* The look-back-bound block (tuning.h lookback_block_threads) takes the items a thread at
+ * which a tile's input columns all fit the stages (codegen.c items_to_stage_inputs): an f32
+ * recurrence (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16; under
+ * SLUICE_CUDA_LOOKBACK_ITEMS=table the recurrence keeps 16 and stages a alone. Other blocks
+ * keep their items unless SLUICE_CUDA_STAGE_ALL=1 (eight input columns: 8 -> 4). Each
+ * compiles. */
 START_TEST(lookback_block_stages_every_input) {
     static const struct {
         const char *input, *stages, *output, *env, *value;
