@@ -127,12 +127,10 @@
  *                            instead of four or two to a register (kernels/sl_items.cuh).
  *   SLUICE_CUDA_STORE=direct each thread stores its own rows of a group's outputs, in place
  *                            of the block's store transposed through shared memory.
- *   SLUICE_CUDA_LOOKBACK_ITEMS=table  the 512-thread block of look-back-bound groups keeps
- *                            the table's items a thread even where a tile's input columns
- *                            then pass the shared-memory stages (default: fewer items).
- *   SLUICE_CUDA_STAGE_ALL=1  every group with a look-back warp takes fewer items where a
- *                            tile's input columns would pass the stages (default: only the
- *                            look-back-bound block).
+ *   SLUICE_CUDA_STAGE_ITEMS=table  a group with a look-back warp keeps the table's items a
+ *                            thread even where an input column its stages read then passes
+ *                            the shared-memory stages (default: fewer items, so that every
+ *                            such column is staged).
  *   SLUICE_CUDA_PAIRS=0      a max or min scan of an i16 or u16 column into its type works a
  *                            row at a time, not two rows a register at once (the default on
  *                            sm_90 and later, which have 16x2 max and min instructions).
@@ -140,10 +138,11 @@
  *   SLUICE_NVRTC_TRACE=1     the overlapped tile loop prints each warp's cycles per step
  *                            (kernels/sl_trace.cuh); slows the kernels, for measurement only.
  *   Each changes the generated source or options, hence the cache entry; results are the
- *   same under every setting, except that SLUICE_CUDA_TUNING, _ROUNDS, _MAX_ITEMS,
- *   _LOOKBACK_ITEMS and _STAGE_ALL change the tile size and with it how a float scan's operations are grouped (its last bits, in
- *   either mode), and that SLUICE_CUDA_CHUNKS changes the default mode's grouping of float
- *   states across tiles (which that mode leaves to timing anyway; run_to_run's is fixed).
+ *   same under every setting, except that SLUICE_CUDA_TUNING, _ROUNDS, _MAX_ITEMS and
+ *   _STAGE_ITEMS change the tile size and with it how a float scan's operations are
+ *   grouped (its last bits, in either mode), and that SLUICE_CUDA_CHUNKS changes the
+ *   default mode's grouping of float states across tiles (which that mode leaves to timing
+ *   anyway; run_to_run's is fixed).
  *   SLUICE_CUDA_STAGING_THREADS=N  threads that copy pageable batches into and out of the
  *                            staging buffers (default: every core online, at most 16; 1:
  *                            the calling thread alone); read on a session's first large

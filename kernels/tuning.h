@@ -59,10 +59,11 @@ static const sl_tuning sl_tuning_table[] = {
        sums of narrower inputs 11-12% faster, where it lost 1-10% on the f32 scan (the
        chunked look-back), the segmented sums (their look-backs end at the nearest head),
        the cull and the six-stage group (wider states) (twenty-second session, runs 1-2).
-       That block takes fewer items where a tile's input columns would not all fit the
-       stages (codegen.c, items_to_stage_inputs): the f32 recurrence at 512 x 8 ran 86-87% of
-       copy on an H100 where 512 x 16, its b column outside the stages, ran 75-76%
-       (forty-first session).
+       Every loop with a look-back warp, this block's included, takes fewer items where an
+       input column its stages read would not fit the stages (codegen.c,
+       items_to_stage_inputs): the f32 recurrence at 512 x 8 ran 86% of copy on an H100
+       where 512 x 16, its b column outside the stages, ran 75% (forty-first and
+       forty-second sessions).
        Spills: up to 16 bytes of spill stores are kept for the blocks they buy. On an H100
        (thirty-fourth session) the f32 recurrence at two 544-thread blocks spilled 40 B and ran
        at 74.5% of copy, at one block none and 84.9%; an i16 max scan at five 288-thread

@@ -1297,25 +1297,35 @@ static size_t staged_bytes_of(const sl_codegen *cg) {
     "  - scan: {of: u, op: max, into: mu}\n"
 #define WIDE_OUTPUT "[a, b, c, d, e, f, g, h, u, v, sv, mu]"
 
-/* The look-back-bound block (tuning.h lookback_block_threads) takes the items a thread at
- * which a tile's input columns all fit the stages (codegen.c items_to_stage_inputs): an f32
- * recurrence (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16; under
- * SLUICE_CUDA_LOOKBACK_ITEMS=table the recurrence keeps 16 and stages a alone. Other blocks
- * keep their items unless SLUICE_CUDA_STAGE_ALL=1 (eight input columns: 8 -> 4). Each
- * compiles. */
-START_TEST(lookback_block_stages_every_input) {
+/* cull-visible's shape: x and y read, the u64 id only written out; with READ, id read too */
+#define CULL_INPUT "{x: f32, y: f32, id: u64}"
+#define CULL_STAGES(READ)                                                               \
+    "  - map: {r2: x * x + y * y}\n  - filter: r2 <= 1.0" READ "\n"                      \
+    "  - scan: {op: count, kind: exclusive, into: slot}\n"
+#define CULL_OUTPUT "[id, x, y, r2, slot]"
+
+/* A loop with a look-back warp takes the items a thread at which every input column its stages
+ * read fits the stages (codegen.c items_to_stage_inputs): an f32 recurrence at the look-back-
+ * bound block (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16, eight input
+ * columns at the table's block 4. An input only written out does not count: the cull keeps 8
+ * items and leaves id unstaged, and takes 4 where its filter reads id. Under
+ * SLUICE_CUDA_STAGE_ITEMS=table the table's items stay (the recurrence stages a alone, the
+ * eight columns leave three out). Each compiles. */
+START_TEST(stages_hold_every_read_input) {
     static const struct {
         const char *input, *stages, *output, *env, *value;
         int items;
         bool all_staged;
     } cases[] = {
         {"{a: f32, b: f32}", "  - scan: {op: linrec, a: a, b: b, into: h}\n", "[h]", NULL, NULL, 8, true},
-        {"{a: f32, b: f32}", "  - scan: {op: linrec, a: a, b: b, into: h}\n", "[h]", "SLUICE_CUDA_LOOKBACK_ITEMS",
+        {"{a: f32, b: f32}", "  - scan: {op: linrec, a: a, b: b, into: h}\n", "[h]", "SLUICE_CUDA_STAGE_ITEMS",
          "table", 16, false},
         {"{x: f64, y: f64}", "  - filter: x > y\n", "[x, y]", NULL, NULL, 4, true},
         {"{x: f32}", "  - filter: x > 0\n", "[x]", NULL, NULL, 16, true},
-        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, NULL, NULL, 8, false},
-        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, "SLUICE_CUDA_STAGE_ALL", "1", 4, true},
+        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, NULL, NULL, 4, true},
+        {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, "SLUICE_CUDA_STAGE_ITEMS", "table", 8, false},
+        {CULL_INPUT, CULL_STAGES(""), CULL_OUTPUT, NULL, NULL, 8, false},
+        {CULL_INPUT, CULL_STAGES(" && id != 7"), CULL_OUTPUT, NULL, NULL, 4, true},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         sluice_context *ctx = new_ctx();
@@ -1339,26 +1349,30 @@ END_TEST
 
 /* ... and its rows on the host against the CPU at those items, bit for bit: an f32 recurrence
  * of two 4-byte columns (8 items; small whole numbers, so that the cut batches' grouping
- * rounds nothing), two f64 columns filtered (4), and a filter that maps, keeps an u64 column
- * and counts its slots (cull-visible's shape: 4 items, two blocks), batches ending inside a
- * thread's rows and past several tiles. */
-static const char *const staged_on_host_cases[] = {
-    "input: {a: u32, b: u32}\nstages:\n  - map: {p: f32(a & 1), q: f32(b & 7)}\n"
-    "  - scan: {op: linrec, a: p, b: q, into: h}\noutput: [h]\n",
-    "input: {x: f64, y: f64}\nstages:\n  - filter: x > y\noutput: [x, y]\n",
-    "input: {x: f32, y: f32, id: u64}\nstages:\n  - map: {r2: x * x + y * y}\n  - filter: r2 <= 1.0\n"
-    "  - scan: {op: count, kind: exclusive, into: slot}\noutput: [id, r2, slot]\n",
+ * rounds nothing), two f64 columns filtered (4), and the cull (8 items, id read straight from
+ * global memory at the store; 4 where its filter reads id), batches ending inside a thread's
+ * rows and past several tiles. */
+static const struct {
+    const char *body;
+    int items;
+} staged_on_host_cases[] = {
+    {"input: {a: u32, b: u32}\nstages:\n  - map: {p: f32(a & 1), q: f32(b & 7)}\n"
+     "  - scan: {op: linrec, a: p, b: q, into: h}\noutput: [h]\n",
+     8},
+    {"input: {x: f64, y: f64}\nstages:\n  - filter: x > y\noutput: [x, y]\n", 4},
+    {"input: " CULL_INPUT "\nstages:\n" CULL_STAGES("") "output: " CULL_OUTPUT "\n", 8},
+    {"input: " CULL_INPUT "\nstages:\n" CULL_STAGES(" && id != 7") "output: " CULL_OUTPUT "\n", 4},
 };
 
 START_TEST(staged_items_on_host) {
     if (system("c++ --version > /dev/null 2>&1") != 0) return;
     sluice_context *ctx = new_ctx();
     char yaml[1024];
-    snprintf(yaml, sizeof yaml, "sluice: 1\nname: staged-%d\n%s", _i, staged_on_host_cases[_i]);
+    snprintf(yaml, sizeof yaml, "sluice: 1\nname: staged-%d\n%s", _i, staged_on_host_cases[_i].body);
     sl_plan plan;
     sl_codegen cg;
     sluice_pipeline *p = host_group(ctx, yaml, &plan, &cg); /* made for sm_90 */
-    ck_assert_int_eq(cg.items_per_thread, _i == 0 ? 8 : 4);
+    ck_assert_int_eq(cg.items_per_thread, staged_on_host_cases[_i].items);
     const int64_t tile = cg.tile_rows;
     const int64_t sizes[] = {0, 1, cg.items_per_thread - 1, tile + 3, 5 * tile - 7};
     host_sizes_match_cpu(ctx, p, &plan, &cg, false, false, 6161 + (uint64_t)_i * 41, sizes, SL_ARRAY_LEN(sizes));
@@ -2057,7 +2071,7 @@ static Suite *make_suite(void) {
     tcase_add_test(tc, reduce_layouts);
     tcase_add_loop_test(tc, reduce_state_stays_in_registers, 0, 3);
     tcase_add_test(tc, kernel_shapes);
-    tcase_add_test(tc, lookback_block_stages_every_input);
+    tcase_add_test(tc, stages_hold_every_read_input);
     tcase_add_loop_test(tc, items_follow_the_widest_column, 0, (int)SL_ARRAY_LEN(item_cases));
     tcase_add_test(tc, rounds_only_where_rows_need_states_alone);
     tcase_add_test(tc, narrow_values_held_widened);

@@ -71,6 +71,8 @@ typedef struct cg {
 
     int *level;         /* per column: 0 = available before any look-back, k = after phase k */
     bool *in_group;     /* per column: used in registers by the kernel */
+    bool *read_by_stages; /* per column: an expression, flag, scan or key of the group reads it
+                             (an input the group only writes out is not) */
     bool *made;         /* per column: produced by a stage of the group */
     bool *needed_after; /* per column */
 
@@ -363,9 +365,10 @@ static sluice_status analyse(cg *g) {
     int n = p->ncolumns;
     g->level = sl_calloc(g->ctx, (size_t)n, sizeof *g->level);
     g->in_group = sl_calloc(g->ctx, (size_t)n, sizeof *g->in_group);
+    g->read_by_stages = sl_calloc(g->ctx, (size_t)n, sizeof *g->read_by_stages);
     g->made = sl_calloc(g->ctx, (size_t)n, sizeof *g->made);
     g->needed_after = sl_calloc(g->ctx, (size_t)n, sizeof *g->needed_after);
-    if (!g->level || !g->in_group || !g->made || !g->needed_after)
+    if (!g->level || !g->in_group || !g->read_by_stages || !g->made || !g->needed_after)
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     memcpy(g->needed_after, g->plan->need_after[g->last - 1], (size_t)n * sizeof *g->needed_after);
 
@@ -407,6 +410,8 @@ static sluice_status analyse(cg *g) {
     if (!o->inputs || !o->outputs || !o->passthrough)
         return sl_error(g->ctx, SLUICE_ERR_NO_MEMORY, "out of memory generating a kernel");
     o->offsets_input = -1;
+    /* what the stages read or make, before the columns written out join it */
+    memcpy(g->read_by_stages, g->in_group, (size_t)n * sizeof *g->read_by_stages);
     /* Needed later *and* existing at the group's end: a column a later stage defines is not
      * this group's to write (it has no data yet). */
     const bool *live_at_end = p->stages[g->last - 1].live_after;
@@ -901,21 +906,49 @@ static bool lookback_bound(const cg *g) {
     return !(g->out->compacts && blocks_by_smem((size_t)stages_of(g) * stage) < 2);
 }
 
-/* Items a thread halved while a tile's input columns (offsets aside) would not all fit the
- * stages (SL_CG_STAGE_BUDGET): plan_stages leaves a column that does not fit to be read
- * straight from global memory, outside the bulk-copy ring. Taken by the look-back-bound block
- * (lookback_bound), which doubles a tile's rows and so its bytes: an f32 recurrence (a and b,
- * 8 bytes a row) at 512 threads of 16 items staged a alone and ran at 75-76% of copy; at 8
- * items both, 86.3-87.0% (H100, four runs of each, bench/RESULTS.md, forty-first session).
- * SLUICE_CUDA_LOOKBACK_ITEMS=table keeps the row's items there, and SLUICE_CUDA_STAGE_ALL=1
- * halves them in every loop with a look-back warp, for measurements. */
-static void items_to_stage_inputs(cg *g) {
+/* Whether a stage with `end` bytes taken also takes a column tile of `bytes` (plan_stages,
+ * in input order): bulk copies move multiples of 16 bytes, and one stage's count stays within
+ * SL_CG_STAGE_BUDGET, under the barrier's transaction limit (2^20 - 1 bytes). */
+static bool stage_takes(size_t end, size_t bytes) {
+    return bytes % 16 == 0 && end + bytes <= SL_CG_STAGE_BUDGET;
+}
+
+/* Where the next column's tile starts in a stage after one of `bytes` from `end`. */
+static size_t stage_end(size_t end, size_t bytes) { return end + (bytes + 127) / 128 * 128; }
+
+/* Whether plan_stages, at a tile of `tile` rows, would leave an input that the group's stages
+ * read (read_by_stages) out of the stages. An input the group only writes out does not
+ * count: read straight from global memory at the store, it costs no more than staged. */
+static bool read_input_unstaged(const cg *g, size_t tile) {
     const sl_codegen *o = g->out;
-    size_t row_bytes = 0;
-    for (int k = 0; k < o->ninputs; k++)
-        if (k != o->offsets_input) row_bytes += sluice_type_size(g->p->columns[o->inputs[k]].type);
+    size_t end = 0;
+    for (int k = 0; k < o->ninputs; k++) {
+        if (k == o->offsets_input) continue;
+        const int c = o->inputs[k];
+        const size_t bytes = tile * sluice_type_size(g->p->columns[c].type);
+        if (stage_takes(end, bytes))
+            end = stage_end(end, bytes);
+        else if (g->read_by_stages[c])
+            return true;
+    }
+    return false;
+}
+
+/* Items a thread halved while a tile would leave an input that the stages read out of the
+ * stages (read_input_unstaged): plan_stages reads a column that does not fit straight from
+ * global memory, outside the bulk-copy ring. Taken by every loop with a look-back warp, the
+ * look-back-bound block (lookback_bound, whose doubled tile brings it there most) included.
+ * Measured on an H100 against the table's items (bench/RESULTS.md, forty-first and
+ * forty-second sessions): an f32 recurrence (a and b) at 512 threads of 16 items staged a
+ * alone and ran at 75% of copy, at 8 items both and 86%; the f64 filter 72% at 8 items (y
+ * unstaged), 77% at 4; eight input columns, two compactions and two scans 69% at 288 x 8 (two
+ * columns unstaged), 80% at 320 x 4. An input only written out does not count: cull-visible's
+ * u64 id, unstaged at 8 items, ran at 81.5-82.4% there and at 76.6-77.0% at 4 (66% at 4 items
+ * and one block); the same cull with id read by its flag ran 77% both ways.
+ * SLUICE_CUDA_STAGE_ITEMS=table keeps the table's items, for measurements. */
+static void items_to_stage_inputs(cg *g) {
     while (g->items > g->tuning->min_items &&
-           (size_t)g->tuning->block_threads * (size_t)g->items * row_bytes > SL_CG_STAGE_BUDGET)
+           read_input_unstaged(g, (size_t)g->tuning->block_threads * (size_t)g->items))
         g->items /= 2;
     g->out->items_per_thread = g->items;
 }
@@ -2421,12 +2454,10 @@ static sluice_status plan_stages(cg *g) {
     for (int k = 0; k < o->ninputs; k++) {
         if (k == o->offsets_input) continue;
         size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
-        /* bulk copies move multiples of 16 bytes; one stage's count stays under the
-           barrier's transaction limit (2^20 - 1 bytes) */
-        if (bytes % 16 != 0 || end + bytes > SL_CG_STAGE_BUDGET) continue;
+        if (!stage_takes(end, bytes)) continue;
         g->staged[k] = true;
         g->stage_offset[k] = end;
-        end += (bytes + 127) / 128 * 128;
+        end = stage_end(end, bytes);
         g->staged_bytes += bytes;
     }
     /* a tile of several rounds stages its stores in one buffer of a round's rows after the
@@ -2768,11 +2799,10 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (st == SLUICE_OK && !overridden && g.overlapped && g.tuning->lookback_block_threads > 0 &&
         lookback_bound(&g)) {
         use_block_threads(&g, g.tuning->lookback_block_threads);
-        if (!env_is("SLUICE_CUDA_LOOKBACK_ITEMS", "table")) items_to_stage_inputs(&g);
         lookback_block = true;
-    } else if (st == SLUICE_OK && !overridden && g.overlapped && env_is("SLUICE_CUDA_STAGE_ALL", "1")) {
-        items_to_stage_inputs(&g);
     }
+    if (st == SLUICE_OK && !overridden && g.overlapped && !env_is("SLUICE_CUDA_STAGE_ITEMS", "table"))
+        items_to_stage_inputs(&g);
     if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
     /* as measured, at the table's 256 row threads: filling the register partitions (a
        tenth warp) would spill 24 B at two blocks, so the fit would compile it at one */
@@ -2802,6 +2832,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     }
     sl_free(ctx, g.level);
     sl_free(ctx, g.in_group);
+    sl_free(ctx, g.read_by_stages);
     sl_free(ctx, g.made);
     sl_free(ctx, g.needed_after);
     sl_free(ctx, g.slots);
