@@ -1350,7 +1350,7 @@ END_TEST
 /* ... and its rows on the host against the CPU at those items, bit for bit: an f32 recurrence
  * of two 4-byte columns (8 items; small whole numbers, so that the cut batches' grouping
  * rounds nothing), two f64 columns filtered (4), and the cull (8 items, id read straight from
- * global memory at the store; 4 where its filter reads id), batches ending inside a thread's
+ * global memory, outside the stages; 4 where its filter reads id), batches ending inside a thread's
  * rows and past several tiles. */
 static const struct {
     const char *body;

@@ -918,7 +918,8 @@ static size_t stage_end(size_t end, size_t bytes) { return end + (bytes + 127) /
 
 /* Whether plan_stages, at a tile of `tile` rows, would leave an input that the group's stages
  * read (read_by_stages) out of the stages. An input the group only writes out does not
- * count: read straight from global memory at the store, it costs no more than staged. */
+ * count: read straight from global memory, it delays no expression, flag or look-back (and
+ * the larger tile it leaves measured faster: items_to_stage_inputs). */
 static bool read_input_unstaged(const cg *g, size_t tile) {
     const sl_codegen *o = g->out;
     size_t end = 0;
@@ -941,7 +942,7 @@ static bool read_input_unstaged(const cg *g, size_t tile) {
  * Measured on an H100 against the table's items (bench/RESULTS.md, forty-first and
  * forty-second sessions): an f32 recurrence (a and b) at 512 threads of 16 items staged a
  * alone and ran at 75% of copy, at 8 items both and 86%; the f64 filter 72% at 8 items (y
- * unstaged), 77% at 4; eight input columns, two compactions and two scans 69% at 288 x 8 (two
+ * unstaged), 77% at 4; eight input columns, two compactions and two scans 69% at 288 x 8 (three
  * columns unstaged), 80% at 320 x 4. An input only written out does not count: cull-visible's
  * u64 id, unstaged at 8 items, ran at 81.5-82.4% there and at 76.6-77.0% at 4 (66% at 4 items
  * and one block); the same cull with id read by its flag ran 77% both ways.
