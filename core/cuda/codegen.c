@@ -942,10 +942,11 @@ static bool read_input_unstaged(const cg *g, size_t tile) {
  * Measured on an H100 against the table's items (bench/RESULTS.md, forty-first and
  * forty-second sessions): an f32 recurrence (a and b) at 512 threads of 16 items staged a
  * alone and ran at 75% of copy, at 8 items both and 86%; the f64 filter 72% at 8 items (y
- * unstaged), 77% at 4; eight input columns, two compactions and two scans 69% at 288 x 8 (three
- * columns unstaged), 80% at 320 x 4. An input only written out does not count: cull-visible's
- * u64 id, unstaged at 8 items, ran at 81.5-82.4% there and at 76.6-77.0% at 4 (66% at 4 items
- * and one block); the same cull with id read by its flag ran 77% both ways.
+ * unstaged), 77% at 4; eight input columns, two compactions and two scans 69% at 256 row
+ * threads of 8 items (two columns unstaged), 80% at 288 of 4. An input only written out does
+ * not count: cull-visible's u64 id, unstaged at 8 items, ran at 81.5-82.4% there and at
+ * 76.6-77.0% at 4 (66% at 4 items and one block); the same cull with id read by its flag ran
+ * 77% both ways.
  * SLUICE_CUDA_STAGE_ITEMS=table keeps the table's items, for measurements. */
 static void items_to_stage_inputs(cg *g) {
     while (g->items > g->tuning->min_items &&
