@@ -906,33 +906,20 @@ static bool lookback_bound(const cg *g) {
     return !(g->out->compacts && blocks_by_smem((size_t)stages_of(g) * stage) < 2);
 }
 
-/* Whether a stage with `end` bytes taken also takes a column tile of `bytes` (plan_stages,
- * in input order): bulk copies move multiples of 16 bytes, and one stage's count stays within
- * SL_CG_STAGE_BUDGET, under the barrier's transaction limit (2^20 - 1 bytes). */
-static bool stage_takes(size_t end, size_t bytes) {
-    return bytes % 16 == 0 && end + bytes <= SL_CG_STAGE_BUDGET;
-}
+static sluice_status plan_stages(cg *g);
 
-/* Where the next column's tile starts in a stage after one of `bytes` from `end`. */
-static size_t stage_end(size_t end, size_t bytes) { return end + (bytes + 127) / 128 * 128; }
-
-/* Whether plan_stages, at a tile of `tile` rows, would leave an input that the group's stages
+/* Whether plan_stages, at the group's present items, leaves an input that the group's stages
  * read (read_by_stages) out of the stages. An input the group only writes out does not
  * count: read straight from global memory, it delays no expression, flag or look-back (and
  * the larger tile it leaves measured faster: items_to_stage_inputs). */
-static bool read_input_unstaged(const cg *g, size_t tile) {
+static sluice_status read_input_unstaged(cg *g, bool *unstaged) {
+    *unstaged = false;
+    if (!stages_tiles(g)) return SLUICE_OK;
+    SL_TRY(plan_stages(g));
     const sl_codegen *o = g->out;
-    size_t end = 0;
-    for (int k = 0; k < o->ninputs; k++) {
-        if (k == o->offsets_input) continue;
-        const int c = o->inputs[k];
-        const size_t bytes = tile * sluice_type_size(g->p->columns[c].type);
-        if (stage_takes(end, bytes))
-            end = stage_end(end, bytes);
-        else if (g->read_by_stages[c])
-            return true;
-    }
-    return false;
+    for (int k = 0; k < o->ninputs; k++)
+        if (k != o->offsets_input && !g->staged[k] && g->read_by_stages[o->inputs[k]]) *unstaged = true;
+    return SLUICE_OK;
 }
 
 /* Items a thread halved while a tile would leave an input that the stages read out of the
@@ -948,11 +935,15 @@ static bool read_input_unstaged(const cg *g, size_t tile) {
  * 76.6-77.0% at 4 (66% at 4 items and one block); the same cull with id read by its flag ran
  * 77% both ways.
  * SLUICE_CUDA_STAGE_ITEMS=table keeps the table's items, for measurements. */
-static void items_to_stage_inputs(cg *g) {
-    while (g->items > g->tuning->min_items &&
-           read_input_unstaged(g, (size_t)g->tuning->block_threads * (size_t)g->items))
+static sluice_status items_to_stage_inputs(cg *g) {
+    bool unstaged;
+    while (g->items > g->tuning->min_items) {
+        SL_TRY(read_input_unstaged(g, &unstaged));
+        if (!unstaged) break;
         g->items /= 2;
+    }
     g->out->items_per_thread = g->items;
+    return SLUICE_OK;
 }
 
 /* Op<phase>::ABSORBS and absorbs(s): every segment flag of the state set. */
@@ -2456,10 +2447,12 @@ static sluice_status plan_stages(cg *g) {
     for (int k = 0; k < o->ninputs; k++) {
         if (k == o->offsets_input) continue;
         size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
-        if (!stage_takes(end, bytes)) continue;
+        /* bulk copies move multiples of 16 bytes; one stage's count stays under the
+           barrier's transaction limit (2^20 - 1 bytes) */
+        if (bytes % 16 != 0 || end + bytes > SL_CG_STAGE_BUDGET) continue;
         g->staged[k] = true;
         g->stage_offset[k] = end;
-        end = stage_end(end, bytes);
+        end += (bytes + 127) / 128 * 128;
         g->staged_bytes += bytes;
     }
     /* a tile of several rounds stages its stores in one buffer of a round's rows after the
@@ -2804,7 +2797,7 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         lookback_block = true;
     }
     if (st == SLUICE_OK && !overridden && g.overlapped && !env_is("SLUICE_CUDA_STAGE_ITEMS", "table"))
-        items_to_stage_inputs(&g);
+        st = items_to_stage_inputs(&g);
     if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
     /* as measured, at the table's 256 row threads: filling the register partitions (a
        tenth warp) would spill 24 B at two blocks, so the fit would compile it at one */
