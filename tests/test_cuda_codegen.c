@@ -1303,12 +1303,15 @@ static size_t staged_bytes_of(const sl_codegen *cg) {
     "  - map: {r2: x * x + y * y}\n  - filter: r2 <= 1.0" READ "\n"                      \
     "  - scan: {op: count, kind: exclusive, into: slot}\n"
 #define CULL_OUTPUT "[id, x, y, r2, slot]"
+/* the same columns with the written-only id listed first (plan_stages stages read ones first) */
+#define CULL_INPUT_ID_FIRST "{id: u64, x: f32, y: f32}"
 
 /* A loop with a look-back warp takes the items a thread at which every input column its stages
  * read fits the stages (codegen.c items_to_stage_inputs): an f32 recurrence at the look-back-
  * bound block (8 bytes a row) 8, two f64 columns 4, one f32 column the table's 16, eight input
  * columns at the table's block 4. An input only written out does not count: the cull keeps 8
- * items and leaves id unstaged, and takes 4 where its filter reads id. Under
+ * items and leaves id unstaged, and takes 4 where its filter reads id, whether id is listed
+ * first or last (plan_stages stages the columns the stages read first). Under
  * SLUICE_CUDA_STAGE_ITEMS=table the table's items stay (the recurrence stages a alone, the
  * eight columns leave two out). Each compiles. */
 START_TEST(stages_hold_every_read_input) {
@@ -1326,6 +1329,8 @@ START_TEST(stages_hold_every_read_input) {
         {WIDE_INPUT, WIDE_STAGES, WIDE_OUTPUT, "SLUICE_CUDA_STAGE_ITEMS", "table", 8, 24},
         {CULL_INPUT, CULL_STAGES(""), CULL_OUTPUT, NULL, NULL, 8, 8}, /* x and y, not id */
         {CULL_INPUT, CULL_STAGES(" && id != 7"), CULL_OUTPUT, NULL, NULL, 4, 16},
+        {CULL_INPUT_ID_FIRST, CULL_STAGES(""), CULL_OUTPUT, NULL, NULL, 8, 8}, /* still x and y */
+        {CULL_INPUT_ID_FIRST, CULL_STAGES(" && id != 7"), CULL_OUTPUT, NULL, NULL, 4, 16},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         sluice_context *ctx = new_ctx();
@@ -1348,7 +1353,8 @@ END_TEST
 /* ... and its rows on the host against the CPU at those items, bit for bit: an f32 recurrence
  * of two 4-byte columns (8 items; small whole numbers, so that the cut batches' grouping
  * rounds nothing), two f64 columns filtered (4), and the cull (8 items, id read straight
- * from global memory, outside the stages; 4 where its filter reads id), batches ending inside
+ * from global memory, outside the stages, listed last or first; 4 where its filter reads id),
+ * batches ending inside
  * a thread's rows and past several tiles. */
 static const struct {
     const char *body;
@@ -1360,6 +1366,7 @@ static const struct {
     {"input: {x: f64, y: f64}\nstages:\n  - filter: x > y\noutput: [x, y]\n", 4},
     {"input: " CULL_INPUT "\nstages:\n" CULL_STAGES("") "output: " CULL_OUTPUT "\n", 8},
     {"input: " CULL_INPUT "\nstages:\n" CULL_STAGES(" && id != 7") "output: " CULL_OUTPUT "\n", 4},
+    {"input: " CULL_INPUT_ID_FIRST "\nstages:\n" CULL_STAGES("") "output: " CULL_OUTPUT "\n", 8},
 };
 
 START_TEST(staged_items_on_host) {

@@ -2424,7 +2424,10 @@ static void emit_reduce_close(cg *g) {
  * bytes (further columns are loaded from global memory directly: two stages of the budget
  * still leave room for two blocks per SM); it must also hold the widest group column's tile,
  * for the stores and the compaction staged through it. None for a loop without stages
- * (stages_tiles). */
+ * (stages_tiles). The inputs the stages read (read_by_stages) take the room first, in the
+ * order listed, then those the group only writes out: an unstaged column that an expression
+ * reads delays the tile, one only written out does not (items_to_stage_inputs), so a
+ * written-only column listed first must not push a read one out. */
 static sluice_status plan_stages(cg *g) {
     const sluice_pipeline *p = g->p;
     sl_codegen *o = g->out;
@@ -2444,16 +2447,19 @@ static sluice_status plan_stages(cg *g) {
     g->buf_bytes = 0;
     o->dynamic_smem = 0;
     if (!stages_tiles(g)) return SLUICE_OK;
-    for (int k = 0; k < o->ninputs; k++) {
-        if (k == o->offsets_input) continue;
-        size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
-        /* bulk copies move multiples of 16 bytes; one stage's count stays under the
-           barrier's transaction limit (2^20 - 1 bytes) */
-        if (bytes % 16 != 0 || end + bytes > SL_CG_STAGE_BUDGET) continue;
-        g->staged[k] = true;
-        g->stage_offset[k] = end;
-        end += (bytes + 127) / 128 * 128;
-        g->staged_bytes += bytes;
+    for (int pass = 0; pass < 2; pass++) {
+        const bool read_pass = pass == 0;
+        for (int k = 0; k < o->ninputs; k++) {
+            if (k == o->offsets_input || g->read_by_stages[o->inputs[k]] != read_pass) continue;
+            size_t bytes = tile * sluice_type_size(p->columns[o->inputs[k]].type);
+            /* bulk copies move multiples of 16 bytes; one stage's count stays under the
+               barrier's transaction limit (2^20 - 1 bytes) */
+            if (bytes % 16 != 0 || end + bytes > SL_CG_STAGE_BUDGET) continue;
+            g->staged[k] = true;
+            g->stage_offset[k] = end;
+            end += (bytes + 127) / 128 * 128;
+            g->staged_bytes += bytes;
+        }
     }
     /* a tile of several rounds stages its stores in one buffer of a round's rows after the
        stages (kernels/sl_tile.cuh overlapped_loop): its stage still holds the later rounds
