@@ -411,7 +411,8 @@ static double yaml_job_ms(const char *what, const char *yaml, const std::vector<
 }
 
 // GPU_BENCH_YAML: each pipeline file over random device columns of its inputs (floats
-// normal-ish, integers small, bools 0/1), its parameters at their defaults, one push of n rows.
+// normal-ish, integers small, bools 0/1), its parameters at their defaults, one push of n rows
+// (and a flush, where the rows wait for the stream's end: yaml_job_ms).
 // Job bytes are the inputs read plus the rows pulled times the output row's width. A pipeline
 // with an offsets input is left out (random offsets would not be a ragged batch).
 static void yaml_jobs(int64_t n, double copy_bw) {
