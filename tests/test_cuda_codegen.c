@@ -1354,8 +1354,7 @@ END_TEST
  * of two 4-byte columns (8 items; small whole numbers, so that the cut batches' grouping
  * rounds nothing), two f64 columns filtered (4), and the cull (8 items, id read straight
  * from global memory, outside the stages, listed last or first; 4 where its filter reads id),
- * batches ending inside
- * a thread's rows and past several tiles. */
+ * batches ending inside a thread's rows and past several tiles. */
 static const struct {
     const char *body;
     int items;
