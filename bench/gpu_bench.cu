@@ -331,16 +331,36 @@ static double time_sluice_ms(sluice_job &j, const std::vector<sluice_column> &co
 // `cols` timed (time_sluice_ms), the session closed. The time in ms, or -1 where the session
 // would not open (the reason printed, naming `what`) or a push failed; *rows, when given, the
 // rows of the last pull that took any.
+// With whole_stream given, a pipeline that holds its rows until the stream ends (a stream-wide
+// sort) is found by a first push that gives no batch. Pushed alone, such a pipeline keeps every
+// timed push's rows (until it runs out of memory: trades-vwap at 2^28 rows in the forty-second
+// session), so its step is a push and a flush, timed together, and the stream is reset after
+// each (*whole_stream set). A pipeline whose filter keeps no row is timed so too; its flush
+// finds nothing to emit.
 static double sluice_job_ms(const char *what, const char *yaml, const std::vector<sluice_column> &cols,
-                            int64_t n, int64_t *rows = nullptr) {
+                            int64_t n, int64_t *rows = nullptr, bool *whole_stream = nullptr) {
     sluice_job j;
+    if (!sluice_open(j, yaml, n)) {
+        printf("sluice %s: %s\n", what, j.why.c_str());
+        return -1;
+    }
     double t = -1;
-    if (sluice_open(j, yaml, n)) {
+    if (whole_stream) {
+        sluice_push(j, cols);
+        sluice_drain(j);
+        *whole_stream = !j.failed && j.batches_pulled == 0;
+    }
+    if (whole_stream && *whole_stream) {
+        sluice_flush(j);
+        sluice_drain(j);
+        sluice_reset(j);
+        t = time_ms([&] { sluice_push(j, cols); sluice_flush(j); }, [&] { sluice_drain(j); sluice_reset(j); });
+    } else if (!j.failed) {
         t = time_sluice_ms(j, cols);
-        if (j.failed) t = -1;
-        if (rows) *rows = j.out_rows;
-        sluice_close(j);
-    } else printf("sluice %s: %s\n", what, j.why.c_str());
+    }
+    if (j.failed) t = -1;
+    if (rows) *rows = j.out_rows;
+    sluice_close(j);
     return t;
 }
 
@@ -379,40 +399,9 @@ static void sort_job(const char *what, const char *cub_what, double t_cub, const
                       "1.000x", ""});
 }
 
-// A pipeline file's job: as sluice_job_ms, except for a pipeline that holds its rows until the
-// stream ends (a stream-wide sort), found by a first push that gives no batch. Pushed alone, such
-// a pipeline keeps every timed push's rows (until it runs out of memory: trades-vwap at 2^28 rows
-// in the forty-second session), so its step is a push and a flush, timed together, and the
-// stream is reset after each (*whole_stream set). A pipeline whose filter keeps no row is timed
-// so too; its flush finds nothing to emit.
-static double yaml_job_ms(const char *what, const char *yaml, const std::vector<sluice_column> &cols, int64_t n,
-                          int64_t *rows, bool *whole_stream) {
-    sluice_job j;
-    if (!sluice_open(j, yaml, n)) {
-        printf("sluice %s: %s\n", what, j.why.c_str());
-        return -1;
-    }
-    sluice_push(j, cols);
-    sluice_drain(j);
-    *whole_stream = !j.failed && j.batches_pulled == 0;
-    double t = -1;
-    if (*whole_stream) {
-        sluice_flush(j);
-        sluice_drain(j);
-        sluice_reset(j);
-        t = time_ms([&] { sluice_push(j, cols); sluice_flush(j); }, [&] { sluice_drain(j); sluice_reset(j); });
-    } else if (!j.failed) {
-        t = time_sluice_ms(j, cols);
-    }
-    if (j.failed) t = -1;
-    *rows = j.out_rows;
-    sluice_close(j);
-    return t;
-}
-
 // GPU_BENCH_YAML: each pipeline file over random device columns of its inputs (floats
 // normal-ish, integers small, bools 0/1), its parameters at their defaults, one push of n rows
-// (and a flush, where the rows wait for the stream's end: yaml_job_ms).
+// (and a flush, where the rows wait for the stream's end: sluice_job_ms).
 // Job bytes are the inputs read plus the rows pulled times the output row's width. A pipeline
 // with an offsets input is left out (random offsets would not be a ragged batch).
 static void yaml_jobs(int64_t n, double copy_bw) {
@@ -476,7 +465,7 @@ static void yaml_jobs(int64_t n, double copy_bw) {
                 for (const sluice_column &c : cols) printf("  addrs: in %s at %p\n", c.name, c.data);
             int64_t rows = -1;
             bool whole_stream = false;
-            const double t = yaml_job_ms(path.c_str(), text.c_str(), cols, n, &rows, &whole_stream);
+            const double t = sluice_job_ms(path.c_str(), text.c_str(), cols, n, &rows, &whole_stream);
             const double jb = in_bytes + (rows > 0 ? (double)rows * out_row_bytes : 0);
             const double floor_ms = jb / copy_bw * 1e3;
             printf("yaml %-30s sluice %8.3f ms (%5.1f%% copy, %5.2fx floor), %lld rows out%s\n", path.c_str(), t,
