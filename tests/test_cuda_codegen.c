@@ -1391,17 +1391,19 @@ END_TEST
  * SLUICE_CUDA_PAIRS=0 and on sm_80 (no 16x2 picks). Each compiles for sm_90 (max/min.s16x2). */
 static const struct {
     const char *input, *stages;
-    bool pairs;
+    bool pairs, one_round; /* one_round: 64 items in one round at two blocks (pairs_one_round) */
 } pairs_cases[] = {
-    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true},
-    {"{x: u16}", "  - scan: {of: x, op: min, kind: exclusive, into: y}\noutput: [y]\n", true},
-    /* a map's column written beside the scan's */
+    {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true, true},
+    {"{x: u16}", "  - scan: {of: x, op: min, kind: exclusive, into: y}\noutput: [y]\n", true, true},
+    /* a map's column written beside the scan's: two rounds of 32 */
     {"{x: i16}", "  - map: {z: x ^ 3}\n  - scan: {of: x, op: min, kind: exclusive, into: y}\noutput: [y, z]\n",
-     true},
-    {"{x: u16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true},
-    {"{x: i16}", "  - map: {z: x + 1}\n  - scan: {of: z, op: max, into: y}\noutput: [y]\n", false},
-    {"{x: i16}", "  - scan: {of: x, op: sum, acc: i16, into: y}\noutput: [y]\n", false},
-    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", false},
+     true, false},
+    {"{x: u16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", true, true},
+    /* input columns written out beside the scan's */
+    {"{x: i16, w: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y, w, x]\n", true, true},
+    {"{x: i16}", "  - map: {z: x + 1}\n  - scan: {of: z, op: max, into: y}\noutput: [y]\n", false, false},
+    {"{x: i16}", "  - scan: {of: x, op: sum, acc: i16, into: y}\noutput: [y]\n", false, false},
+    {"{x: f16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", false, false},
 };
 
 START_TEST(pairs_on_host) {
@@ -1416,6 +1418,9 @@ START_TEST(pairs_on_host) {
     const char *want = pairs_cases[_i].pairs ? "PAIRS = true" : "PAIRS = false";
     ck_assert_msg(strstr(cg.source, want), "%s%s: no '%s'", pairs_cases[_i].input, pairs_cases[_i].stages,
                   want);
+    const bool one_round = cg.items_per_thread == 64 && cg.rounds == 1;
+    ck_assert_msg(one_round == pairs_cases[_i].one_round, "%s%s: %d items x %d rounds", pairs_cases[_i].input,
+                  pairs_cases[_i].stages, cg.items_per_thread, cg.rounds);
     for (int off = 0; off < 2; off++) { /* SLUICE_CUDA_PAIRS=0 on sm_90; sm_80 */
         sluice_pipeline *q;
         if (off == 0) setenv("SLUICE_CUDA_PAIRS", "0", 1);
@@ -1442,7 +1447,8 @@ END_TEST
  * (sm_80); other values of it are ignored. Unset, one plain scan over 1- or 2-byte columns
  * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4 of 32
  * items, or 2 of 64 where every column is of 1 byte (one_byte_rounds; 4 again under
- * SLUICE_CUDA_ROUNDS=4); i16: 2, whatever it makes of them), fewer where the tile's loads would pass the table block's at
+ * SLUICE_CUDA_ROUNDS=4); i16: 2, or 1 of 64 for a max or min scan two rows a word that makes
+ * nothing else (pairs_one_round; 2 again under SLUICE_CUDA_ROUNDS=2)), fewer where the tile's loads would pass the table block's at
  * that rate (an i16 sum into i64, 512 threads of 16 items: 2); segments, a second scan or
  * 4-byte loads keep one, as does SLUICE_CUDA_TUNING. Each compiles. */
 START_TEST(rounds_only_where_rows_need_states_alone) {
@@ -1453,7 +1459,11 @@ START_TEST(rounds_only_where_rows_need_states_alone) {
         {"{x: i8}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
         {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
         {"{x: bool}", "  - scan: {of: x, op: xor, into: y}\noutput: [y]\n", "4", NULL, 90, 4},
-        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},
+        /* two rows a word, nothing else made: one round of 64 (codegen.c pairs_one_round) */
+        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", NULL, NULL, 90, 1},
+        {"{x: i16}", "  - scan: {of: x, op: max, into: y}\noutput: [y]\n", "2", NULL, 90, 2},
+        {"{x: i16}", "  - map: {z: x ^ 3}\n  - scan: {of: x, op: min, into: y}\noutput: [y, z]\n", NULL,
+         NULL, 90, 2},
         {"{x: i16}", "  - map: {y: f32(x) * 0.5}\n  - scan: {of: y, op: sum, into: s}\noutput: [s]\n", NULL,
          NULL, 90, 2},
         {"{x: i16}", "  - scan: {of: x, op: sum, acc: i64, into: y}\noutput: [y]\n", NULL, NULL, 90, 2},

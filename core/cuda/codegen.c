@@ -2661,6 +2661,26 @@ static bool one_byte_rounds(const cg *g) {
     return b.widest_loaded == 1 && b.widest_made == 1;
 }
 
+/* A two-byte max or min scan taken two rows a word (pairs_scan_of) that rounds_of gives two
+ * rounds of 32 items takes the same tile (16,384 rows at 256 row threads) in one round of 64
+ * at two blocks: a packed column holds a thread's 64 rows in 32 registers, and one round
+ * halves the block scans and staged stores a tile pays, as one_byte_rounds does for one-byte
+ * groups. Measured on an H100 as SLUICE_CUDA_TUNING=256:64:2 against the default's two rounds
+ * of 32 at one block: the i16 max scan +0.5 to +1.5 points in five of six pairs (83.8 ->
+ * 85.1% of copy; bench/RESULTS.md, forty-first and forty-third sessions). Only where the
+ * scan's column is the only one the group makes: a map's i16 column beside it doubles the
+ * staged stores (192 KB a block) and spills at two blocks, so the fit compiles one block of
+ * one round, below the two rounds it replaces. Not under the measurement overrides. */
+static bool pairs_one_round(const cg *g) {
+    if (g->rounds != 2 || g->items != 32 || g->max_items_set || getenv("SLUICE_CUDA_ROUNDS"))
+        return false;
+    const sl_scan *sc = pairs_scan_of(g);
+    if (!sc) return false;
+    for (int c = 0; c < g->p->ncolumns; c++)
+        if (g->made[c] && c != sc->into[0]) return false;
+    return true;
+}
+
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
                               int group, int arch, sl_codegen *out) {
     memset(out, 0, sizeof *out);
@@ -2814,8 +2834,15 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
         g.forced_min_blocks = 2;
         out->items_per_thread = g.items;
     }
+    const bool pair_round = st == SLUICE_OK && !overridden && !byte_rounds && pairs_one_round(&g);
+    if (pair_round) {
+        g.items = 64;
+        g.rounds = 1;
+        g.forced_min_blocks = 2;
+        out->items_per_thread = g.items;
+    }
     if (st == SLUICE_OK) st = plan_stages(&g);
-    if (st == SLUICE_OK && !overridden && !lookback_block && !byte_rounds)
+    if (st == SLUICE_OK && !overridden && !lookback_block && !byte_rounds && !pair_round)
         st = fill_register_partitions(&g);
     if (st == SLUICE_OK) {
         out->block_threads = g.tuning->block_threads + (g.overlapped ? 32 : 0);
