@@ -9,7 +9,7 @@
 # are gpu_bench's; each job's copy row names the job it was measured with.
 #
 # Usage: bench/gpu_table.sh [log2_rows=28] [reps=6]   (BUILD: the build folder, build-gpu)
-# Prints each job's lines as it goes, then the table. A job that fails prints its output's
+# Prints each job's output as it goes, then the table. A job that fails prints its output's
 # tail and the table goes on without its rows.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,8 @@ echo "|---|---|---|---|" >>"$table"
 for job in $JOBS; do
   out=$(GPU_BENCH_JOBS=$job "$BENCH" "$LG" "$REPS" 2>&1)
   rc=$?
-  echo "$out" | grep -v '^|'
+  # everything as it goes (rows too: a run cut short by a time limit keeps what it measured)
+  echo "$out"
   if [ $rc -ne 0 ]; then
     echo "gpu_table.sh: job $job exited $rc" >&2
     echo "$out" | tail -5 >&2
