@@ -75,7 +75,9 @@ static const sl_tuning sl_tuning_table[] = {
        i8 max 18.2% -> 34.3% of copy (CUB 35.4%), i16 max 40.1% -> 67.3% (CUB 58.9%), bool xor
        18.8% -> 34.4%; 640 or 992 row threads of 32 items did no better on the whole (i8 33.6 /
        37.0%, i16 64.3 / 45.7%). A scan of 1-byte columns alone goes past the row's
-       max_items: 64 items in two rounds (codegen.c, one_byte_rounds). */
+       max_items: 64 items in two rounds (codegen.c, one_byte_rounds); so does an i16 or u16 max
+       or min scan taken two rows a word that makes no other column: 64 items in one round
+       (codegen.c, pairs_one_round). */
     {90, 256, 64, 2, 32, 128, 5, 128, 512, 16},
 };
 
