@@ -1446,8 +1446,8 @@ END_TEST
  * takes the rounds that give its tile 128 bytes of loads a thread (i8 or bool rows: 4 of 32
  * items, or 2 of 64 where every column is of 1 byte (one_byte_rounds; 4 again under
  * SLUICE_CUDA_ROUNDS=4); i16: 2, or 1 of 64 for a max or min scan two rows a word that makes
- * nothing else (pairs_one_round; 2 again under SLUICE_CUDA_ROUNDS=2)), fewer where the tile's loads would pass the table block's at
- * that rate (an i16 sum into i64, 512 threads of 16 items: 2); segments, a second scan or
+ * nothing else (pairs_one_round; 2 again under SLUICE_CUDA_ROUNDS=2)), fewer where the
+ * tile's loads would pass the table block's at that rate (an i16 sum into i64, 512 threads of 16 items: 2); segments, a second scan or
  * 4-byte loads keep one, as does SLUICE_CUDA_TUNING. Each compiles. */
 START_TEST(rounds_only_where_rows_need_states_alone) {
     static const struct {

@@ -64,7 +64,7 @@ typedef struct cg {
     int first, last;    /* stages */
     const sl_tuning *tuning;
     sl_tuning override;      /* SLUICE_CUDA_TUNING, when set */
-    int forced_min_blocks;   /* its third number (or two: one_byte_rounds), 0 when not given */
+    int forced_min_blocks;   /* its third number (or two: narrow_scan_rounds), 0 when not given */
     bool max_items_set;      /* SLUICE_CUDA_MAX_ITEMS took effect (max_items_override) */
     int items;
     int rounds;              /* a tile is this many rounds of items x threads rows (rounds_of) */
@@ -2654,9 +2654,7 @@ static int rounds_of(const cg *g, bool tuning_overridden) {
  * session). Groups that make wider columns (an f32 sum of i8 rows: 64 f32 items a thread)
  * keep four rounds, as does any group under SLUICE_CUDA_ROUNDS or SLUICE_CUDA_MAX_ITEMS. */
 static bool one_byte_rounds(const cg *g) {
-    /* not under the measurement overrides (SLUICE_CUDA_MAX_ITEMS, SLUICE_CUDA_ROUNDS) */
-    if (g->rounds != 4 || g->items != 32 || g->max_items_set || getenv("SLUICE_CUDA_ROUNDS"))
-        return false;
+    if (g->rounds != 4 || g->items != 32) return false;
     const item_bounds b = bound_items(g);
     return b.widest_loaded == 1 && b.widest_made == 1;
 }
@@ -2672,13 +2670,23 @@ static bool one_byte_rounds(const cg *g) {
  * staged stores (192 KB a block) and spills at two blocks, so the fit compiles one block of
  * one round, below the two rounds it replaces. Not under the measurement overrides. */
 static bool pairs_one_round(const cg *g) {
-    if (g->rounds != 2 || g->items != 32 || g->max_items_set || getenv("SLUICE_CUDA_ROUNDS"))
-        return false;
+    if (g->rounds != 2 || g->items != 32) return false;
     const sl_scan *sc = pairs_scan_of(g);
     if (!sc) return false;
     for (int c = 0; c < g->p->ncolumns; c++)
         if (g->made[c] && c != sc->into[0]) return false;
     return true;
+}
+
+/* The rounds of 64 items at two blocks that a narrow scan takes by default in place of
+ * rounds_of's 32 items (one_byte_rounds: 2, pairs_one_round: 1), or 0 where it keeps them,
+ * as every group does under the measurement overrides (SLUICE_CUDA_MAX_ITEMS,
+ * SLUICE_CUDA_ROUNDS). */
+static int narrow_scan_rounds(const cg *g) {
+    if (g->max_items_set || getenv("SLUICE_CUDA_ROUNDS")) return 0;
+    if (one_byte_rounds(g)) return 2;
+    if (pairs_one_round(g)) return 1;
+    return 0;
 }
 
 sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, const sl_plan *plan,
@@ -2827,22 +2835,15 @@ sluice_status sl_cuda_codegen(sluice_context *ctx, const sluice_pipeline *p, con
     if (st == SLUICE_OK) g.rounds = rounds_of(&g, overridden);
     /* as measured, at the table's 256 row threads: filling the register partitions (a
        tenth warp) would spill 24 B at two blocks, so the fit would compile it at one */
-    const bool byte_rounds = st == SLUICE_OK && !overridden && one_byte_rounds(&g);
-    if (byte_rounds) {
+    const int narrow_rounds = st == SLUICE_OK && !overridden ? narrow_scan_rounds(&g) : 0;
+    if (narrow_rounds) {
         g.items = 64;
-        g.rounds = 2;
-        g.forced_min_blocks = 2;
-        out->items_per_thread = g.items;
-    }
-    const bool pair_round = st == SLUICE_OK && !overridden && !byte_rounds && pairs_one_round(&g);
-    if (pair_round) {
-        g.items = 64;
-        g.rounds = 1;
+        g.rounds = narrow_rounds;
         g.forced_min_blocks = 2;
         out->items_per_thread = g.items;
     }
     if (st == SLUICE_OK) st = plan_stages(&g);
-    if (st == SLUICE_OK && !overridden && !lookback_block && !byte_rounds && !pair_round)
+    if (st == SLUICE_OK && !overridden && !lookback_block && !narrow_rounds)
         st = fill_register_partitions(&g);
     if (st == SLUICE_OK) {
         out->block_threads = g.tuning->block_threads + (g.overlapped ? 32 : 0);
