@@ -3,7 +3,8 @@
  * dynamic shared memory), the resident blocks its __launch_bounds__ asks for, the bytes of
  * spill stores ptxas reports at that count (NVRTC with the backend's options and ptxas -v), and
  * the count the backend compiles it at (nvrtc.h, sl_cuda_nvrtc_compile_fitted; the count
- * asked under SLUICE_CUDA_FIT=0).
+ * asked under SLUICE_CUDA_FIT=0), and the registers a thread takes at that count with the
+ * blocks they let reside (a group asked for one block may still reside two or three).
  * The measurement settings the code generator reads (SLUICE_CUDA_CHUNKS, SLUICE_CUDA_TUNING,
  * ...) apply as they do in a session. A last line counts the groups that spill.
  *
@@ -42,6 +43,16 @@ static int write_source(const char *dir, const char *path, int group, const char
     return 0;
 }
 
+/* The blocks of `threads` that a Hopper multiprocessor's 64K registers hold at `registers` a
+ * thread: a warp's registers are allocated in units of 256, and no more than 2048 threads
+ * (0 for a count ptxas did not report). */
+static int blocks_by_registers(int registers, int threads) {
+    if (registers <= 0 || threads <= 0) return 0;
+    const int warp_registers = (registers * 32 + 255) / 256 * 256;
+    const int blocks = 65536 / warp_registers / ((threads + 31) / 32);
+    return blocks < 2048 / threads ? blocks : 2048 / threads;
+}
+
 /* Prints one line a fused group of the pipeline in `path`; counts into the totals. */
 static int report_file(const char *path, int arch, const char *source_dir, int *groups,
                        int *spilling, int *fitted) {
@@ -71,26 +82,33 @@ static int report_file(const char *path, int arch, const char *source_dir, int *
             break;
         }
         void *cubin = NULL;
-        size_t size = 0, spilled = 0;
+        size_t size = 0;
+        sl_ptxas_usage asked, taken;
         int bound = cg.min_blocks;
         sluice_status st = sl_cuda_nvrtc_compile_bounded(ctx, cg.source, "report.cu", arch, 0,
-                                                         &cubin, &size, &spilled);
+                                                         &cubin, &size, &asked);
         sl_free(ctx, cubin);
-        if (st == SLUICE_OK && cg.fit_blocks > 1 && spilled > (size_t)cg.fit_spill_bytes) {
+        taken = asked;
+        if (st == SLUICE_OK && cg.fit_blocks > 1 && asked.spill_bytes > (size_t)cg.fit_spill_bytes) {
             st = sl_cuda_nvrtc_compile_fitted(ctx, cg.source, "report.cu", arch, cg.fit_blocks,
                                               cg.fit_spill_bytes, &cubin, &size, &bound);
+            sl_free(ctx, cubin);
+            if (st == SLUICE_OK)
+                st = sl_cuda_nvrtc_compile_bounded(ctx, cg.source, "report.cu", arch, bound, &cubin,
+                                                   &size, &taken);
             sl_free(ctx, cubin);
         }
         if (st != SLUICE_OK) {
             rc = 1;
         } else {
             (*groups)++;
-            *spilling += spilled > 0;
+            *spilling += asked.spill_bytes > 0;
             *fitted += bound < cg.min_blocks;
             printf("%s group %d: %d threads x %d items x %d rounds, %zu B shared, %d blocks "
-                   "asked, %zu B spilled, compiled at %d\n",
+                   "asked, %zu B spilled, compiled at %d: %d registers, %d blocks by registers\n",
                    path, gi, cg.block_threads, cg.items_per_thread, cg.rounds, cg.dynamic_smem,
-                   cg.min_blocks, spilled, bound);
+                   cg.min_blocks, asked.spill_bytes, bound, taken.registers,
+                   blocks_by_registers(taken.registers, cg.block_threads));
         }
         sl_cuda_codegen_free(ctx, &cg);
     }

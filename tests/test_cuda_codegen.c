@@ -1956,7 +1956,8 @@ START_TEST(compile_error_is_a_status_with_the_log) {
 }
 END_TEST
 
-/* The spill counter reads ptxas -v's lines for every function of the program. */
+/* The spill counter reads ptxas -v's lines for every function of the program; the register
+ * count is the most any of them uses. */
 START_TEST(ptxas_spill_bytes_reads_the_log) {
     static const char log[] =
         "ptxas info    : Compiling entry function 'sl_fused_small' for 'sm_90'\n"
@@ -1965,8 +1966,15 @@ START_TEST(ptxas_spill_bytes_reads_the_log) {
         "ptxas info    : Function properties for _ZN2sl18lookback_exclusive\n"
         "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
         "ptxas info    : Compiling entry function 'sl_fused' for 'sm_90'\n"
-        "ptxas         .     32 bytes stack frame, 132 bytes spill stores, 20 bytes spill loads\n";
+        "ptxas         .     32 bytes stack frame, 132 bytes spill stores, 20 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 1 barriers, 32 bytes smem, 400 bytes cmem[0]\n"
+        "ptxas info    : Compiling entry function 'sl_reduce_close' for 'sm_90'\n"
+        "ptxas info    : Used 32 registers, 384 bytes cmem[0]\n";
     ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(log), 152);
+    ck_assert_int_eq(sl_cuda_ptxas_registers(log), 168);
+    ck_assert_int_eq(sl_cuda_ptxas_registers("ptxas info    : Used registers"), 0);
+    ck_assert_int_eq(sl_cuda_ptxas_registers(""), 0);
+    ck_assert_int_eq(sl_cuda_ptxas_registers(NULL), 0);
     ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes("ptxas .  0 bytes stack frame, 0 bytes spill stores"), 0);
     ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(""), 0);
     ck_assert_uint_eq(sl_cuda_ptxas_spill_bytes(NULL), 0);
@@ -2015,7 +2023,8 @@ START_TEST(fit_compiles_at_the_first_bound_without_spills) {
     ck_assert_str_ne(fit.source, plain.source); /* entries of their own in the kernel cache */
 
     void *cubin = NULL;
-    size_t size = 0, spilled = 0;
+    size_t size = 0;
+    sl_ptxas_usage usage;
     int bound = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile_fitted(ctx, fit.source, "fit.cu", ARCH, fit.fit_blocks,
                                                   fit.fit_spill_bytes, &cubin, &size, &bound),
@@ -2026,19 +2035,20 @@ START_TEST(fit_compiles_at_the_first_bound_without_spills) {
     ck_assert_int_le(bound, fit.fit_blocks);
     /* spills within the bound at the count taken (unless one block spills more) ... */
     ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, bound, &cubin,
-                                                   &size, &spilled),
+                                                   &size, &usage),
                      SLUICE_OK);
     sl_free(ctx, cubin);
-    ck_assert_msg(spilled <= allowed || bound == 1, "%s: %zu bytes spilled at %d blocks",
-                  sluice_pipeline_name(p), spilled, bound);
+    ck_assert_msg(usage.spill_bytes <= allowed || bound == 1, "%s: %zu bytes spilled at %d blocks",
+                  sluice_pipeline_name(p), usage.spill_bytes, bound);
+    ck_assert_int_gt(usage.registers, 0);
     /* ... and more at every count above it */
     for (int blocks = bound + 1; blocks <= fit.fit_blocks; blocks++) {
         ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, blocks,
-                                                       &cubin, &size, &spilled),
+                                                       &cubin, &size, &usage),
                          SLUICE_OK);
         sl_free(ctx, cubin);
-        ck_assert_msg(spilled > allowed, "%s: fitted at %d blocks where %d spill %zu bytes",
-                      sluice_pipeline_name(p), bound, blocks, spilled);
+        ck_assert_msg(usage.spill_bytes > allowed, "%s: fitted at %d blocks where %d spill %zu bytes",
+                      sluice_pipeline_name(p), bound, blocks, usage.spill_bytes);
     }
     fprintf(stderr, "%s: asks for %d blocks; fitted at %d\n", sluice_pipeline_name(p),
             fit.fit_blocks, bound);

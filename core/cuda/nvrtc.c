@@ -206,6 +206,17 @@ size_t sl_cuda_ptxas_spill_bytes(const char *log) {
     return total;
 }
 
+int sl_cuda_ptxas_registers(const char *log) {
+    int most = 0;
+    static const char marker[] = "Used ";
+    for (const char *at = log ? strstr(log, marker) : NULL; at; at = strstr(at + 1, marker)) {
+        char *end = NULL;
+        const long n = strtol(at + sizeof marker - 1, &end, 10);
+        if (end && strncmp(end, " registers", 10) == 0 && n > most) most = (int)n;
+    }
+    return most;
+}
+
 sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size) {
     return sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, 0, cubin, size, NULL);
@@ -217,10 +228,10 @@ sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *sour
     if (bound) *bound = min_blocks;
     if (min_blocks <= 1) return sl_cuda_nvrtc_compile(ctx, source, name, arch, cubin, size);
     for (int blocks = min_blocks;; blocks--) {
-        size_t spilled = 0;
-        SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &spilled));
+        sl_ptxas_usage usage;
+        SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &usage));
         if (bound) *bound = blocks;
-        if (spilled <= (size_t)(spill_bytes > 0 ? spill_bytes : 0) || blocks == 1) return SLUICE_OK;
+        if (usage.spill_bytes <= (size_t)(spill_bytes > 0 ? spill_bytes : 0) || blocks == 1) return SLUICE_OK;
         sl_free(ctx, *cubin);
         *cubin = NULL;
         *size = 0;
@@ -229,10 +240,10 @@ sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *sour
 
 sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *source, const char *name,
                                             int arch, int min_blocks, void **cubin, size_t *size,
-                                            size_t *spill_bytes) {
+                                            sl_ptxas_usage *usage) {
     *cubin = NULL;
     *size = 0;
-    if (spill_bytes) *spill_bytes = 0;
+    if (usage) *usage = (sl_ptxas_usage){0, 0};
     SL_TRY(sl_cuda_nvrtc_load(ctx));
     const char *header_texts[64];
     const char *header_names[64];
@@ -259,7 +270,7 @@ sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *sou
     for (int i = 0; i < SL_NVRTC_NDEBUG; i++)
         if (debug_option_wanted(i)) options[noptions++] = sl_cuda_nvrtc_debug_options[i].option;
     if (min_blocks > 0) options[noptions++] = bound_opt;
-    if (spill_bytes) options[noptions++] = "--ptxas-options=-v";
+    if (usage) options[noptions++] = "--ptxas-options=-v";
     r = api.CompileProgram(prog, noptions, options);
     if (r != NVRTC_SUCCESS) {
         char *log = program_log(ctx, prog);
@@ -286,9 +297,10 @@ sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *sou
                         "NVRTC produced no cubin for kernel %s (sm_%d): %s", name, arch,
                         api.GetErrorString(r));
     }
-    if (spill_bytes) {
+    if (usage) {
         char *log = program_log(ctx, prog);
-        *spill_bytes = sl_cuda_ptxas_spill_bytes(log);
+        usage->spill_bytes = sl_cuda_ptxas_spill_bytes(log);
+        usage->registers = sl_cuda_ptxas_registers(log);
         sl_free(ctx, log);
     }
     api.DestroyProgram(&prog);

@@ -38,15 +38,21 @@ uint64_t sl_cuda_nvrtc_headers_digest(void);
 sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, const char *name, int arch,
                                void **cubin, size_t *size);
 
+/* What ptxas -v reports of a compiled program: the bytes of spill stores over all its
+ * functions, and the most registers a thread of any of its kernels uses. */
+typedef struct sl_ptxas_usage {
+    size_t spill_bytes;
+    int registers;
+} sl_ptxas_usage;
+
 /* The same, with the register bound asked of a generated kernel: min_blocks > 0 compiles
  * with -DMIN_BLOCKS=min_blocks, which a generated source's __launch_bounds__ takes in place
  * of its own choice (core/cuda/codegen.c emits that choice under #ifndef MIN_BLOCKS); 0
- * keeps the source's. spill_bytes (may be NULL) receives the bytes of spill stores ptxas
- * reported over all the program's functions (it compiles with ptxas -v then, which changes
- * nothing in the cubin). */
+ * keeps the source's. usage (may be NULL) receives what ptxas reported (it compiles with
+ * ptxas -v then, which changes nothing in the cubin). */
 sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *source, const char *name,
                                             int arch, int min_blocks, void **cubin, size_t *size,
-                                            size_t *spill_bytes);
+                                            sl_ptxas_usage *usage);
 
 /* Compiles a generated source whose kernels ask for min_blocks resident blocks (its
  * MIN_BLOCKS) at the most blocks, min_blocks or fewer, whose spill stores ptxas reports as
@@ -64,5 +70,9 @@ sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *sour
 /* The bytes of spill stores a ptxas -v log reports, summed over its functions (0 for NULL
  * or a log that reports none). */
 size_t sl_cuda_ptxas_spill_bytes(const char *log);
+
+/* The most registers a thread uses that a ptxas -v log reports ("Used N registers"), over its
+ * functions (0 for NULL or a log that reports none). */
+int sl_cuda_ptxas_registers(const char *log);
 
 #endif
