@@ -11,7 +11,8 @@
  *   kernel_report [--arch 90] [--source DIR] FILE.yaml...
  *
  * --source DIR also writes each group's generated source to DIR/NAME.gN.cu (NAME: the file's
- * name less its directory and extension), to read. (nvcc does not take it as NVRTC does: NVRTC
+ * name less its directory and extension), to read; never the kernels' own folder, whose .cu files
+ * the build compiles. (nvcc does not take it as NVRTC does: NVRTC
  * compiles every function for the device, so the file is not a .cu nvcc builds as it stands.)
  *
  * Exit status: 0, or 1 when a file does not load or a group does not generate or compile. */
@@ -122,6 +123,16 @@ static int report_file(const char *path, int arch, const char *source_dir, int *
     return rc;
 }
 
+/* Whether `dir` is the kernels' source folder: the build compiles every .cu file there, so a
+ * generated source written there breaks the next build. */
+static int holds_kernel_text(const char *dir) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/sl_tile.cuh", dir) >= (int)sizeof path) return 0;
+    FILE *f = fopen(path, "r");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
 int main(int argc, char **argv) {
     int arch = 90, first = 1;
     const char *source_dir = NULL;
@@ -133,6 +144,13 @@ int main(int argc, char **argv) {
     }
     if (first >= argc || arch < 70 || argv[first][0] == '-') {
         fprintf(stderr, "usage: kernel_report [--arch 90] [--source DIR] FILE.yaml...\n");
+        return 2;
+    }
+    if (source_dir && holds_kernel_text(source_dir)) {
+        fprintf(stderr,
+                "kernel_report: --source %s is the kernels' own folder (it holds sl_tile.cuh); the "
+                "build compiles every .cu there, so name a folder outside the source tree\n",
+                source_dir);
         return 2;
     }
     int rc = 0, groups = 0, spilling = 0, fitted = 0;

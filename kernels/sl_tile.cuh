@@ -1273,6 +1273,19 @@ __device__ __forceinline__ typename P::S close_items(const typename K::Tile &t,
 template <class K, class S> constexpr bool stages_closed() {
     return 4ull * payload_words_of<S>::value * K::tile * (K::block / 32) <= SL_CLOSED_STAGE_BYTES;
 }
+/* How sparse a tile's closes may be and still go through the slots: a tile stages when it
+ * closes a segment in every stage_rows_per_close rows or more; 0 (the offsets loop) never.
+ * Both of the runs' thresholds are measured (H100, bench/RESULTS.md, forty-seventh session,
+ * run 6): where the key is an input, from one in 4, since staging sparser tiles lost up to a
+ * point (one in 8: avg 8 55.6 -> 55.4%, Pareto 55.9 -> 55.2%); where maps make the key, from
+ * one in 16, which lifted avg 8 from 48.1 to 55.8% and Pareto from 51.7 to 55.9%. Why the
+ * made key gains where the input key does not is not traced: both write the same row from
+ * the same state. */
+template <class K> constexpr unsigned long long stage_rows_per_close() {
+    if constexpr (K::runs) return K::Keys::made ? 16ull : 4ull;
+    else return 0ull;
+}
+
 /* A warp's slots, in words (one where the loop does not stage). */
 template <class K, class S> constexpr int closed_stage_words() {
     return stages_closed<K, S>() ? payload_words_of<S>::value * K::tile : 1;
@@ -1289,11 +1302,11 @@ template <class K, class S> constexpr int closed_stage_words() {
  * `stage` (the same in every lane): where the tile's closing places are consecutive (the
  * runs' loop: stages_closed), the warp's slots for a tile's closed segments, and
  * `lo` a bound at or below every place closing in the tile (within a tile's rows of it).
- * A tile that closes a run in every 4 rows or more sends its closed segments to the slots
- * first and out in place order, a lane a segment: written straight from the lanes that close
- * them, each store instruction's lanes wrote places several apart (a sector each), and the
- * close was 70% of a tile of the reduce by key (bench/RESULTS.md, twenty-ninth session, run
- * 2). Null: straight to their places. */
+ * A tile that closes a run in every stage_rows_per_close<K>() rows or more sends its
+ * closed segments to the slots first and out in place order, a lane a segment: written
+ * straight from the lanes that close them, each store instruction's lanes wrote places
+ * several apart (a sector each), and the close was 70% of a tile of the reduce by key
+ * (bench/RESULTS.md, twenty-ninth session, run 2). Null: straight to their places. */
 template <class K, class P, class C>
 __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
                                                     const typename K::Args &a, const C &carry,
@@ -1309,10 +1322,10 @@ __device__ __forceinline__ void close_tile_segments(const typename K::Tile &t,
     if (stage) {
         const unsigned long long ends = t.ending;
         closing = warp_sum_u32((unsigned)__popcll(ends));
-        /* only a tile that closes a run in every 4 rows or more: there a direct store
-           instruction's lanes write a sector each and the slots pay; over runs of 8 rows and
-           longer they cost more than they save (bench/RESULTS.md, thirty-first session) */
-        if (4ull * closing >= (unsigned long long)K::tile) {
+        /* only a tile whose closes are dense enough: there a direct store instruction's
+           lanes write a sector each and the slots pay; over longer runs they cost more than
+           they save (bench/RESULTS.md, thirty-first and forty-seventh sessions) */
+        if (stage_rows_per_close<K>() * closing >= (unsigned long long)K::tile) {
             /* the lane's least closing place: its first ending item's */
             const unsigned least =
                 ends ? (unsigned)(closing_place<K>(t, __popcll((ends & (0ull - ends)) - 1ull)) - lo) : ~0u;
