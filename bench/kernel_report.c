@@ -92,11 +92,7 @@ static int report_file(const char *path, int arch, const char *source_dir, int *
         taken = asked;
         if (st == SLUICE_OK && cg.fit_blocks > 1 && asked.spill_bytes > (size_t)cg.fit_spill_bytes) {
             st = sl_cuda_nvrtc_compile_fitted(ctx, cg.source, "report.cu", arch, cg.fit_blocks,
-                                              cg.fit_spill_bytes, &cubin, &size, &bound);
-            sl_free(ctx, cubin);
-            if (st == SLUICE_OK)
-                st = sl_cuda_nvrtc_compile_bounded(ctx, cg.source, "report.cu", arch, bound, &cubin,
-                                                   &size, &taken);
+                                              cg.fit_spill_bytes, &cubin, &size, &bound, &taken);
             sl_free(ctx, cubin);
         }
         if (st != SLUICE_OK) {

@@ -2024,10 +2024,10 @@ START_TEST(fit_compiles_at_the_first_bound_without_spills) {
 
     void *cubin = NULL;
     size_t size = 0;
-    sl_ptxas_usage usage;
+    sl_ptxas_usage usage, fitted;
     int bound = 0;
     ck_assert_int_eq(sl_cuda_nvrtc_compile_fitted(ctx, fit.source, "fit.cu", ARCH, fit.fit_blocks,
-                                                  fit.fit_spill_bytes, &cubin, &size, &bound),
+                                                  fit.fit_spill_bytes, &cubin, &size, &bound, &fitted),
                      SLUICE_OK);
     ck_assert_uint_gt(size, 0);
     sl_free(ctx, cubin);
@@ -2041,6 +2041,9 @@ START_TEST(fit_compiles_at_the_first_bound_without_spills) {
     ck_assert_msg(usage.spill_bytes <= allowed || bound == 1, "%s: %zu bytes spilled at %d blocks",
                   sluice_pipeline_name(p), usage.spill_bytes, bound);
     ck_assert_int_gt(usage.registers, 0);
+    /* the fit reports what ptxas made at the count it took */
+    ck_assert_uint_eq(fitted.spill_bytes, usage.spill_bytes);
+    ck_assert_int_eq(fitted.registers, usage.registers);
     /* ... and more at every count above it */
     for (int blocks = bound + 1; blocks <= fit.fit_blocks; blocks++) {
         ck_assert_int_eq(sl_cuda_nvrtc_compile_bounded(ctx, fit.source, "fit.cu", ARCH, blocks,

@@ -164,7 +164,7 @@ sluice_status sl_cuda_kcache_get(sluice_context *ctx, const char *source, const 
         }
     }
     SL_TRY(sl_cuda_nvrtc_compile_fitted(ctx, source, name, arch, fit_blocks, spill_bytes,
-                                        cubin, size, NULL));
+                                        cubin, size, NULL, NULL));
     if (cached && make_dirs(dir)) write_entry(dir, path, key, *cubin, *size);
     return SLUICE_OK;
 }

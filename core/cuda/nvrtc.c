@@ -224,14 +224,15 @@ sluice_status sl_cuda_nvrtc_compile(sluice_context *ctx, const char *source, con
 
 sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
                                            int arch, int min_blocks, int spill_bytes, void **cubin,
-                                           size_t *size, int *bound) {
+                                           size_t *size, int *bound, sl_ptxas_usage *usage) {
     if (bound) *bound = min_blocks;
-    if (min_blocks <= 1) return sl_cuda_nvrtc_compile(ctx, source, name, arch, cubin, size);
+    if (min_blocks <= 1) return sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, 0, cubin, size, usage);
     for (int blocks = min_blocks;; blocks--) {
-        sl_ptxas_usage usage;
-        SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &usage));
+        sl_ptxas_usage taken;
+        SL_TRY(sl_cuda_nvrtc_compile_bounded(ctx, source, name, arch, blocks, cubin, size, &taken));
         if (bound) *bound = blocks;
-        if (usage.spill_bytes <= (size_t)(spill_bytes > 0 ? spill_bytes : 0) || blocks == 1) return SLUICE_OK;
+        if (usage) *usage = taken;
+        if (taken.spill_bytes <= (size_t)(spill_bytes > 0 ? spill_bytes : 0) || blocks == 1) return SLUICE_OK;
         sl_free(ctx, *cubin);
         *cubin = NULL;
         *size = 0;

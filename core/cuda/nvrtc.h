@@ -62,10 +62,11 @@ sluice_status sl_cuda_nvrtc_compile_bounded(sluice_context *ctx, const char *sou
  * registers instead (kernels/tuning.h, spill_bytes, has the measurements). The kernels'
  * grid is sized from the cubin at load time (core/cuda/fused.c), so nothing else changes.
  * *bound (may be NULL): the blocks compiled for (min_blocks itself when it is 1 or less:
- * then this is sl_cuda_nvrtc_compile). Errors: those of sl_cuda_nvrtc_compile. */
+ * then this is sl_cuda_nvrtc_compile); usage (may be NULL): what ptxas reported at them.
+ * Errors: those of sl_cuda_nvrtc_compile. */
 sluice_status sl_cuda_nvrtc_compile_fitted(sluice_context *ctx, const char *source, const char *name,
                                            int arch, int min_blocks, int spill_bytes, void **cubin,
-                                           size_t *size, int *bound);
+                                           size_t *size, int *bound, sl_ptxas_usage *usage);
 
 /* The bytes of spill stores a ptxas -v log reports, summed over its functions (0 for NULL
  * or a log that reports none). */
